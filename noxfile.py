@@ -1,0 +1,53 @@
+"""Sessions: thin wrappers that install samebits and call its CLI.
+
+    nox -s lock [-- ENV ...]        solve environments/ into lockfiles/
+    nox -s tests [-- PYTEST ARGS]   the test suite (what CI runs)
+    nox -s verify-gpu [-- ARGS]     facts + workloads + attestation for this machine
+    nox -s bench [-- lock|verify-env|verify-gpu|oci]
+    nox -s lint                     ruff
+"""
+
+from __future__ import annotations
+
+import nox
+
+nox.options.reuse_existing_virtualenvs = True
+nox.options.sessions = ["lint", "tests"]
+
+# The CPU build of torch that the tests and the CPU workloads run on. On a GPU machine install
+# the lock's own torch instead (`samebits install`), or pass --torch to verify-gpu.
+TORCH = "torch==2.13.0"
+
+
+@nox.session
+def lock(session: nox.Session) -> None:
+    """Solve every spec (or the ones named after --) into lockfiles/."""
+    session.install("-e", ".")
+    session.run("samebits", "lock", *session.posargs)
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """Run the test suite; network tests (real PyPI) are included unless -m 'not network'."""
+    session.install("-e", ".[test]", TORCH)
+    session.run("pytest", *session.posargs)
+
+
+@nox.session(name="verify-gpu")
+def verify_gpu(session: nox.Session) -> None:
+    """Probe this machine, run the deterministic workloads, write an attestation."""
+    session.install("-e", ".", TORCH)
+    session.run("samebits", "verify", "gpu", *session.posargs)
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """Benchmarks side by side with their baselines; name one to run it alone."""
+    session.install("-e", ".[test]", TORCH)
+    session.run("python", "-m", "tests.bench", *session.posargs)
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    session.install("ruff")
+    session.run("ruff", "check", "samebits", "verify", "tests", "noxfile.py")

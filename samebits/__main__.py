@@ -1,0 +1,5 @@
+import sys
+
+from samebits.cli import main
+
+sys.exit(main())

@@ -1,0 +1,52 @@
+"""Small I/O helpers shared by every writer: atomic writes and canonical JSON."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+
+def canonical_json(obj: Any) -> bytes:
+    """Serialise ``obj`` the one way samebits hashes and writes it.
+
+    Sorted keys, two-space indent, UTF-8, a final newline: byte-stable for equal input.
+    """
+    return (json.dumps(obj, sort_keys=True, indent=2, ensure_ascii=False) + "\n").encode()
+
+
+def compact_json(obj: Any) -> bytes:
+    """Canonical JSON without whitespace, for digests."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def atomic_write(path: Path, data: bytes | str, *, mode: int = 0o644) -> None:
+    """Write ``data`` to ``path`` so readers see the old file or the new one, never a torn one.
+
+    The bytes go to a temporary file in the same folder, are flushed to disk, then renamed over
+    ``path``; a crash or a kill at any point leaves the previous file intact.
+    """
+    if isinstance(data, str):
+        data = data.encode()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise

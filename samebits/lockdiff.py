@@ -1,0 +1,74 @@
+"""What changed between two locks, per platform: added, removed and changed packages."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from samebits.lockfile import Lock, LockedPackage
+
+DIFF_FORMAT = 1
+FIELDS = ("version", "build", "url", "md5", "sha256")
+
+
+def _brief(p: LockedPackage) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": p.name, "manager": p.manager, "version": p.version}
+    if p.build:
+        out["build"] = p.build
+    return out
+
+
+def diff_locks(old: Lock, new: Lock) -> dict[str, Any]:
+    """A versioned, canonical diff document; ``identical`` is true when nothing differs."""
+    platforms: dict[str, Any] = {}
+    for plat in sorted(set(old.platforms) | set(new.platforms)):
+        a = {(p.manager, p.name): p for p in old.packages_for(plat)}
+        b = {(p.manager, p.name): p for p in new.packages_for(plat)}
+        changed = []
+        for key in sorted(a.keys() & b.keys()):
+            fields = [f for f in FIELDS if getattr(a[key], f) != getattr(b[key], f)]
+            if fields:
+                changed.append({"name": key[1], "manager": key[0], "fields": fields,
+                                "old": {f: getattr(a[key], f) for f in fields},
+                                "new": {f: getattr(b[key], f) for f in fields}})
+        entry = {
+            "added": [_brief(b[k]) for k in sorted(b.keys() - a.keys())],
+            "removed": [_brief(a[k]) for k in sorted(a.keys() - b.keys())],
+            "changed": changed,
+        }
+        if plat not in old.platforms:
+            entry["platform"] = "added"
+        elif plat not in new.platforms:
+            entry["platform"] = "removed"
+        platforms[plat] = entry
+    identical = all(not (e["added"] or e["removed"] or e["changed"]) for e in platforms.values())
+    return {"format": DIFF_FORMAT, "identical": identical, "platforms": platforms}
+
+
+def _label(p: dict[str, Any]) -> str:
+    build = f" {p['build']}" if p.get("build") else ""
+    return f"{p['name']} {p['version']}{build} ({p['manager']})"
+
+
+def format_diff(doc: dict[str, Any]) -> str:
+    if doc["identical"]:
+        return "no package differs"
+    lines = []
+    for plat, e in doc["platforms"].items():
+        if not (e["added"] or e["removed"] or e["changed"]):
+            continue
+        n = len(e["added"]) + len(e["removed"]) + len(e["changed"])
+        lines.append(f"{plat}: {len(e['added'])} added, {len(e['removed'])} removed, "
+                     f"{len(e['changed'])} changed" + (f" (platform {e['platform']})"
+                                                       if "platform" in e else ""))
+        assert n
+        lines += [f"  + {_label(p)}" for p in e["added"]]
+        lines += [f"  - {_label(p)}" for p in e["removed"]]
+        for c in e["changed"]:
+            if "version" in c["fields"] or "build" in c["fields"]:
+                old = " ".join(str(c["old"].get(f, "")) for f in ("version", "build") if f in c["old"])
+                new = " ".join(str(c["new"].get(f, "")) for f in ("version", "build") if f in c["new"])
+                lines.append(f"  ~ {c['name']} {old} -> {new} ({c['manager']})")
+            else:
+                lines.append(f"  ~ {c['name']} same version, different "
+                             f"{', '.join(c['fields'])} ({c['manager']})")
+    return "\n".join(lines)

@@ -1,0 +1,172 @@
+"""Spec -> Lock: solve every platform, check the result against the spec, build the lockfile.
+
+    plan -> (per platform, concurrently) conda solve + PyPI solve -> post-solve checks -> Lock
+
+Nothing is written here; ``samebits.cli`` writes the text atomically once every platform has
+solved, so a failure leaves the previous lockfile as it was.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from samebits import __version__
+from samebits.errors import Problem, SpecError
+from samebits.lockfile import LOCK_FORMAT, META, Lock, LockedPackage
+from samebits.solve.virtual import virtual_packages
+from samebits.spec import EnvironmentSpec, PlatformTarget, exclude_newer_datetime
+
+DEFAULT_TIMEOUT = 20.0  # seconds a channel or index may take to answer at all
+
+# Packages whose version is the CUDA runtime line a PyPI torch build runs on.
+CUDA_RUNTIME_WHEELS = ("nvidia-cuda-runtime", "nvidia-cuda-runtime-cu13",
+                       "nvidia-cuda-runtime-cu12", "nvidia-cuda-runtime-cu11")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LockResult:
+    spec: EnvironmentSpec
+    lock: Lock
+    text: str
+    path: Path
+
+
+def custom_metadata(spec: EnvironmentSpec) -> dict[str, str]:
+    """What samebits records in ``metadata.custom_metadata`` (a string map)."""
+    out = {
+        "lock-format": LOCK_FORMAT,
+        "version": __version__,
+        "environment": spec.name,
+        "spec-digest": spec.digest,
+        "generation": spec.generation.name,
+        "compute-capabilities": ",".join(spec.compute_capabilities),
+        "python": spec.python,
+        "__cuda": spec.cuda or "",
+    }
+    if spec.exclude_newer:
+        out["exclude-newer"] = spec.exclude_newer
+    for t in spec.platforms:
+        out[f"__glibc.{t.platform}"] = t.glibc
+    return {META + k: v for k, v in out.items()}
+
+
+def content_hashes(spec: EnvironmentSpec) -> dict[str, str]:
+    """conda-lock's own per-platform content hash of this spec and its virtual packages."""
+    import tempfile
+
+    import yaml
+    from conda_lock.content_hash import compute_content_hashes
+    from conda_lock.models.lock_spec import LockSpecification, VersionedDependency
+    from conda_lock.virtual_package import virtual_package_repo_from_specification
+    from packaging.requirements import Requirement
+    from rattler import MatchSpec
+
+    deps = []
+    for d in spec.conda_dependencies:
+        m = MatchSpec(d)
+        deps.append(VersionedDependency(name=m.name.normalized, manager="conda",
+                                        version=str(m.version or ""), build=m.build or None))
+    for r in spec.pypi_requirements:
+        req = Requirement(r)
+        deps.append(VersionedDependency(name=req.name, manager="pip", version=str(req.specifier),
+                                        extras=sorted(req.extras),
+                                        markers=str(req.marker) if req.marker else None))
+    lock_spec = LockSpecification(
+        dependencies={t.platform: list(deps) for t in spec.platforms},
+        channels=list(spec.conda_channels),
+        sources=[Path(s) for s in spec.sources],
+    )
+    vp = {"subdirs": {t.platform: {"packages": virtual_packages(spec, t)}
+                      for t in spec.platforms}}
+    with tempfile.TemporaryDirectory(prefix="samebits-vp-") as tmp:
+        vp_file = Path(tmp) / "virtual-packages.yaml"
+        vp_file.write_text(yaml.safe_dump(vp))
+        repo = virtual_package_repo_from_specification(vp_file)
+    return dict(sorted(compute_content_hashes(lock_spec, repo).items()))
+
+
+def header(spec: EnvironmentSpec) -> str:
+    return (
+        f"# samebits {__version__} lock of {spec.file} (conda-lock v1 format). Do not edit.\n"
+        f"# Re-solve: nox -s lock -- {spec.name}   Check: samebits lock --check {spec.name}\n"
+        f"# Render: conda-lock render --kind explicit -p PLATFORM THIS_FILE\n"
+    )
+
+
+def check_solution(spec: EnvironmentSpec, target: PlatformTarget,
+                   packages: Sequence[LockedPackage]) -> list[Problem]:
+    """Problems a solve can reveal that the spec alone cannot: the CUDA line torch really got."""
+    if not spec.generation.needs_cuda:
+        return []
+    pip = {p.name: p for p in packages if p.manager == "pip"}
+    conda = {p.name: p for p in packages if p.manager == "conda"}
+    runtime = next((pip[n] for n in CUDA_RUNTIME_WHEELS if n in pip), None)
+    if runtime is None and "cuda-cudart" in conda:
+        runtime = conda["cuda-cudart"]
+    torch = pip.get("torch") or conda.get("pytorch")
+    where = f"platforms.{target.platform}"
+    if runtime is None:
+        if torch is not None:
+            return [Problem(file=spec.file, key=where, value={"glibc": target.glibc},
+                            message=f"torch {torch.version} resolved for {target.platform} ships "
+                            "no CUDA runtime (a CPU-only build); this generation needs CUDA")]
+        return []
+    line = ".".join(runtime.version.split(".")[:2])
+    if spec.cuda and line != spec.cuda:
+        return [Problem(file=spec.file, key="cuda.version", value=spec.cuda,
+                        message=f"on {target.platform} the solve chose {runtime.name} "
+                        f"{runtime.version} (CUDA {line}); pin torch to a release built for "
+                        f"CUDA {spec.cuda} or set [cuda] version = \"{line}\"")]
+    return []
+
+
+async def _solve_platform(spec: EnvironmentSpec, target: PlatformTarget, *,
+                          timeout: float) -> list[LockedPackage]:
+    from samebits.solve.conda import solve_conda
+    from samebits.solve.pypi import solve_pypi
+
+    jobs = []
+    if spec.conda_dependencies:
+        jobs.append(solve_conda(spec, target, exclude_newer=exclude_newer_datetime(spec),
+                                timeout=timeout))
+    if spec.pypi_requirements:
+        jobs.append(solve_pypi(spec, target, timeout=timeout))
+    parts = await asyncio.gather(*jobs)
+    return [p for part in parts for p in part]
+
+
+async def solve_spec(spec: EnvironmentSpec, *, sources: Sequence[str],
+                     timeout: float = DEFAULT_TIMEOUT) -> Lock:
+    """Solve every platform of ``spec`` concurrently and check the result.
+
+    ``sources`` are the spec files relative to the lockfile's folder, as conda-lock records them.
+    """
+    results = await asyncio.gather(*(_solve_platform(spec, t, timeout=timeout)
+                                     for t in spec.platforms))
+    problems = [p for t, pkgs in zip(spec.platforms, results)
+                for p in check_solution(spec, t, pkgs)]
+    if problems:
+        raise SpecError(problems, hint="the lockfile was not written")
+    return Lock(
+        platforms=tuple(t.platform for t in spec.platforms),
+        channels=spec.conda_channels,
+        sources=tuple(sources),
+        content_hash=content_hashes(spec),
+        custom=custom_metadata(spec),
+        packages=tuple(p for pkgs in results for p in pkgs),
+        header=header(spec),
+    )
+
+
+async def lock_one(spec: EnvironmentSpec, *, root: Path, path: Path,
+                   timeout: float = DEFAULT_TIMEOUT) -> LockResult:
+    """Solve ``spec`` (whose sources are relative to ``root``) into the text of ``path``."""
+    from samebits.lockfile import render_lock
+
+    sources = [os.path.relpath(root / s, path.parent) for s in spec.sources]
+    lock = await solve_spec(spec, sources=sources, timeout=timeout)
+    return LockResult(spec=spec, lock=lock, text=render_lock(lock), path=path)

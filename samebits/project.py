@@ -1,0 +1,65 @@
+"""Where a project keeps things: environments/<id>.toml -> lockfiles/<id>.conda-lock.yml.
+
+An environment's id is its spec's path under environments/ without ``.toml``: ``hopper``, or
+``conda-forge/hopper`` for a flavour kept in a subfolder. ``samebits lock`` with no names takes
+every top-level spec that is not ``abstract``; flavours are locked by naming them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from samebits.errors import UsageError
+from samebits.lockfile import LOCK_SUFFIX
+from samebits.spec import is_abstract
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Project:
+    root: Path
+    environments: Path
+    lockfiles: Path
+
+    @classmethod
+    def at(cls, root: Path, *, environments: Path | None = None,
+           lockfiles: Path | None = None) -> Project:
+        root = Path(root)
+        return cls(root=root, environments=environments or root / "environments",
+                   lockfiles=lockfiles or root / "lockfiles")
+
+    def spec_path(self, env_id: str) -> Path:
+        return self.environments / f"{env_id}.toml"
+
+    def lock_path(self, env_id: str) -> Path:
+        return self.lockfiles / f"{env_id}{LOCK_SUFFIX}"
+
+    def default_ids(self) -> list[str]:
+        if not self.environments.is_dir():
+            raise UsageError(f"{self.environments}: no such folder",
+                             hint="run samebits from the project root or pass --environments")
+        return sorted(p.stem for p in self.environments.glob("*.toml") if not is_abstract(p))
+
+    def all_ids(self) -> list[str]:
+        return sorted(str(p.relative_to(self.environments).with_suffix(""))
+                      for p in self.environments.rglob("*.toml") if not is_abstract(p))
+
+    def resolve(self, names: list[str]) -> list[str]:
+        """Environment ids for ``names`` (ids, or paths to spec files); all defaults if none."""
+        if not names:
+            return self.default_ids()
+        out = []
+        for name in names:
+            cand = Path(name)
+            if cand.suffix == ".toml" and cand.exists():
+                try:
+                    name = str(cand.resolve().relative_to(self.environments.resolve())
+                               .with_suffix(""))
+                except ValueError:
+                    raise UsageError(f"{cand}: not under {self.environments}") from None
+            if not self.spec_path(name).exists():
+                known = ", ".join(self.all_ids()) or "none"
+                raise UsageError(f"unknown environment '{name}' "
+                                 f"(no {self.spec_path(name)}); known: {known}")
+            out.append(name)
+        return out

@@ -1,0 +1,1 @@
+"""Solvers: the conda part with py-rattler, the PyPI part with uv. Both return LockedPackages."""
