@@ -10,10 +10,10 @@ from typing import Any
 from samebits._io import atomic_write
 from samebits.errors import EXIT_DIFFERENT, EXIT_OK, LockfileError, SamebitsError
 from samebits.lockdiff import diff_locks, format_diff
-from samebits.locking import DEFAULT_TIMEOUT, lock_one
 from samebits.lockfile import parse_lock
+from samebits.locking import DEFAULT_TIMEOUT, lock_one
 from samebits.project import Project
-from samebits.spec import read_spec
+from samebits.specio import read_spec
 from samebits.ui import Output
 
 MAX_CONCURRENT = 6
@@ -36,7 +36,8 @@ def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
                    help="compare each lock's recorded spec digest with its spec; no solving")
     _project_args(p)
     p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="S",
-                   help=f"seconds a channel or index may take to answer (default {DEFAULT_TIMEOUT:g})")
+                   help="seconds a channel or index may take to answer "
+                   f"(default {DEFAULT_TIMEOUT:g})")
     p.set_defaults(func=run_lock)
 
     d = sub.add_parser(

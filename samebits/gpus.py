@@ -39,10 +39,8 @@ class Generation:
             return f"the {self.name} generation takes no CUDA line; remove [cuda]"
         if Version(cuda) in self.cuda:
             return None
-        sms = ", ".join(f"sm_{cc.replace('.', '')}" for cc in self.compute_capabilities)
-        return f"{self.name} ({sms}) needs CUDA {self.cuda_text}" + (
-            f"; {self.note}" if self.note else ""
-        )
+        need = f"{self.name} ({sm_names(self.compute_capabilities)}) needs CUDA {self.cuda_text}"
+        return need + (f"; {self.note}" if self.note else "")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -58,6 +56,11 @@ class PypiTorchLine:
 
     def covers(self, generation: Generation) -> bool:
         return all(sass_runs_on(self.sm, cc) for cc in generation.compute_capabilities)
+
+
+def sm_names(ccs: tuple[str, ...] | list[str]) -> str:
+    """("8.0", "8.6") -> "sm_80, sm_86"."""
+    return ", ".join(f"sm_{cc.replace('.', '')}" for cc in ccs)
 
 
 def sass_runs_on(sm: tuple[str, ...] | list[str], cc: str) -> bool:

@@ -65,8 +65,8 @@ def format_diff(doc: dict[str, Any]) -> str:
         lines += [f"  - {_label(p)}" for p in e["removed"]]
         for c in e["changed"]:
             if "version" in c["fields"] or "build" in c["fields"]:
-                old = " ".join(str(c["old"].get(f, "")) for f in ("version", "build") if f in c["old"])
-                new = " ".join(str(c["new"].get(f, "")) for f in ("version", "build") if f in c["new"])
+                old, new = (" ".join(str(c[side][f]) for f in ("version", "build") if f in c[side])
+                            for side in ("old", "new"))
                 lines.append(f"  ~ {c['name']} {old} -> {new} ({c['manager']})")
             else:
                 lines.append(f"  ~ {c['name']} same version, different "

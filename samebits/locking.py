@@ -147,7 +147,7 @@ async def solve_spec(spec: EnvironmentSpec, *, sources: Sequence[str],
     """
     results = await asyncio.gather(*(_solve_platform(spec, t, timeout=timeout)
                                      for t in spec.platforms))
-    problems = [p for t, pkgs in zip(spec.platforms, results)
+    problems = [p for t, pkgs in zip(spec.platforms, results, strict=True)
                 for p in check_solution(spec, t, pkgs)]
     if problems:
         raise SpecError(problems, hint="the lockfile was not written")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from samebits.errors import UsageError
 from samebits.lockfile import LOCK_SUFFIX
-from samebits.spec import is_abstract
+from samebits.specio import is_abstract
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -41,16 +41,16 @@ from typing import Any, Literal
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from samebits._io import compact_json, sha256_hex
 from samebits.errors import Problem, SpecError
-from samebits.gpus import Generation, registry
+from samebits.gpus import Generation, registry, sm_names
 
 if sys.version_info >= (3, 11):
-    import tomllib
+    pass
 else:  # pragma: no cover
-    import tomli as tomllib
+    pass
 
 SPEC_FORMAT = 1
 Platform = Literal["linux-64", "linux-aarch64"]
@@ -337,7 +337,8 @@ class _Validator:
                 self.add("conda.dependencies", dep, f"'{name}' is already given as '{names[name]}'")
             names[name] = dep
         if deps and not channels:
-            self.add("conda.channels", None, "missing: conda dependencies need at least one channel")
+            self.add("conda.channels", None,
+                     "missing: conda dependencies need at least one channel")
         return channels, deps
 
     def pypi(self, data: Mapping[str, Any]) -> tuple[str, tuple[str, ...]]:
@@ -363,17 +364,16 @@ class _Validator:
         """Fail before solving when torch from PyPI cannot serve this generation."""
         if index.rstrip("/") != PYPI_DEFAULT_INDEX or not gen.needs_cuda:
             return
-        torch = next((r for r in reqs if _req_name(r) == "torch"), None)
+        torch = next((r for r in reqs if req_name(r) == "torch"), None)
         if torch is None:
             return
         lines = registry().pypi_torch_lines(Requirement(torch).specifier)
         if not lines:
             return  # a release samebits has no facts for: the post-solve check decides
-        sms = ", ".join(f"sm_{cc.replace('.', '')}" for cc in gen.compute_capabilities)
+        sms = sm_names(gen.compute_capabilities)
         fitting = [ln for ln in lines if ln.covers(gen)]
         if not fitting:
-            shipped = "; ".join(f"CUDA {ln.cuda}: sm_{', sm_'.join(s.replace('.', '') for s in ln.sm)}"
-                                for ln in lines)
+            shipped = "; ".join(f"CUDA {ln.cuda}: {sm_names(ln.sm)}" for ln in lines)
             self.add("pypi.requirements", torch,
                      f"torch from PyPI for this range ships {shipped}; {gen.name} needs {sms}"
                      + (f" ({gen.note})" if gen.note else ""))
@@ -406,7 +406,7 @@ def exclude_newer_datetime(spec: EnvironmentSpec) -> dt.datetime | None:
     return _parse_instant(spec.exclude_newer) if spec.exclude_newer else None
 
 
-def _req_name(r: str) -> str | None:
+def req_name(r: str) -> str | None:
     try:
         return canonicalize_name(Requirement(r).name)
     except InvalidRequirement:
@@ -420,105 +420,3 @@ def _get(data: Mapping[str, Any], dotted: str) -> Any:
             return None
         cur = cur[part]
     return cur
-
-
-# ---------------------------------------------------------------- I/O and merging
-
-
-def load_toml(path: Path, *, display: str) -> dict[str, Any]:
-    try:
-        with open(path, "rb") as f:
-            return tomllib.load(f)
-    except FileNotFoundError:
-        raise SpecError([Problem(file=display, key="", value=None, message="no such file")],
-                        hint="list the specs with `ls environments/`") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise SpecError([Problem(file=display, key="", value=None,
-                                 message=f"not valid TOML: {exc}")]) from None
-
-
-def _dep_key(kind: str, entry: str) -> str:
-    if kind == "pypi.requirements":
-        return _req_name(entry) or entry
-    return entry.split()[0].split("=")[0].split("<")[0].split(">")[0].lower()
-
-
-def merge(base: Mapping[str, Any], child: Mapping[str, Any]) -> dict[str, Any]:
-    """The mapping ``child`` means when it extends ``base``."""
-    out: dict[str, Any] = {k: v for k, v in base.items() if k != "abstract"}
-    for key, val in child.items():
-        if key in TABLE_KEYS and isinstance(val, Mapping) and isinstance(out.get(key), Mapping):
-            table = dict(out[key])
-            for sub, subval in val.items():
-                dotted = f"{key}.{sub}"
-                if dotted in ("conda.dependencies", "pypi.requirements") and isinstance(
-                    subval, list) and isinstance(table.get(sub), list):
-                    mine = {_dep_key(dotted, e): e for e in subval if isinstance(e, str)}
-                    kept = [e for e in table[sub] if _dep_key(dotted, e) not in mine]
-                    table[sub] = kept + list(subval)
-                else:
-                    table[sub] = subval
-            out[key] = table
-        else:
-            out[key] = val
-    return out
-
-
-def _origins(data: Mapping[str, Any], file: str) -> dict[str, str]:
-    out = {}
-    for k, v in data.items():
-        out[k] = file
-        if isinstance(v, Mapping):
-            for sub in v:
-                out[f"{k}.{sub}"] = file
-    return out
-
-
-def read_mapping(path: Path, *, root: Path | None = None) -> tuple[dict[str, Any], tuple[str, ...],
-                                                                    dict[str, str]]:
-    """Read a spec and everything it extends: (merged mapping, source files, key origins)."""
-    root = root or path.parent.parent
-    chain: list[tuple[Path, str, dict[str, Any]]] = []
-    cur = path
-    while True:
-        display = _display(cur, root)
-        if cur.resolve() in [p.resolve() for p, _, _ in chain]:
-            names = " -> ".join([*(d for _, d, _ in chain), display])
-            raise SpecError([Problem(file=display, key="extends", value=cur.name,
-                                     message=f"extends itself: {names}")])
-        data = load_toml(cur, display=display)
-        chain.append((cur, display, data))
-        parent = data.get("extends")
-        if parent is None:
-            break
-        if not isinstance(parent, str) or parent.startswith("/") or not parent.endswith(".toml"):
-            raise SpecError([Problem(file=display, key="extends", value=parent,
-                                     message="must be a relative path to a .toml spec")])
-        cur = cur.parent / parent
-        if not cur.exists():
-            raise SpecError([Problem(file=display, key="extends", value=parent,
-                                     message="no such spec")])
-    merged: dict[str, Any] = {}
-    origins: dict[str, str] = {}
-    for _, display, data in reversed(chain):
-        merged = merge(merged, data) if merged else dict(data)
-        origins.update(_origins(data, display))
-    merged.pop("extends", None)
-    return merged, tuple(d for _, d, _ in chain), origins
-
-
-def _display(p: Path, root: Path) -> str:
-    try:
-        return str(p.resolve().relative_to(root.resolve()))
-    except ValueError:
-        return str(p)
-
-
-def read_spec(path: Path, *, root: Path | None = None) -> EnvironmentSpec:
-    """Read, merge and validate the spec at ``path``."""
-    data, sources, origins = read_mapping(path, root=root)
-    return EnvironmentSpec.from_mapping(data, file=sources[0], sources=sources, origins=origins)
-
-
-def is_abstract(path: Path) -> bool:
-    return bool(load_toml(path, display=str(path)).get("abstract", False))

@@ -47,8 +47,14 @@ class Output:
         if self.json or self.quiet or not sys.stderr.isatty():
             yield lambda n=1, description=None: None
             return
-        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn,
-                                   TextColumn, TimeElapsedColumn)
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            SpinnerColumn,
+            TextColumn,
+            TimeElapsedColumn,
+        )
 
         columns = [SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
                    MofNCompleteColumn(), TimeElapsedColumn()]

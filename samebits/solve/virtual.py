@@ -26,5 +26,6 @@ def rattler_virtual_packages(spec: EnvironmentSpec, target: PlatformTarget) -> l
     out = []
     for name, value in virtual_packages(spec, target).items():
         version, _, build = value.partition(" ")
-        out.append(GenericVirtualPackage(PackageName(name), Version(version), BuildString(build or "0")))
+        out.append(GenericVirtualPackage(PackageName(name), Version(version),
+                                         BuildString(build or "0")))
     return out
