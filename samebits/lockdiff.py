@@ -28,8 +28,8 @@ def diff_locks(old: Lock, new: Lock) -> dict[str, Any]:
             fields = [f for f in FIELDS if getattr(a[key], f) != getattr(b[key], f)]
             if fields:
                 changed.append({"name": key[1], "manager": key[0], "fields": fields,
-                                "old": {f: getattr(a[key], f) for f in fields},
-                                "new": {f: getattr(b[key], f) for f in fields}})
+                                "old": {f: getattr(a[key], f) for f in FIELDS},
+                                "new": {f: getattr(b[key], f) for f in FIELDS}})
         entry = {
             "added": [_brief(b[k]) for k in sorted(b.keys() - a.keys())],
             "removed": [_brief(a[k]) for k in sorted(a.keys() - b.keys())],
@@ -65,7 +65,7 @@ def format_diff(doc: dict[str, Any]) -> str:
         lines += [f"  - {_label(p)}" for p in e["removed"]]
         for c in e["changed"]:
             if "version" in c["fields"] or "build" in c["fields"]:
-                old, new = (" ".join(str(c[side][f]) for f in ("version", "build") if f in c[side])
+                old, new = (" ".join(str(c[side][f]) for f in ("version", "build") if c[side][f])
                             for side in ("old", "new"))
                 lines.append(f"  ~ {c['name']} {old} -> {new} ({c['manager']})")
             else:

@@ -134,7 +134,7 @@ class EnvironmentSpec:
         channels, conda_deps = v.conda(data)
         index, reqs = v.pypi(data)
         exclude_newer = v.exclude_newer(data)
-        if not conda_deps and not reqs:
+        if conda_deps == () and reqs == ():
             v.add("", None, "nothing to lock: add [conda] dependencies or [pypi] requirements")
         if generation is not None and platforms and reqs is not None:
             v.torch_facts(generation, cuda, platforms, index, reqs)
@@ -150,9 +150,9 @@ class EnvironmentSpec:
             platforms=platforms,
             cuda=cuda,
             conda_channels=channels,
-            conda_dependencies=conda_deps,
+            conda_dependencies=conda_deps or (),
             pypi_index=index,
-            pypi_requirements=reqs,
+            pypi_requirements=reqs or (),
             exclude_newer=exclude_newer,
             digest=spec_digest(data),
         )
@@ -321,11 +321,13 @@ class _Validator:
                 return None
         return val
 
-    def conda(self, data: Mapping[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    def conda(self, data: Mapping[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...] | None]:
         from rattler import MatchSpec
 
         channels = self.strings(data, "conda.channels") or ()
-        deps = self.strings(data, "conda.dependencies") or ()
+        deps = self.strings(data, "conda.dependencies")
+        if deps is None:
+            return channels, None
         names: dict[str, str] = {}
         for dep in deps:
             try:
@@ -341,17 +343,18 @@ class _Validator:
                      "missing: conda dependencies need at least one channel")
         return channels, deps
 
-    def pypi(self, data: Mapping[str, Any]) -> tuple[str, tuple[str, ...]]:
+    def pypi(self, data: Mapping[str, Any]) -> tuple[str, tuple[str, ...] | None]:
         index = self.string(data, "pypi.index", default=PYPI_DEFAULT_INDEX) or PYPI_DEFAULT_INDEX
         if not re.match(r"^(https?|file)://", index):
             self.add("pypi.index", index, "must be an http(s):// or file:// URL")
-        reqs = self.strings(data, "pypi.requirements") or ()
+        reqs = self.strings(data, "pypi.requirements")
         seen: dict[str, str] = {}
-        for r in reqs:
+        for r in reqs or ():
             try:
                 req = Requirement(r)
             except InvalidRequirement as exc:
-                self.add("pypi.requirements", r, f"not a PEP 508 requirement: {exc}")
+                first = str(exc).splitlines()[0]
+                self.add("pypi.requirements", r, f"not a PEP 508 requirement: {first}")
                 continue
             name = canonicalize_name(req.name)
             if name in seen:

@@ -8,6 +8,9 @@ import pytest
 
 from tests.fakechannel import build_cuda_channel
 
+# Fixture modules shared by several test files.
+pytest_plugins = ["tests.lock_fixtures"]
+
 
 @pytest.fixture(scope="session")
 def cuda_channel(tmp_path_factory: pytest.TempPathFactory) -> Path:

@@ -176,7 +176,8 @@ def cuda_stack(*, pythons: tuple[str, ...] = ("3.11.9", "3.12.7")) -> list[Pkg]:
                     name="pytorch", version="2.4.0",
                     build=f"cuda{line.replace('.', '')}_py{_py(py)}h0_{100 + k}",
                     build_number=100 + k, subdir=sd,
-                    depends=(_pin_minor("python", py), f"cuda-version >={line},<{nxt}", "cuda-cudart", "cudnn", "nccl",
+                    depends=(_pin_minor("python", py), f"cuda-version >={line},<{nxt}",
+                             "cuda-cudart", "cudnn", "nccl",
                              "numpy", "__cuda", "__glibc >=2.17"),
                     files={f"lib/python{short}/site-packages/torch/__init__.py":
                            f"cuda = '{line}'\n".encode()}))

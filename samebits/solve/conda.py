@@ -65,7 +65,6 @@ async def solve_conda(spec: EnvironmentSpec, target: PlatformTarget, *,
                 platforms=[target.platform, "noarch"],
                 virtual_packages=rattler_virtual_packages(spec, target),
                 exclude_newer=exclude_newer,
-                timestamp_policy="ignore" if exclude_newer is None else "require-timestamp",
             ),
             timeout=timeout * 10,
         )
@@ -97,6 +96,6 @@ def _locked(rec, platform: str) -> LockedPackage:
         url=str(rec.url),
         md5=rec.md5.hex() if isinstance(rec.md5, bytes) else rec.md5,
         sha256=rec.sha256.hex() if isinstance(rec.sha256, bytes) else rec.sha256,
-        build=rec.build,
+        build=str(rec.build),
         dependencies=conda_dependencies(rec.depends),
     )

@@ -1,0 +1,76 @@
+"""Indexes and channels that do not answer, and one lock against the real PyPI."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from samebits.lockfile import parse_lock
+from tests.lock_fixtures import TmpProject
+
+
+@pytest.fixture
+def silent_server() -> Iterator[str]:
+    """A loopback TCP server that accepts connections and never answers: a firewalled host."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(64)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        srv.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(srv.accept()[0])
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{srv.getsockname()[1]}"
+    stop.set()
+    thread.join()
+    for conn in held:
+        conn.close()
+    srv.close()
+
+
+@pytest.mark.parametrize("part", ["pypi", "conda"])
+def test_silent_source_fails_within_seconds(project: TmpProject, silent_server: str,
+                                            part: str) -> None:
+    """A source that never answers is an 'unreachable' error (exit 4) within seconds, no hang."""
+    if part == "pypi":
+        body = f'[pypi]\nindex = "{silent_server}/simple"\nrequirements = ["numpy"]\n'
+    else:
+        body = f'[conda]\nchannels = ["{silent_server}/chan"]\ndependencies = ["numpy"]\n'
+    project.spec("env", 'generation = "cpu"\npython = "3.12"\n[platforms.linux-64]\n'
+                 f'glibc = "2.28"\n{body}')
+    start = time.monotonic()
+    res = project.samebits("lock", "--timeout", "2")
+    elapsed = time.monotonic() - start
+    assert res.returncode == 4, res.stderr
+    assert "did not answer" in res.stderr
+    assert elapsed < 30
+    assert not project.lockfile("env").exists()
+
+
+@pytest.mark.network
+def test_real_pypi(project: TmpProject) -> None:
+    """uv resolves against the real PyPI (metadata only); the lock names the chosen wheels."""
+    project.spec("env", 'generation = "cpu"\npython = "3.12"\n'
+                 'exclude-newer = "2026-11-01T00:00:00Z"\n'
+                 '[platforms.linux-64]\nglibc = "2.28"\n[platforms.linux-aarch64]\nglibc = "2.28"\n'
+                 '[pypi]\nrequirements = ["numpy==2.1.3"]\n')
+    res = project.samebits("lock")
+    assert res.returncode == 0, res.stderr
+    lock = parse_lock(project.lockfile("env"))
+    for plat, arch in (("linux-64", "x86_64"), ("linux-aarch64", "aarch64")):
+        (numpy,) = lock.packages_for(plat)
+        assert numpy.url.startswith("https://files.pythonhosted.org/")
+        assert "cp312" in numpy.url and arch in numpy.url
+        assert len(numpy.sha256 or "") == 64
