@@ -1,0 +1,150 @@
+"""Attestations: an in-toto Statement v1 whose predicate is this machine's facts and bits.
+
+    {
+      "_type": "https://in-toto.io/Statement/v1",
+      "subject": [{"name": "environment", "digest": {"sha256": ...}},   # verify env's digest
+                  {"name": "packages", "digest": {"sha256": ...}},
+                  {"name": "<lockfile name>", "digest": {"sha256": ...}}],   # with --lockfile
+      "predicateType": "https://samebits.dev/verify-gpu/v1",
+      "predicate": {"format": 1, "device": "cpu" | "cuda:0", "suite_version": 1,
+                    "samebits": "0.1.0", "lock": {...} | null,
+                    "facts": {...}, "settings": {...}, "workloads": {name: {...}}}
+    }
+
+``build_statement`` is pure: digests come in as data. ``statement_bytes`` is canonical JSON,
+so equal results give equal bytes (no timestamps, no host names, no absolute paths).
+``read_attestation`` checks the envelope and the predicate's format and returns an
+``Attestation`` for ``verify.compare``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from samebits import __version__
+from samebits._io import canonical_json
+from samebits.errors import InputError
+from verify.facts import Facts
+
+STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
+PREDICATE_TYPE = "https://samebits.dev/verify-gpu/v1"
+PREDICATE_FORMAT = 1
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LockInfo:
+    """The lockfile a run was checked against, as the attestation names it."""
+
+    name: str  # the file's name, not its path: the bytes must not depend on the cwd
+    sha256: str
+    environment: str | None
+    generation: str | None
+    cuda: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "sha256": self.sha256, "environment": self.environment,
+                "generation": self.generation, "cuda": self.cuda}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Attestation:
+    source: str
+    subjects: tuple[tuple[str, str], ...]  # (name, sha256)
+    device: str
+    suite_version: int
+    samebits: str
+    lock: Mapping[str, Any] | None
+    facts: Facts
+    settings: Mapping[str, Any]
+    workloads: Mapping[str, Mapping[str, Any]]
+
+    @property
+    def device_type(self) -> str:
+        return self.device.split(":", 1)[0]
+
+
+def build_statement(*, facts: Facts, device: str, settings: Mapping[str, Any],
+                    workloads: Mapping[str, Mapping[str, Any]], suite_version: int,
+                    environment: Mapping[str, str] | None = None,
+                    lock: LockInfo | None = None) -> dict[str, Any]:
+    """The Statement as a dict. ``environment`` is ``verify.digest.prefix_digests``'s answer."""
+    subjects = [{"name": name, "digest": {"sha256": digest}}
+                for name, digest in sorted((environment or {}).items())]
+    if lock is not None:
+        subjects.append({"name": lock.name, "digest": {"sha256": lock.sha256}})
+    if not subjects:
+        raise InputError("an attestation needs a subject: the environment digest or a lockfile",
+                         hint="pass --lockfile, or run inside an environment `verify env` reads")
+    return {
+        "_type": STATEMENT_TYPE,
+        "subject": subjects,
+        "predicateType": PREDICATE_TYPE,
+        "predicate": {
+            "format": PREDICATE_FORMAT,
+            "samebits": __version__,
+            "device": device,
+            "suite_version": suite_version,
+            "lock": lock.to_dict() if lock is not None else None,
+            "facts": facts.to_dict(),
+            "settings": dict(settings),
+            "workloads": {name: dict(rec) for name, rec in sorted(workloads.items())},
+        },
+    }
+
+
+def statement_bytes(statement: Mapping[str, Any]) -> bytes:
+    return canonical_json(statement)
+
+
+def parse_attestation(doc: Any, *, source: str) -> Attestation:
+    """Validate a Statement produced by ``build_statement``; every error names ``source``."""
+    if not isinstance(doc, Mapping):
+        raise InputError(f"{source}: not an in-toto Statement (expected a JSON object)")
+    if doc.get("_type") != STATEMENT_TYPE:
+        raise InputError(f"{source}: _type = {doc.get('_type')!r}: expected {STATEMENT_TYPE!r}")
+    if doc.get("predicateType") != PREDICATE_TYPE:
+        raise InputError(f"{source}: predicateType = {doc.get('predicateType')!r}: samebits "
+                         f"compares {PREDICATE_TYPE!r} attestations",
+                         hint="make one with `samebits verify gpu --out FILE`")
+    pred = doc.get("predicate")
+    if not isinstance(pred, Mapping):
+        raise InputError(f"{source}: predicate: expected an object")
+    if pred.get("format") != PREDICATE_FORMAT:
+        raise InputError(f"{source}: predicate.format = {pred.get('format')!r}: this samebits "
+                         f"reads format {PREDICATE_FORMAT}",
+                         hint="re-run `samebits verify gpu` with this samebits version")
+    try:
+        subjects = tuple((s["name"], s["digest"]["sha256"]) for s in doc["subject"])
+        workloads = pred["workloads"]
+        if not isinstance(workloads, Mapping) or not all(
+                isinstance(w, Mapping) and "status" in w for w in workloads.values()):
+            raise ValueError("workloads: expected {name: {status, ...}}")
+        return Attestation(
+            source=source, subjects=subjects, device=str(pred["device"]),
+            suite_version=int(pred["suite_version"]), samebits=str(pred["samebits"]),
+            lock=pred.get("lock"),
+            facts=Facts.from_dict(pred["facts"], where=f"{source}: predicate.facts"),
+            settings=dict(pred["settings"]), workloads=dict(workloads),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise InputError(f"{source}: malformed attestation: {exc!r}") from None
+
+
+def read_attestation(path: Path) -> Attestation:
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such attestation",
+                         hint="make one with `samebits verify gpu --out FILE`") from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read: {exc.strerror}") from None
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}: not JSON: {exc}") from None
+    return parse_attestation(doc, source=str(path))

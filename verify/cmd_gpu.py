@@ -1,0 +1,182 @@
+"""``samebits verify gpu``: preflight, facts, workloads -> an in-toto attestation.
+
+The one edge of the machine check: it probes (``verify.facts.detect``), reads the lockfile,
+asks ``verify.digest.prefix_digests`` for the environment's digest, writes the attestation and
+turns the results into text or JSON. Everything it calls takes data in.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from samebits._io import atomic_write, sha256_hex
+from samebits.errors import EXIT_DIFFERENT, EXIT_OK
+from samebits.lockfile import lock_digest
+from samebits.ui import Output
+from verify.attest import LockInfo, build_statement, statement_bytes
+from verify.facts import Facts, detect
+from verify.preflight import LockNeeds, PreflightError, check, resolve_device
+from verify.workloads import NAMES, Suite, run_suite, select
+from verify.workloads.catalog import BY_NAME, SUITE_VERSION
+from verify.workloads.settings import PRECISIONS, PROFILES
+
+DEFAULT_OUT = Path("build/verify-gpu.intoto.json")
+
+
+def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
+    p = sub.add_parser(
+        "gpu", parents=parents,
+        help="run the deterministic workloads on this machine and write an attestation",
+        description="Probe this machine (torch build, CUDA, driver, GPU, CPU, threads, numerics "
+        "environment variables), check it can run the lock's build, run every workload under "
+        "deterministic settings, hash each output, and write an in-toto Statement. Without a "
+        "usable GPU the same suite runs on the CPU and every output says device: cpu.",
+        epilog="exit codes: 0 ok; 1 preflight failed, a workload failed, or (--probe) a "
+        "workload was unstable under deterministic settings; 2 bad input",
+    )
+    p.add_argument("--lockfile", type=Path, metavar="L",
+                   help="check the driver and GPU against this lock and name it as a subject")
+    p.add_argument("--out", type=Path, default=DEFAULT_OUT, metavar="FILE",
+                   help=f"where the attestation goes (default: {DEFAULT_OUT})")
+    p.add_argument("--probe", action="store_true",
+                   help="also run the suite in fresh processes under deterministic and default "
+                   "settings and report which workloads are unstable and what stabilises them")
+    p.add_argument("--save-outputs", type=Path, metavar="DIR",
+                   help="keep every output's raw bytes for `verify compare --outputs-a/-b`")
+    p.add_argument("--only", action="append", metavar="NAMES",
+                   help=f"comma-separated workloads (default: all {len(NAMES)}); see --list")
+    p.add_argument("--list", action="store_true", help="list the workloads and exit")
+    p.add_argument("--device", default="auto",
+                   help="auto (a GPU when torch can use one), cpu, cuda or cuda:N")
+    p.add_argument("--profile", choices=sorted(PROFILES), default="deterministic",
+                   help="determinism settings (default: deterministic)")
+    p.add_argument("--tf32", action="store_true",
+                   help="allow TF32 in fp32 GEMMs and convolutions (changes CUDA bits only)")
+    p.add_argument("--matmul-precision", choices=PRECISIONS,
+                   help="torch.set_float32_matmul_precision (default highest; medium lets "
+                   "oneDNN use bf16 on CPUs that have it)")
+    p.set_defaults(func=run_gpu)
+
+
+def device_line(facts: Facts, device: str) -> str:
+    """"device: cpu (...)" or "device: cuda:0 NVIDIA H200 (...)": the first line of every output."""
+    f = facts
+    if device == "cpu":
+        why = (f"{len(f.gpus)} GPU(s) present, not used" if f.gpus else "no GPU")
+        return (f"device: cpu ({why}; {f.cpu.model}, {f.cpu.vendor} {f.cpu_isa}, "
+                f"{f.threads.intra_op} threads, torch {f.torch.version})")
+    gpu = f.gpu(int(device.split(":")[1]))
+    name = f"{gpu.name} (sm_{gpu.compute_capability.replace('.', '')}, {gpu.sm_count} SMs)" \
+        if gpu else "unknown GPU"
+    drv = f", driver {f.driver.version} (CUDA {f.driver.cuda})" if f.driver else ""
+    return f"device: {device} {name}{drv}, torch {f.torch.version}"
+
+
+def _environment_digests() -> dict[str, str]:
+    from verify.digest import prefix_digests
+
+    return dict(prefix_digests(Path(sys.prefix)))
+
+
+def run_gpu(args: argparse.Namespace, out: Output) -> int:
+    names = select(args.only)
+    if args.list:
+        rows = [f"{n:<24} {BY_NAME[n].summary}" for n in names]
+        out.emit({"workloads": {n: BY_NAME[n].summary for n in names}}, "\n".join(rows))
+        return EXIT_OK
+    needs = LockNeeds.read(args.lockfile) if args.lockfile else None
+    facts = detect()
+    device = resolve_device(facts, args.device)
+    problems = check(facts, device=device, requested=args.device, lock=needs)
+    if problems:
+        raise PreflightError(problems)
+    settings = PROFILES[args.profile].with_precision(matmul=args.matmul_precision,
+                                                     tf32=True if args.tf32 else None)
+    start = time.perf_counter()
+    with out.progress("workloads", total=len(names)) as advance:
+        suite = run_suite(facts, device=device, settings=settings, only=names,
+                          save_outputs=args.save_outputs,
+                          progress=lambda n: advance(description=n))
+    seconds = time.perf_counter() - start
+    lock = None
+    if args.lockfile:
+        lock = LockInfo(name=Path(args.lockfile).name, sha256=lock_digest(args.lockfile),
+                        environment=_meta(args.lockfile, "environment"),
+                        generation=needs.generation if needs else None,
+                        cuda=needs.cuda if needs else None)
+    statement = build_statement(
+        facts=facts, device=device, settings=suite.settings,
+        workloads={n: r.to_dict() for n, r in suite.results.items()},
+        suite_version=SUITE_VERSION, environment=_environment_digests(), lock=lock)
+    data = statement_bytes(statement)
+    atomic_write(args.out, data)
+
+    report = None
+    if args.probe:
+        from verify.probe import format_probe, probe, subprocess_runner
+
+        with out.progress("probe", total=None) as advance:
+            report = probe(names, device=device, runner=subprocess_runner(device=device),
+                           base=settings, progress=lambda d: advance(description=d))
+
+    failed = [n for n, r in suite.results.items() if r.status == "error"]
+    unstable = report.unstable("deterministic") if report else ()
+    payload: dict[str, Any] = {
+        "device": device, "device_line": device_line(facts, device), "preflight": "ok",
+        "settings": dict(suite.settings), "seconds": round(seconds, 3),
+        "workloads": {n: {**r.to_dict(), "seconds": round(r.seconds, 4)}
+                      for n, r in suite.results.items()},
+        "attestation": {"path": str(args.out), "sha256": sha256_hex(data)},
+        "probe": report.to_dict() if report else None,
+    }
+    text = [device_line(facts, device), _preflight_line(needs), _settings_line(suite),
+            *_workload_lines(suite),
+            f"workloads: {_counts(suite)} in {seconds:.1f} s",
+            f"attestation: {args.out} (sha256 {sha256_hex(data)})"]
+    if report:
+        text.append(format_probe(report))
+    if failed:
+        text.append(f"failed: {', '.join(failed)} (see the detail above)")
+    out.emit(payload, "\n".join(text))
+    return EXIT_DIFFERENT if failed or unstable else EXIT_OK
+
+
+def _meta(path: Path, key: str) -> str | None:
+    from samebits.lockfile import parse_lock
+
+    return parse_lock(path).meta(key)
+
+
+def _preflight_line(needs: LockNeeds | None) -> str:
+    if needs is None:
+        return "preflight: ok (no lockfile given)"
+    cuda = f"__cuda {needs.cuda}" if needs.cuda else "no CUDA"
+    gen = needs.generation or "unknown generation"
+    return f"preflight: ok against {needs.path} ({gen}, {cuda})"
+
+
+def _settings_line(suite: Suite) -> str:
+    s = suite.settings
+    det = "on" if s["deterministic_algorithms"] else "off"
+    return (f"settings: {s['profile']} (use_deterministic_algorithms {det}, cudnn.benchmark "
+            f"{'on' if s['cudnn_benchmark'] else 'off'}, CUBLAS_WORKSPACE_CONFIG="
+            f"{s['cublas_workspace_config'] or 'unset'}); float32 matmul precision "
+            f"{s['float32_matmul_precision']}, cuDNN TF32 "
+            f"{'on' if s['cudnn_allow_tf32'] else 'off'}")
+
+
+def _workload_lines(suite: Suite) -> list[str]:
+    width = max((len(n) for n in suite.results), default=10)
+    lines = []
+    for n, r in suite.results.items():
+        what = r.sha256 if r.sha256 else r.detail
+        lines.append(f"  {n:<{width}}  {r.status:<11}  {what}  {r.seconds:.2f} s")
+    return lines
+
+
+def _counts(suite: Suite) -> str:
+    return ", ".join(f"{v} {k}" for k, v in sorted(suite.counts().items()))

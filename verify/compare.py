@@ -1,0 +1,329 @@
+"""Compare two attestations: same bits? If not, which recorded facts explain it?
+
+Equivalence classes. Two runs belong to the same class when everything that may legitimately
+change bits is equal (``class_facts``):
+
+    always  device type, suite version, torch version and git commit, every settings value,
+            every recorded numerics environment variable except those that only pick a device
+            or a cache (``ENV_NOT_CLASS``)
+    cuda    CUDA runtime, cuDNN, cuBLAS, GPU model, compute capability, SM count
+    cpu     CPU vendor, ISA (ATen's capability plus bf16/fp16/AMX/VNNI/SVE flags), torch threads
+
+Verdicts (``Report.verdict``):
+
+    identical    every workload run by both gave the same status and digest
+    unexplained  same class, different bits: "suspect a hardware fault or undeclared drift";
+                 the facts outside the class that differ (driver, UUID, ...) are listed as leads
+    explained    different classes: each differing workload is attributed to the class facts
+                 that differ and that it is known to be sensitive to (``catalog`` groups ->
+                 ``GROUPS``); when none of those differ, to every differing class fact, flagged
+                 ``expected=False``
+
+``compare`` is pure; ``output_errors`` reads two ``--save-outputs`` folders (torch) and its
+result goes into ``compare(errors=...)`` for the max absolute error and ULP distance.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from samebits._io import compact_json, sha256_hex
+from samebits.errors import InputError
+from verify.attest import Attestation
+from verify.workloads.catalog import BY_NAME, NAMES
+
+Verdict = Literal["identical", "explained", "unexplained"]
+
+# Recorded keys each sensitivity group of verify/workloads/catalog.py covers (fnmatch patterns).
+GROUPS: dict[str, tuple[str, ...]] = {
+    "build": ("device", "suite_version", "torch.version", "torch.git_version"),
+    "isa": ("cpu.vendor", "cpu.isa", "gpu.name", "gpu.compute_capability",
+            "env.ATEN_CPU_CAPABILITY", "env.DNNL_*", "env.ONEDNN_*"),
+    "determinism": ("settings.profile", "settings.deterministic_*", "settings.cudnn_deterministic",
+                    "settings.cudnn_benchmark", "settings.cublas_workspace_config",
+                    "env.CUBLAS_WORKSPACE_CONFIG"),
+    "blas": ("torch.cuda", "torch.cublas", "settings.float32_matmul_precision",
+             "settings.cuda_matmul_*", "settings.blas_library", "settings.mkldnn_enabled",
+             "env.CUBLAS*", "env.NVIDIA_TF32_OVERRIDE", "env.TORCH_ALLOW_TF32_CUBLAS_OVERRIDE",
+             "env.TORCH_BLAS_*", "env.MKL_*", "env.OPENBLAS_*"),
+    "dnn": ("torch.cudnn", "settings.cudnn_*", "settings.mkldnn_enabled", "env.CUDNN_*",
+            "env.NVIDIA_TF32_OVERRIDE", "env.TORCH_CUDNN_*"),
+    "parallel": ("threads.*", "gpu.sm_count", "env.OMP_*", "env.MKL_*", "env.KMP_*",
+                 "env.GOMP_*", "env.OPENBLAS_*"),
+    "rng": ("gpu.sm_count",),
+}
+# Keys that only change bits on a GPU: left out of attribution when both runs used the CPU.
+CUDA_ONLY = ("torch.cuda", "torch.cudnn", "torch.cublas", "gpu.*", "settings.cuda_*",
+             "settings.cudnn_*", "settings.blas_library", "env.CUBLAS*", "env.CUDNN_*",
+             "env.CUDA_*", "env.NVIDIA_TF32_OVERRIDE", "env.TORCH_ALLOW_TF32_CUBLAS_OVERRIDE",
+             "env.TORCH_CUDNN_*")
+ENV_NOT_CLASS = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER",
+                 "CUDA_CACHE_PATH", "CUDA_CACHE_MAXSIZE", "TORCH_HOME", "TORCH_EXTENSIONS_DIR",
+                 "PYTORCH_KERNEL_CACHE_PATH", "NCCL_*")  # NCCL: the suite runs on one device
+_CLASS_COMMON = ("device", "suite_version", "torch.version", "torch.git_version")
+_CLASS_CUDA = ("torch.cuda", "torch.cudnn", "torch.cublas", "gpu.name",
+               "gpu.compute_capability", "gpu.sm_count")
+_CLASS_CPU = ("cpu.vendor", "cpu.isa", "threads.intra_op")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FactDiff:
+    key: str
+    a: Any
+    b: Any
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OutputError:
+    output: str
+    max_abs: float
+    max_ulp: int
+    differing: int
+    total: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkloadDiff:
+    name: str
+    a: str  # "ok <sha256>" or the status
+    b: str
+    outputs: tuple[str, ...]  # the outputs whose digests differ
+    attributed_to: tuple[str, ...]
+    expected: bool  # attributed_to holds a fact the workload is known to be sensitive to
+    errors: tuple[OutputError, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Side:
+    source: str
+    device: str
+    class_id: str
+    label: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Report:
+    verdict: Verdict
+    a: Side
+    b: Side
+    same_class: bool
+    class_differences: tuple[FactDiff, ...]
+    other_differences: tuple[FactDiff, ...]
+    identical: tuple[str, ...]
+    different: tuple[WorkloadDiff, ...]
+    only_in_a: tuple[str, ...]
+    only_in_b: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        from dataclasses import asdict
+
+        return asdict(self)
+
+
+def flat_facts(att: Attestation) -> dict[str, Any]:
+    """Every recorded fact and setting under one dotted key ("threads.intra_op")."""
+    f = att.facts
+    out: dict[str, Any] = {"device": att.device_type, "suite_version": att.suite_version,
+                           "samebits": att.samebits, "device_name": att.device,
+                           "cpu.isa": f.cpu_isa}
+    doc = f.to_dict()
+    for section in ("torch", "driver", "cpu", "threads"):
+        for k, v in (doc[section] or {}).items():
+            out[f"{section}.{k}"] = v
+    gpu = f.gpu(int(att.device.split(":")[1])) if att.device_type == "cuda" else None
+    if gpu is not None:
+        for k, v in doc["gpus"][f.gpus.index(gpu)].items():
+            out[f"gpu.{k}"] = v
+    out["gpus"] = [f"{g.name} {g.uuid}" for g in f.gpus]
+    out["glibc"], out["python"] = f.glibc, f.python
+    out.update({f"env.{k}": v for k, v in f.env})
+    out.update({f"settings.{k}": v for k, v in att.settings.items()})
+    return out
+
+
+def is_class_key(key: str, device_type: str) -> bool:
+    if key.startswith("env."):
+        return not any(fnmatch.fnmatchcase(key[4:], p) for p in ENV_NOT_CLASS)
+    if key.startswith("settings."):
+        return True
+    extra = _CLASS_CUDA if device_type == "cuda" else _CLASS_CPU
+    return key in _CLASS_COMMON or key in extra
+
+
+def class_facts(att: Attestation) -> dict[str, Any]:
+    flat = flat_facts(att)
+    keys = [k for k in flat if is_class_key(k, att.device_type)]
+    extra = _CLASS_CUDA if att.device_type == "cuda" else _CLASS_CPU
+    return {k: flat.get(k) for k in sorted({*keys, *_CLASS_COMMON, *extra})}
+
+
+def class_id(att: Attestation) -> str:
+    return sha256_hex(compact_json(class_facts(att)))[:12]
+
+
+def class_label(att: Attestation) -> str:
+    f, flat = att.facts, flat_facts(att)
+    if att.device_type == "cuda":
+        sm = str(flat.get("gpu.compute_capability")).replace(".", "")
+        return (f"{flat.get('gpu.name')} (sm_{sm}, {flat.get('gpu.sm_count')} SMs), "
+                f"CUDA {f.torch.cuda}, cuDNN {f.torch.cudnn}, "
+                f"cuBLAS {f.torch.cublas}, torch {f.torch.version}")
+    n = f.threads.intra_op
+    return (f"cpu {f.cpu.vendor} {f.cpu_isa}, {n} thread{'s' if n != 1 else ''}, "
+            f"torch {f.torch.version}")
+
+
+def _side(att: Attestation) -> Side:
+    return Side(source=att.source, device=att.device, class_id=class_id(att),
+                label=class_label(att))
+
+
+def _diffs(a: Mapping[str, Any], b: Mapping[str, Any], keys: Iterable[str]) -> list[FactDiff]:
+    return [FactDiff(key=k, a=a.get(k), b=b.get(k)) for k in sorted(set(keys))
+            if a.get(k) != b.get(k)]
+
+
+def _state(rec: Mapping[str, Any] | None) -> str:
+    if rec is None:
+        return "absent"
+    return f"ok {rec.get('sha256')}" if rec.get("status") == "ok" else str(rec.get("status"))
+
+
+def _matches(key: str, patterns: Iterable[str]) -> bool:
+    return any(fnmatch.fnmatchcase(key, p) for p in patterns)
+
+
+def attribute(workload: str, class_diffs: Iterable[FactDiff], *,
+              cpu_only: bool = False) -> tuple[tuple[str, ...], bool]:
+    """The differing class facts that explain ``workload``, and whether any is expected.
+
+    Expected: facts in the workload's sensitivity groups (minus GPU-only ones when both runs
+    used the CPU). When none of those differ, every differing class fact, flagged unexpected.
+    """
+    keys = [d.key for d in class_diffs]
+    spec = BY_NAME.get(workload)
+    patterns = [p for g in (spec.sensitive_to if spec else ()) for p in GROUPS[g]]
+    hits = tuple(k for k in keys if _matches(k, patterns)
+                 and not (cpu_only and _matches(k, CUDA_ONLY)))
+    return (hits, True) if hits else (tuple(keys), False)
+
+
+def compare(a: Attestation, b: Attestation, *,
+            errors: Mapping[str, tuple[OutputError, ...]] | None = None) -> Report:
+    flat_a, flat_b = flat_facts(a), flat_facts(b)
+    cls_a, cls_b = class_facts(a), class_facts(b)
+    class_diffs = _diffs(cls_a, cls_b, {*cls_a, *cls_b})
+    other_keys = {*flat_a, *flat_b} - {*cls_a, *cls_b}
+    other_diffs = _diffs(flat_a, flat_b, other_keys)
+    order = {n: i for i, n in enumerate(NAMES)}
+    common = sorted(set(a.workloads) & set(b.workloads), key=lambda n: (order.get(n, 1 << 30), n))
+    if not common:
+        raise InputError(f"{a.source} and {b.source} have no workload in common")
+    identical, different = [], []
+    for name in common:
+        ra, rb = a.workloads[name], b.workloads[name]
+        sa, sb = _state(ra), _state(rb)
+        if sa == sb:
+            identical.append(name)
+            continue
+        outs_a = {o["name"]: o.get("sha256") for o in ra.get("outputs", ())}
+        outs_b = {o["name"]: o.get("sha256") for o in rb.get("outputs", ())}
+        outs = tuple(o for o in dict.fromkeys([*outs_a, *outs_b]) if outs_a.get(o) != outs_b.get(o))
+        cpu_only = a.device_type == b.device_type == "cpu"
+        hits, expected = (attribute(name, class_diffs, cpu_only=cpu_only) if class_diffs
+                          else ((), False))
+        different.append(WorkloadDiff(name=name, a=sa, b=sb, outputs=outs, attributed_to=hits,
+                                      expected=expected, errors=(errors or {}).get(name, ())))
+    same = not class_diffs
+    verdict: Verdict = "identical" if not different else ("unexplained" if same else "explained")
+    return Report(
+        verdict=verdict, a=_side(a), b=_side(b), same_class=same,
+        class_differences=tuple(class_diffs), other_differences=tuple(other_diffs),
+        identical=tuple(identical), different=tuple(different),
+        only_in_a=tuple(sorted(set(a.workloads) - set(b.workloads))),
+        only_in_b=tuple(sorted(set(b.workloads) - set(a.workloads))),
+    )
+
+
+# ------------------------------------------------------------------ saved outputs (the edge)
+
+_INT_VIEW = {"float16": "int16", "bfloat16": "int16", "float32": "int32", "float64": "int64"}
+
+
+def _read_index(root: Path) -> dict[str, Any]:
+    path = Path(root) / "outputs.json"
+    try:
+        doc = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise InputError(f"{path}: no saved outputs here",
+                         hint="run `samebits verify gpu --save-outputs DIR`") from None
+    except (OSError, json.JSONDecodeError) as exc:
+        raise InputError(f"{path}: unreadable: {exc}") from None
+    fmt = doc.get("format") if isinstance(doc, dict) else None
+    if fmt != 1:
+        raise InputError(f"{path}: format = {fmt!r}: this samebits reads format 1")
+    return doc["workloads"]
+
+
+def output_errors(dir_a: Path, dir_b: Path) -> dict[str, tuple[OutputError, ...]]:
+    """Max absolute error and ULP distance of every saved output whose bytes differ."""
+    import torch
+
+    idx_a, idx_b = _read_index(dir_a), _read_index(dir_b)
+    out: dict[str, tuple[OutputError, ...]] = {}
+    for name in sorted(set(idx_a) & set(idx_b)):
+        errs = []
+        for output, ea in idx_a[name].items():
+            eb = idx_b[name].get(output)
+            if eb is None or ea["sha256"] == eb["sha256"] or ea["dtype"] != eb["dtype"] or (
+                    ea["shape"] != eb["shape"]):
+                continue
+            dtype = getattr(torch, ea["dtype"])
+            ta = _load(Path(dir_a) / ea["file"], dtype)
+            tb = _load(Path(dir_b) / eb["file"], dtype)
+            errs.append(error_stats(output, ta, tb))
+        if errs:
+            out[name] = tuple(errs)
+    return out
+
+
+def _load(path: Path, dtype: Any) -> Any:
+    import torch
+
+    try:
+        data = bytearray(path.read_bytes())
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read saved output: {exc.strerror}") from None
+    return torch.frombuffer(data, dtype=dtype) if data else torch.empty(0, dtype=dtype)
+
+
+def error_stats(output: str, a: Any, b: Any) -> OutputError:
+    """Max |a-b| and the largest distance in units in the last place, element by element."""
+    import torch
+
+    name = str(a.dtype).removeprefix("torch.")
+    if name in _INT_VIEW:
+        ia, ib = (_ordered(t, getattr(torch, _INT_VIEW[name])) for t in (a, b))
+        diff = torch.nan_to_num((a.double() - b.double()).abs(), nan=float("inf"))
+    else:  # integers and bools: the distance is the difference
+        ia, ib = a.long(), b.long()
+        diff = (ia - ib).abs().double()
+    ulp = (ia - ib).abs()
+    return OutputError(output=output, max_abs=float(diff.max()) if diff.numel() else 0.0,
+                       max_ulp=int(ulp.max()) if ulp.numel() else 0,
+                       differing=int((ia != ib).sum()), total=int(a.numel()))
+
+
+def _ordered(t: Any, int_dtype: Any) -> Any:
+    """Float bits as integers that count ULPs: sign-magnitude mapped onto a number line."""
+    import torch
+
+    i = t.contiguous().view(int_dtype).long()
+    bits = torch.iinfo(int_dtype).bits
+    mag = i & ((1 << (bits - 1)) - 1)
+    return torch.where(i < 0, -mag, mag)
