@@ -1,0 +1,327 @@
+"""``samebits render conda|containerfile|oci`` and ``samebits install``: the edge that writes.
+
+    samebits render conda [ENV ...] [--platform P] [--check]      containers/<env>/<P>.explicit.txt
+                                                                   containers/<env>/<P>.environment.yml
+    samebits render containerfile [ENV ...] [--base REF@sha256:D]  containers/<env>/Containerfile
+    samebits render oci ENV --platform P [--base oci:DIR@sha256:D] [--out DIR] [--archive FILE]
+    samebits install ENV --prefix DIR [--platform P] [--python PY]
+
+ENV is an environment id (``hopper``, ``conda-forge/hopper``: lockfiles/<id>.conda-lock.yml) or
+a lockfile path. The renderers are pure (samebits.render.*); this module reads the locks, writes
+every file atomically and every folder by rename, and turns the results into text or --json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from samebits._io import atomic_write
+from samebits.errors import EXIT_DIFFERENT, EXIT_OK, LockfileError, UsageError
+from samebits.lockfile import LOCK_SUFFIX
+from samebits.project import Project
+from samebits.render.source import DEFAULT_PREFIX, LockedEnv, load_locked_env
+from samebits.ui import Output
+
+
+def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
+    r = sub.add_parser(
+        "render", help="render a lock: conda files, a Containerfile, an OCI image",
+        description="Render lockfiles into conda files (explicit + environment.yml), "
+        "Containerfiles, or a bit-reproducible OCI image layout (no daemon).")
+    rsub = r.add_subparsers(dest="render_command", metavar="KIND", required=True)
+
+    c = rsub.add_parser(
+        "conda", parents=parents, help="explicit file + environment.yml per platform",
+        description="Write containers/<env>/<platform>.explicit.txt (the same lines as "
+        "`conda-lock render --kind explicit`) and <platform>.environment.yml (every package "
+        "pinned, a pip section with hashes).",
+        epilog="exit codes: 0 written or fresh, 1 stale (--check), 2 bad input")
+    _names(c)
+    c.add_argument("--platform", action="append", metavar="P",
+                   help="only this platform (repeatable; default: every platform of the lock)")
+    _out_args(c)
+    c.set_defaults(func=run_conda)
+
+    f = rsub.add_parser(
+        "containerfile", parents=parents, help="containers/<env>/Containerfile",
+        description="Write containers/<env>/Containerfile (base pinned by digest, the lock "
+        "installed by hash, `python -m verify env` last) and the files it copies.",
+        epilog="exit codes: 0 written or fresh, 1 stale (--check), 2 bad input")
+    _names(f)
+    f.add_argument("--base", metavar="IMAGE@sha256:D",
+                   help="the base image, pinned by digest (default: a placeholder that fails to "
+                   "build until a digest is given)")
+    f.add_argument("--micromamba", metavar="IMAGE@sha256:D",
+                   help="the micromamba image that creates a lock's conda part")
+    f.add_argument("--prefix", default=DEFAULT_PREFIX, help=f"(default {DEFAULT_PREFIX})")
+    _out_args(f)
+    f.set_defaults(func=run_containerfile)
+
+    o = rsub.add_parser(
+        "oci", parents=parents, help="a bit-reproducible OCI image layout",
+        description="Install the lock's platform, verify it, and write an OCI image layout "
+        "with the prefix at --prefix on top of an optional base layout pinned by digest. "
+        "The same lock, base and SOURCE_DATE_EPOCH give the same manifest digest anywhere.",
+        epilog="exit codes: 0 written, 2 bad input (bad base, unsafe archive), 4 unreachable, "
+        "5 a tool failed or the built prefix did not verify")
+    o.add_argument("name", metavar="ENV", help="environment id or lockfile path")
+    o.add_argument("--platform", required=True, help="linux-64 or linux-aarch64")
+    o.add_argument("--base", metavar="oci:DIR@sha256:D",
+                   help="base image: a local OCI layout and its manifest (or index) digest")
+    o.add_argument("--out", type=Path, help="layout folder (default ROOT/build/oci/<env>)")
+    o.add_argument("--archive", type=Path, help="also write an oci-archive tarball here")
+    o.add_argument("--tag", help="the image's ref name in the layout (default: the env name)")
+    o.add_argument("--prefix", default=DEFAULT_PREFIX,
+                   help=f"where the environment lives in the image (default {DEFAULT_PREFIX})")
+    o.add_argument("--python", metavar="PATH",
+                   help="for a lock without conda Python: the base image's interpreter "
+                   "(default /usr/local/bin/pythonX.Y, as in the python:X.Y images)")
+    _install_args(o)
+    o.set_defaults(func=run_oci)
+
+    i = sub.add_parser(
+        "install", parents=parents, help="install a lock's platform into a prefix",
+        description="Install exactly the locked archives (hash-checked; conda part with "
+        "py-rattler, PyPI part by hash, nothing resolved) into --prefix, then run "
+        "`verify env` on it.",
+        epilog="exit codes: 0 installed and identical, 1 installed but verify found drift, "
+        "2 bad input (hash mismatch, unsafe archive), 4 unreachable, 5 a tool failed")
+    i.add_argument("name", metavar="ENV", help="environment id or lockfile path")
+    i.add_argument("--prefix", type=Path, required=True, help="the folder to create")
+    i.add_argument("--platform", help="default: this machine's")
+    i.add_argument("--python", metavar="PATH",
+                   help="for a lock without conda Python: the interpreter of the venv "
+                   "(default: pythonX.Y on PATH)")
+    _install_args(i)
+    i.set_defaults(func=run_install)
+
+
+def _names(p: argparse.ArgumentParser) -> None:
+    p.add_argument("names", nargs="*", metavar="ENV",
+                   help="environment ids or lockfile paths (default: every lockfile)")
+    _project_args(p)
+
+
+def _project_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--root", type=Path, default=Path("."), help="project root (default: .)")
+    p.add_argument("--lockfiles", type=Path, help="lockfile folder (default: ROOT/lockfiles)")
+
+
+def _out_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--out", type=Path, help="folder of per-environment folders "
+                   "(default: ROOT/containers)")
+    p.add_argument("--check", action="store_true",
+                   help="write nothing; exit 1 if a file is missing or differs")
+
+
+def _install_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--cache-dir", type=Path,
+                   help="archive + package cache (default: $XDG_CACHE_HOME/samebits); "
+                   "install runs offline when it holds every archive")
+    p.add_argument("--replace", action="store_true", help="replace an existing output")
+    if not any(a.dest == "root" for a in p._actions):
+        _project_args(p)
+
+
+# ------------------------------------------------------------------ finding locks
+
+def _project(args: argparse.Namespace) -> Project:
+    return Project.at(args.root, lockfiles=args.lockfiles)
+
+
+def locked_env(name: str, project: Project) -> LockedEnv:
+    """An environment id or a lockfile path -> the parsed lock."""
+    path = Path(name)
+    if name.endswith(LOCK_SUFFIX) or (path.suffix in (".yml", ".yaml") and path.exists()):
+        env = load_locked_env(path, name=path.name.removesuffix(LOCK_SUFFIX),
+                              root=project.root)
+        recorded = env.lock.meta("environment")
+        return env if not recorded else LockedEnv(name=recorded, path=env.path,
+                                                  origin=env.origin, digest=env.digest,
+                                                  lock=env.lock)
+    lock = project.lock_path(name)
+    if lock.exists():
+        return load_locked_env(lock, name=name, root=project.root)
+    if project.spec_path(name).exists():
+        raise LockfileError(f"{name}: no lockfile {lock}",
+                            hint=f"run `samebits lock {name}` first")
+    known = ", ".join(_all_lock_ids(project)) or "none"
+    raise UsageError(f"unknown environment '{name}' (no {lock}); known: {known}")
+
+
+def _all_lock_ids(project: Project) -> list[str]:
+    if not project.lockfiles.is_dir():
+        return []
+    return sorted(p.relative_to(project.lockfiles).as_posix().removesuffix(LOCK_SUFFIX)
+                  for p in project.lockfiles.rglob(f"*{LOCK_SUFFIX}"))
+
+
+def _envs(args: argparse.Namespace) -> tuple[Project, list[LockedEnv]]:
+    project = _project(args)
+    names = args.names or [i for i in _all_lock_ids(project) if "/" not in i]
+    if not names:
+        raise UsageError(f"{project.lockfiles}: no lockfiles", hint="run `samebits lock` first")
+    return project, [locked_env(n, project) for n in names]
+
+
+# ------------------------------------------------------------------ text renderings
+
+def _write_files(out: Output, rendered: dict[str, dict[str, str]], *, check: bool) -> int:
+    """env folder -> {file name: text}; write (or --check) them all; one report."""
+    report: dict[str, dict[str, str]] = {}
+    for folder, files in rendered.items():
+        states = {}
+        for fname, text in files.items():
+            path = Path(folder) / fname
+            old = path.read_text() if path.exists() else None
+            state = "unchanged" if old == text else ("stale" if old is not None else "missing")
+            if not check and state != "unchanged":
+                atomic_write(path, text)
+                state = "updated" if old is not None else "created"
+            states[str(path)] = state
+        report[folder] = states
+    bad = [p for states in report.values() for p, s in states.items()
+           if s in ("stale", "missing")]
+    lines = [f"{p}: {s}" for states in report.values() for p, s in states.items()]
+    if check and bad:
+        lines.append(f"{len(bad)} rendered files are out of date: run `nox -s render`")
+    out.emit({"files": report, "fresh": not bad, "check": check}, "\n".join(lines))
+    return EXIT_DIFFERENT if check and bad else EXIT_OK
+
+
+def _out_root(args: argparse.Namespace, project: Project) -> Path:
+    return args.out or project.root / "containers"
+
+
+def run_conda(args: argparse.Namespace, out: Output) -> int:
+    from samebits.render.conda import conda_files
+
+    project, envs = _envs(args)
+    rendered: dict[str, dict[str, str]] = {}
+    for env in envs:
+        files: dict[str, str] = {}
+        for plat in args.platform or env.platforms:
+            files.update(conda_files(env, env.check_platform(plat)))
+        rendered[str(_out_root(args, project) / env.name)] = files
+    return _write_files(out, rendered, check=args.check)
+
+
+def run_containerfile(args: argparse.Namespace, out: Output) -> int:
+    from samebits.render.containerfile import containerfile_files
+
+    project, envs = _envs(args)
+    for ref, flag in ((args.base, "--base"), (args.micromamba, "--micromamba")):
+        if ref and "@sha256:" not in ref:
+            raise UsageError(f'{flag} "{ref}": pin it by digest (IMAGE@sha256:<64 hex>)',
+                             hint="`skopeo inspect docker://IMAGE` prints the digest")
+    rendered = {str(_out_root(args, project) / env.name):
+                containerfile_files(env, base=args.base, micromamba=args.micromamba,
+                                    prefix=args.prefix) for env in envs}
+    return _write_files(out, rendered, check=args.check)
+
+
+# ------------------------------------------------------------------ image and install
+
+def _cache(args: argparse.Namespace) -> Path:
+    from samebits.install import default_cache_dir
+
+    return Path(args.cache_dir) if args.cache_dir else default_cache_dir()
+
+
+def run_oci(args: argparse.Namespace, out: Output) -> int:
+    from samebits.render.image import ImageRequest, build_image
+    from samebits.render.oci import parse_base_ref, platform_json
+    from samebits.render.publish import staged_dir
+    from samebits.render.tarball import source_date_epoch
+
+    project = _project(args)
+    env = locked_env(args.name, project)
+    platform = env.check_platform(args.platform)
+    if not args.prefix.startswith("/") or args.prefix.rstrip("/") in ("", "/"):
+        raise UsageError(f'--prefix "{args.prefix}": must be an absolute path below /')
+    python = args.python or (f"/usr/local/bin/python{env.python}" if env.python else None)
+    req = ImageRequest(env=env, platform=platform, prefix=args.prefix.rstrip("/"),
+                       base=parse_base_ref(args.base) if args.base else None,
+                       interpreter=python, cache=_cache(args),
+                       epoch=source_date_epoch(os.environ), tag=args.tag or env.slug)
+    target = args.out or project.root / "build" / "oci" / env.slug
+    if args.archive and args.archive.exists() and not args.replace:
+        raise UsageError(f"{args.archive}: already exists", hint="pass --replace")
+    with staged_dir(target, replace=args.replace) as stage:
+        result = build_image(req, stage, work=stage.parent, progress=out.info)
+        if args.archive:
+            write_oci_archive(stage, args.archive, epoch=req.epoch)
+    payload: dict[str, Any] = {"layout": str(target), "archive": str(args.archive or "") or None,
+                               "platform": platform_json(platform), **result.to_json()}
+    lines = [f"{target}: {env.name} for {platform} at {req.prefix}",
+             f"manifest {result.manifest_digest} (tag {result.tag})",
+             *(f"  layer {x['name']:<7} {x['digest']}  {x['size']:>12,} bytes  "
+               f"{len(x['packages'])} packages" for x in result.layers),
+             f"environment digest {result.env_digest} (verify env: identical)",
+             f"inspect: skopeo inspect oci:{target}:{result.tag}"]
+    if args.archive:
+        lines.append(f"archive: {args.archive} (oci-archive:{args.archive})")
+    out.emit(payload, "\n".join(lines))
+    return EXIT_OK
+
+
+def write_oci_archive(layout: Path, dest: Path, *, epoch: int) -> None:
+    """The layout as an (uncompressed) oci-archive tarball, deterministic, written atomically."""
+    import tempfile
+
+    from samebits.render.tarball import scan_prefix, tar_chunks
+
+    dest = Path(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            for chunk in tar_chunks(layout, scan_prefix(layout), root="", mtime=epoch):
+                f.write(chunk)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, dest)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def _host_platform() -> str:
+    import rattler
+
+    return str(rattler.Platform.current())
+
+
+def run_install(args: argparse.Namespace, out: Output) -> int:
+    from samebits.install import install_prefix, run_verify_env
+    from samebits.render.publish import staged_dir
+
+    project = _project(args)
+    env = locked_env(args.name, project)
+    platform = env.check_platform(args.platform or _host_platform())
+    python = args.python
+    if python is None and env.python and not any(p.name == "python" for p in env.conda(platform)):
+        found = shutil.which(f"python{env.python}")
+        python = os.path.abspath(found) if found else None
+    if python is not None and not os.path.isabs(python):
+        python = os.path.abspath(shutil.which(python) or python)
+    prefix = Path(args.prefix).absolute()
+    with staged_dir(prefix, replace=args.replace) as stage:
+        report = install_prefix(env, platform, stage, final=str(prefix), cache=_cache(args),
+                                interpreter=python)
+    verdict = run_verify_env(prefix, env.path, platform)
+    identical = verdict.get("identical") is True
+    payload = {**report.to_json(), "lockfile": str(env.path), "identical": identical,
+               "verify": verdict}
+    text = (f"{prefix}: {env.name} ({platform}) installed: {len(report.conda)} conda, "
+            f"{len(report.pip)} PyPI packages\n"
+            f"verify env: {'identical' if identical else 'DRIFT'}"
+            + ("" if identical else f" (python -m verify env --prefix {prefix} --lockfile "
+               f"{env.path} --platform {platform})"))
+    out.emit(payload, text)
+    return EXIT_OK if identical else EXIT_DIFFERENT

@@ -1,0 +1,122 @@
+"""Archive safety: every member of every archive checked before anything is installed.
+
+A conda package (``.tar.bz2``, ``.conda``) or a wheel may name a member ``/etc/passwd`` or
+``../../x``, or carry a link that points out of the prefix; installing it would write outside
+the prefix or leave a link into the host. ``scan_archive`` lists every such member (all of them,
+not the first); the installer refuses the whole lock when any archive has one.
+
+The path rules (``path_problem``, ``link_problem``) are pure and shared with the tar writer,
+which applies them again to the installed prefix before a layer is written.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+import tarfile
+import zipfile
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+_DRIVE = re.compile(r"^[A-Za-z]:[\\/]")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BadMember:
+    """One member of one archive (or one entry of a prefix) that must not be installed."""
+
+    archive: str
+    member: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.archive}: {self.member}: {self.reason}"
+
+    def to_json(self) -> dict[str, str]:
+        return {"archive": self.archive, "member": self.member, "reason": self.reason}
+
+
+def path_problem(name: str) -> str | None:
+    """Why ``name`` (a member path, '/'-separated) may not be written under a prefix, or None."""
+    if not name or name in (".", "./"):
+        return None if name else "empty path"
+    if name.startswith("/") or _DRIVE.match(name):
+        return "absolute path"
+    if "\x00" in name:
+        return "NUL in path"
+    if ".." in name.split("/"):
+        return "'..' in path"
+    return None
+
+
+def link_problem(name: str, target: str, *, hard: bool = False) -> str | None:
+    """Why a link at ``name`` pointing to ``target`` escapes its root, or None.
+
+    Symlink targets are relative to the link's folder; hardlink targets (in tar) to the root.
+    """
+    if not target:
+        return "link with an empty target"
+    if target.startswith("/"):
+        return f"link to an absolute path ({target})"
+    base = "" if hard else posixpath.dirname(name)
+    resolved = posixpath.normpath(posixpath.join(base, target))
+    if resolved == ".." or resolved.startswith("../"):
+        return f"link escaping the prefix ({target})"
+    return None
+
+
+def _tar_member_problems(members: Iterable[tarfile.TarInfo], archive: str) -> Iterator[BadMember]:
+    for m in members:
+        reason = path_problem(m.name)
+        if reason is None and m.issym():
+            reason = link_problem(m.name, m.linkname)
+        elif reason is None and m.islnk():
+            bad = path_problem(m.linkname)
+            reason = f"hardlink to {m.linkname!r}: {bad}" if bad else None
+        elif reason is None and not (m.isfile() or m.isdir()):
+            reason = "device, fifo or other special file"
+        if reason:
+            yield BadMember(archive=archive, member=m.name, reason=reason)
+
+
+def scan_conda(path: Path) -> list[BadMember]:
+    """Every unsafe member of a ``.tar.bz2`` or ``.conda`` package (both of a .conda's parts)."""
+    from conda_package_streaming.package_streaming import stream_conda_component
+
+    path = Path(path)
+    components = ("pkg", "info") if path.name.endswith(".conda") else ("pkg",)
+    out: list[BadMember] = []
+    for component in components:
+        members = (m for _, m in stream_conda_component(str(path), component=component))
+        out += _tar_member_problems(members, path.name)
+    return out
+
+
+def scan_wheel(path: Path) -> list[BadMember]:
+    """Every unsafe member of a wheel (a zip): absolute or '..' names, symlink entries."""
+    path = Path(path)
+    out = []
+    with zipfile.ZipFile(path) as zf:
+        for info in zf.infolist():
+            reason = path_problem(info.filename.rstrip("/") or info.filename)
+            if reason is None and (info.external_attr >> 16) & 0o170000 == 0o120000:
+                reason = "symlink entry (wheels hold regular files only)"
+            if reason:
+                out.append(BadMember(archive=path.name, member=info.filename, reason=reason))
+    return out
+
+
+def scan_archive(path: Path) -> list[BadMember]:
+    """Unsafe members of a conda package or wheel; an unreadable archive is one problem too."""
+    path = Path(path)
+    try:
+        if path.name.endswith(".whl"):
+            return scan_wheel(path)
+        if path.name.endswith((".tar.bz2", ".conda")):
+            return scan_conda(path)
+    except (OSError, EOFError, tarfile.TarError, zipfile.BadZipFile, LookupError,
+            ValueError, RuntimeError) as exc:
+        return [BadMember(archive=path.name, member="", reason=f"unreadable archive: {exc}")]
+    return [BadMember(archive=path.name, member="",
+                      reason="not a conda package (.tar.bz2, .conda) or a wheel (.whl)")]

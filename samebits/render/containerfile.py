@@ -1,0 +1,176 @@
+"""containers/<env>/Containerfile: the locked environment, installed by hash, then verified.
+
+One Containerfile serves every platform of the lock: BuildKit's ``TARGETARCH`` picks the
+platform's files. Build it from the repository root, whose context holds lockfiles/, containers/,
+samebits/ and verify/. What it does, in order:
+
+- ``FROM`` the base, pinned by digest (``--base REF@sha256:...`` at render time). Without one,
+  the default is ``BASE_PLACEHOLDER``, whose all-zero digest exists nowhere: the build fails until
+  a real digest is given, rather than silently pulling whatever a tag points at today.
+- a lock with a conda part: a micromamba stage (pinned the same way) creates /opt/env from the
+  explicit file, which checks every package's md5; the final stage copies /opt/env.
+- the PyPI part: pip installs the wheels of ``<platform>.requirements.txt`` (URL + sha256 each)
+  with ``--require-hashes --no-deps --only-binary=:all:`` into a venv at /opt/env (the base's
+  Python) or into the conda prefix (its Python). Nothing is resolved.
+- the last step runs ``python -m verify env`` against the lock; a drift fails the build. The
+  verifier runs from a throwaway venv that is removed in the same step, so the image holds only
+  the locked environment (its own dependencies come from PyPI at build time and are not pinned).
+
+It cannot be built here (no container daemon); ``samebits render oci`` builds the same prefix
+into an image without one. The texts are pure functions of the lock and the options.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+from samebits.lockfile import LockedPackage
+from samebits.render.conda import EXPLICIT_SUFFIX, render_explicit
+from samebits.render.source import DEFAULT_PREFIX, LockedEnv
+
+REQUIREMENTS_SUFFIX = ".requirements.txt"
+ZERO = "0" * 64
+BASE_PLACEHOLDER = f"docker.io/library/python:{{python}}-slim-bookworm@sha256:{ZERO}"
+CONDA_BASE_PLACEHOLDER = f"docker.io/library/debian:bookworm-slim@sha256:{ZERO}"
+MICROMAMBA_PLACEHOLDER = f"docker.io/mambaorg/micromamba:2-bookworm-slim@sha256:{ZERO}"
+TARGETARCH = {"linux-64": "amd64", "linux-aarch64": "arm64"}
+
+
+def _pip_line(p: LockedPackage) -> str:
+    return f"{p.name} @ {p.url} --hash=sha256:{p.sha256}"
+
+
+def render_requirements(env: LockedEnv, platform: str) -> str:
+    """The PyPI part of ``platform`` as pip requirements: one URL and sha256 per wheel."""
+    env.check_platform(platform)
+    lines = [
+        f"# samebits: the PyPI part of {env.name} on {platform}, from {env.origin}",
+        f"# (sha256 {env.digest}).",
+        "# Every wheel by URL and hash; install with",
+        "#   pip install --no-deps --require-hashes --only-binary=:all: -r THIS_FILE",
+    ]
+    lines += [_pip_line(p) for p in sorted(env.pip(platform), key=lambda p: p.name)]
+    return "\n".join(lines) + "\n"
+
+
+def _comment(text: str) -> list[str]:
+    return textwrap.wrap(text, width=96, initial_indent="# ", subsequent_indent="# ",
+                         break_long_words=False, break_on_hyphens=False)
+
+
+def _is_pinned(ref: str) -> bool:
+    return "@sha256:" in ref and not ref.endswith(ZERO)
+
+
+def _arch_case(env: LockedEnv) -> str:
+    arms = " ".join(f"{TARGETARCH[p]}) platform={p} ;;" for p in env.platforms if p in TARGETARCH)
+    return (f'case "$TARGETARCH" in {arms} *) echo "{env.name}: no lock for $TARGETARCH" >&2; '
+            "exit 1 ;; esac; echo \"$platform\" > /opt/samebits/platform")
+
+
+def render_containerfile(env: LockedEnv, *, base: str | None = None,
+                         micromamba: str | None = None, prefix: str = DEFAULT_PREFIX) -> str:
+    """The Containerfile text for ``env``; ``base`` / ``micromamba`` are REF@sha256:... ."""
+    has_conda = any(env.conda(p) for p in env.platforms)
+    has_pip = any(env.pip(p) for p in env.platforms)
+    python = env.python or "3"
+    default_base = (CONDA_BASE_PLACEHOLDER if has_conda
+                    else BASE_PLACEHOLDER.format(python=python))
+    base = base or default_base
+    mm = micromamba or MICROMAMBA_PLACEHOLDER
+    gpu = bool(env.cuda)
+    d = f"containers/{env.name}"
+    plats = ", ".join(env.platforms)
+    what_base = (f"pinned by digest at render time: {base}" if _is_pinned(base) else
+                 "NOT pinned: the digest below is a placeholder (all zeros) that exists nowhere, "
+                 "so the build fails until you pass --build-arg BASE_IMAGE=IMAGE@sha256:<digest> "
+                 f"or re-render with `samebits render containerfile {env.name} --base "
+                 "IMAGE@sha256:<digest>`")
+    floors = {env.lock.meta(f"__glibc.{p}") for p in env.platforms} - {None, ""}
+    glibc = f"glibc >= {max(floors, key=lambda v: tuple(map(int, v.split('.'))))}" if floors \
+        else "glibc"
+    needs = glibc if has_conda else f"Python {python} as python{python} and {glibc}"
+    out = [
+        "# syntax=docker/dockerfile:1",
+        f"# samebits: the {env.name} environment ({plats}), rendered from",
+        f"# {env.origin} (sha256 {env.digest}).",
+        f"# Do not edit: samebits render containerfile {env.name}",
+        "#",
+        "# Build from the repository root (the context holds lockfiles/, containers/, samebits/,",
+        f"# verify/):  docker build -f {d}/Containerfile --platform linux/amd64 .",
+        "# Not built by samebits' CI, which has no container daemon; `samebits render oci` builds",
+        "# the same prefix into an image without one.",
+        "#",
+        "# Pinned: every package of the lock, by hash (conda: md5 in the explicit file; PyPI: URL",
+        "# and sha256, pip --require-hashes --no-deps). Nothing is resolved at build time.",
+        *_comment(f"Base image: {what_base}. The base must provide {needs}."),
+    ]
+    if has_conda:
+        mm_state = ("pinned by digest" if _is_pinned(mm) else
+                    "NOT pinned: placeholder digest; pass --build-arg MICROMAMBA_IMAGE=...@sha256:")
+        out += _comment(f"micromamba image (creates the conda part): {mm_state}.")
+    if gpu:
+        out += _comment("GPU: no NVIDIA driver library (libcuda) is in the image; the "
+                        "container runtime mounts the host's.")
+    out += ["", f"ARG BASE_IMAGE={base}"]
+    if has_conda:
+        out += [f"ARG MICROMAMBA_IMAGE={mm}", "", "FROM ${MICROMAMBA_IMAGE} AS conda",
+                "ARG TARGETARCH", "USER root",
+                f"COPY {' '.join(f'{d}/{p}{EXPLICIT_SUFFIX}' for p in env.platforms)} "
+                "/opt/samebits/",
+                f"RUN set -eu; {_arch_case(env)}; \\",
+                f"    micromamba create --yes --prefix {prefix} "
+                f"--file /opt/samebits/$platform{EXPLICIT_SUFFIX}; \\",
+                "    micromamba clean --all --yes"]
+    out += ["", "FROM ${BASE_IMAGE}", "ARG TARGETARCH"]
+    env_lines = [f"PATH={prefix}/bin:$PATH"]
+    if gpu:
+        env_lines = ["NVIDIA_VISIBLE_DEVICES=all", "NVIDIA_DRIVER_CAPABILITIES=compute,utility",
+                     *env_lines]
+    out.append("ENV " + " \\\n    ".join(env_lines))
+    out.append(f"COPY {env.origin} /opt/samebits/lock.conda-lock.yml")
+    if has_pip:
+        reqs = " ".join(f"{d}/{p}{REQUIREMENTS_SUFFIX}" for p in env.platforms if env.pip(p))
+        out.append(f"COPY {reqs} /opt/samebits/")
+    if has_conda:
+        out.append(f"COPY --from=conda {prefix} {prefix}")
+    out.append("COPY pyproject.toml README.md /opt/samebits/src/")
+    out.append("COPY samebits /opt/samebits/src/samebits")
+    out.append("COPY verify /opt/samebits/src/verify")
+    py = f"{prefix}/bin/python" if has_conda else f"python{python}"
+    run = [f"RUN set -eu; {_arch_case(env)}"]
+    if has_pip:
+        pip = "install --no-cache-dir --no-deps --require-hashes --only-binary=:all: " \
+              f"--no-compile -r /opt/samebits/$platform{REQUIREMENTS_SUFFIX}"
+        if has_conda:
+            run += [f"{py} -m venv /tmp/pip", f"/tmp/pip/bin/python -m pip --python {py} {pip}",
+                    "rm -rf /tmp/pip"]
+        else:
+            run += [f"{py} -m venv --without-pip {prefix}",
+                    f"{py} -m pip --python {prefix}/bin/python {pip}"]
+    out.append("; \\\n    ".join(run))
+    out += [
+        "# The check: verify env compares every installed file with the lock; drift fails the",
+        "# build. The verifier lives in a throwaway venv, removed in this same step.",
+        f"RUN set -eu; {py} -m venv /opt/samebits/tools; \\",
+        "    /opt/samebits/tools/bin/pip install --no-cache-dir --quiet /opt/samebits/src; \\",
+        f"    /opt/samebits/tools/bin/python -m verify env --prefix {prefix} \\",
+        "        --lockfile /opt/samebits/lock.conda-lock.yml "
+        "--platform \"$(cat /opt/samebits/platform)\"; \\",
+        "    rm -rf /opt/samebits/tools /opt/samebits/src",
+    ]
+    return "\n".join(out) + "\n"
+
+
+def containerfile_files(env: LockedEnv, *, base: str | None = None,
+                        micromamba: str | None = None,
+                        prefix: str = DEFAULT_PREFIX) -> dict[str, str]:
+    """File name (under containers/<env>/) -> text: the Containerfile and what it COPYs."""
+    files = {"Containerfile": render_containerfile(env, base=base, micromamba=micromamba,
+                                                   prefix=prefix)}
+    for p in env.platforms:
+        if env.pip(p):
+            files[f"{p}{REQUIREMENTS_SUFFIX}"] = render_requirements(env, p)
+        if env.conda(p):
+            files[f"{p}{EXPLICIT_SUFFIX}"] = render_explicit(env, p)
+    return files

@@ -1,0 +1,219 @@
+"""``samebits render oci``: lock -> installed prefix -> verified -> layers -> OCI image layout.
+
+    base     read and re-hash the pinned base layout (refused before anything is built)
+    install  the lock's platform into a scratch prefix whose files name the final path
+    verify   ``python -m verify env`` on that prefix; anything but "identical" stops the build
+    layers   the prefix split by package group, each a deterministic tar, gzip on every core
+    layout   base blobs copied (re-hashed), layers, config, manifest, index, oci-layout
+
+Everything is written into a staging folder that ``samebits.render.publish`` renames into place,
+so the output is the whole image or nothing. The image is a function of the lock, the base, the
+prefix path, SOURCE_DATE_EPOCH and zlib's deflate: not of the folder, umask, clock, time zone or
+file times of the machine that builds it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from samebits._io import compact_json
+from samebits.errors import InputError, ToolError
+from samebits.install import install_prefix, run_verify_env
+from samebits.render.layers import assign_layers, read_owners
+from samebits.render.oci import (
+    MEDIA_CONFIG,
+    MEDIA_LAYER_GZIP,
+    MEDIA_MANIFEST,
+    OCI_LAYOUT,
+    BaseImage,
+    BaseRef,
+    Descriptor,
+    blob,
+    created_text,
+    image_config,
+    index_json,
+    manifest_json,
+    platform_json,
+    read_base,
+)
+from samebits.render.source import LockedEnv
+from samebits.render.tarball import (
+    GZIP_PARAMS,
+    Entry,
+    LayerDigests,
+    gzip_layer,
+    scan_prefix,
+    tar_chunks,
+)
+
+Verifier = Callable[[Path, Path, str], Mapping[str, Any]]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ImageRequest:
+    env: LockedEnv
+    platform: str
+    prefix: str
+    base: BaseRef | None
+    interpreter: str | None
+    cache: Path
+    epoch: int
+    tag: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ImageResult:
+    manifest_digest: str
+    config_digest: str
+    tag: str
+    env_digest: str
+    base_digest: str | None
+    layers: tuple[Mapping[str, Any], ...]
+    verify: Mapping[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"manifest_digest": self.manifest_digest, "config_digest": self.config_digest,
+                "tag": self.tag, "env_digest": self.env_digest, "base_digest": self.base_digest,
+                "layers": [dict(x) for x in self.layers], "gzip": GZIP_PARAMS}
+
+
+def _copy_blob(src_layout: Path, digest: str, dest_layout: Path, what: str) -> None:
+    """Copy one base blob, re-hashing it on the way; a mismatch is refused."""
+    algo, _, hexd = digest.partition(":")
+    src = src_layout / "blobs" / algo / hexd
+    dest = dest_layout / "blobs" / algo / hexd
+    sha = hashlib.sha256()
+    with open(src, "rb") as fin, open(dest, "wb") as fout:
+        while chunk := fin.read(1 << 20):
+            sha.update(chunk)
+            fout.write(chunk)
+    if f"sha256:{sha.hexdigest()}" != digest:
+        raise InputError(f"{src_layout}: blob {digest} ({what}) holds bytes with digest "
+                         f"sha256:{sha.hexdigest()}",
+                         hint="the layout was changed after it was pinned; copy the base again")
+
+
+def _write_blob(layout: Path, data: bytes, digest: str) -> None:
+    path = layout / "blobs" / "sha256" / digest.split(":", 1)[1]
+    path.write_bytes(data)
+
+
+def _env_digest(report: Mapping[str, Any]) -> str:
+    for key in ("env_digest", "environment_digest", "digest"):
+        value = report.get(key)
+        if isinstance(value, str) and value:
+            return value
+    raise ToolError("verify env reported no environment digest", hint="update samebits")
+
+
+def _layer_blob(layout: Path, prefix_dir: Path, entries: tuple[Entry, ...], *, root: str,
+                epoch: int, pool: ThreadPoolExecutor) -> LayerDigests:
+    blobs = layout / "blobs" / "sha256"
+    fd, tmp = tempfile.mkstemp(prefix=".layer.", dir=blobs)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            digests = gzip_layer(tar_chunks(prefix_dir, entries, root=root, mtime=epoch), out,
+                                 pool=pool)
+        os.replace(tmp, blobs / digests.digest.split(":", 1)[1])
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return digests
+
+
+def annotations(req: ImageRequest, *, env_digest: str, base: BaseImage | None,
+                created: str) -> dict[str, str]:
+    env = req.env
+    out = {
+        "org.opencontainers.image.title": env.name,
+        "org.opencontainers.image.description":
+            f"samebits environment {env.name} ({req.platform}) at {req.prefix}",
+        "org.opencontainers.image.created": created,
+        "io.samebits.image-format": "1",
+        "io.samebits.environment": env.name,
+        "io.samebits.platform": req.platform,
+        "io.samebits.prefix": req.prefix,
+        "io.samebits.lockfile": env.origin,
+        "io.samebits.lock.sha256": env.digest,
+        "io.samebits.env.digest": env_digest,
+        "io.samebits.gzip": GZIP_PARAMS,
+    }
+    if base is not None:
+        out["org.opencontainers.image.base.digest"] = base.manifest_digest
+        if base.name:
+            out["org.opencontainers.image.base.name"] = base.name
+    return out
+
+
+def build_image(req: ImageRequest, layout: Path, *, work: Path,
+                verify: Verifier = run_verify_env, workers: int | None = None,
+                progress: Callable[[str], None] = lambda _: None) -> ImageResult:
+    """Build the image for ``req`` into the empty folder ``layout``."""
+    env = req.env
+    env.check_platform(req.platform)
+    base = read_base(req.base, req.platform) if req.base else None
+    created = created_text(req.epoch)
+    with tempfile.TemporaryDirectory(prefix=".samebits-prefix.", dir=work) as tmp:
+        prefix_dir = Path(tmp) / "prefix"
+        progress("installing")
+        report = install_prefix(env, req.platform, prefix_dir, final=req.prefix,
+                                cache=req.cache, interpreter=req.interpreter)
+        progress("verifying")
+        verdict = dict(verify(prefix_dir, env.path, req.platform))
+        if verdict.get("identical") is not True:
+            raise ToolError(f"the prefix built for {env.name} ({req.platform}) does not verify "
+                            "against its lock; no image was written",
+                            hint=f"run `samebits install {env.name} --prefix DIR` and "
+                            "`python -m verify env` on it to see the drift")
+        env_digest = _env_digest(verdict)
+        entries = scan_prefix(prefix_dir, links_out=report.links_out)
+        layers = assign_layers(entries, read_owners(prefix_dir))
+        (layout / "blobs" / "sha256").mkdir(parents=True)
+        if base is not None:
+            for i, d in enumerate(base.layers):
+                _copy_blob(base.ref.layout, d.digest, layout, f"base layer {i}")
+        descs: list[Descriptor] = []
+        diff_ids: list[str] = []
+        summary = []
+        root = req.prefix.strip("/")
+        with ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 2) as pool:
+            for layer in layers:
+                progress(f"layer {layer.name}")
+                digests = _layer_blob(layout, prefix_dir, layer.entries, root=root,
+                                      epoch=req.epoch, pool=pool)
+                descs.append(Descriptor(media_type=MEDIA_LAYER_GZIP, digest=digests.digest,
+                                        size=digests.size,
+                                        annotations={"io.samebits.layer": layer.name}))
+                diff_ids.append(digests.diff_id)
+                summary.append({"name": layer.name, "digest": digests.digest,
+                                "diff_id": digests.diff_id, "size": digests.size,
+                                "files": sum(e.kind != "dir" for e in layer.entries),
+                                "bytes": layer.size, "packages": list(layer.packages)})
+    notes = annotations(req, env_digest=env_digest, base=base, created=created)
+    history = [f"samebits render oci: {s['name']} layer ({len(s['packages'])} packages)"
+               for s in summary]
+    config = image_config(base=base.config if base else None, platform=req.platform,
+                          prefix=req.prefix, gpu=bool(env.cuda), diff_ids=diff_ids,
+                          history=history, created=created, labels=notes)
+    config_bytes, config_desc = blob(config, MEDIA_CONFIG)
+    _write_blob(layout, config_bytes, config_desc.digest)
+    base_layers = list(base.layers) if base else []
+    manifest = manifest_json(config_desc, [*base_layers, *descs], notes)
+    manifest_bytes, manifest_desc = blob(manifest, MEDIA_MANIFEST,
+                                         platform=platform_json(req.platform),
+                                         annotations={"org.opencontainers.image.ref.name":
+                                                      req.tag})
+    _write_blob(layout, manifest_bytes, manifest_desc.digest)
+    (layout / "index.json").write_bytes(compact_json(index_json(manifest_desc)))
+    (layout / "oci-layout").write_bytes(OCI_LAYOUT)
+    return ImageResult(manifest_digest=manifest_desc.digest, config_digest=config_desc.digest,
+                       tag=req.tag, env_digest=env_digest,
+                       base_digest=base.manifest_digest if base else None,
+                       layers=tuple(summary), verify=verdict)
