@@ -135,7 +135,7 @@ def _fetch_one(p: LockedPackage, cache: Path, fetch: Fetcher) -> Fetched:
         fetch(p.url, Path(tmp))
         problem = hash_problem(p, Path(tmp))
         if problem:
-            raise InputError(f"{p.platform}: {p.name} {p.version}: {problem} ({p.url})")
+            raise InputError(f"{problem} ({p.url})")
         os.replace(tmp, dest)
     finally:
         if os.path.exists(tmp):
@@ -153,7 +153,7 @@ def fetch_all(packages: Sequence[LockedPackage], cache: Path, *,
         try:
             got = _fetch_one(p, cache, fetch)
         except InputError as exc:
-            problems.append(exc.message)
+            problems.append(f"{p.platform}: {p.name} {p.version}: {exc.message}")
             return
         bad: list[BadMember] = scan_archive(got.path)
         problems.extend(f"{p.platform}: {p.name} {p.version}: {b}" for b in bad)

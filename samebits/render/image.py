@@ -106,11 +106,11 @@ def _write_blob(layout: Path, data: bytes, digest: str) -> None:
 
 
 def _env_digest(report: Mapping[str, Any]) -> str:
-    for key in ("env_digest", "environment_digest", "digest"):
-        value = report.get(key)
-        if isinstance(value, str) and value:
-            return value
-    raise ToolError("verify env reported no environment digest", hint="update samebits")
+    """verify env's environment digest (``digests.environment``, sha256 hex)."""
+    value = (report.get("digests") or {}).get("environment")
+    if isinstance(value, str) and value:
+        return value
+    raise ToolError("verify env reported no environment digest (digests.environment)")
 
 
 def _layer_blob(layout: Path, prefix_dir: Path, entries: tuple[Entry, ...], *, root: str,
@@ -162,10 +162,10 @@ def build_image(req: ImageRequest, layout: Path, *, work: Path,
     created = created_text(req.epoch)
     with tempfile.TemporaryDirectory(prefix=".samebits-prefix.", dir=work) as tmp:
         prefix_dir = Path(tmp) / "prefix"
-        progress("installing")
+        progress(f"{env.name}: installing {req.platform} into a scratch prefix")
         report = install_prefix(env, req.platform, prefix_dir, final=req.prefix,
                                 cache=req.cache, interpreter=req.interpreter)
-        progress("verifying")
+        progress(f"{env.name}: verify env on the scratch prefix")
         verdict = dict(verify(prefix_dir, env.path, req.platform))
         if verdict.get("identical") is not True:
             raise ToolError(f"the prefix built for {env.name} ({req.platform}) does not verify "
@@ -185,7 +185,7 @@ def build_image(req: ImageRequest, layout: Path, *, work: Path,
         root = req.prefix.strip("/")
         with ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 2) as pool:
             for layer in layers:
-                progress(f"layer {layer.name}")
+                progress(f"{env.name}: layer {layer.name} ({layer.size:,} bytes)")
                 digests = _layer_blob(layout, prefix_dir, layer.entries, root=root,
                                       epoch=req.epoch, pool=pool)
                 descs.append(Descriptor(media_type=MEDIA_LAYER_GZIP, digest=digests.digest,

@@ -79,7 +79,7 @@ def read_owners(prefix: Path) -> dict[str, str]:
             owners[path] = name
     for record in sorted(prefix.glob("lib/python*/site-packages/*.dist-info/RECORD")):
         site = record.parent.parent.relative_to(prefix).as_posix()
-        name = record.parent.name.rsplit("-", 1)[0]
+        name = canonicalize_name(record.parent.name.removesuffix(".dist-info").rsplit("-", 1)[0])
         for row in csv.reader(record.read_text().splitlines()):
             if row and row[0]:
                 owners[posixpath.normpath(posixpath.join(site, row[0]))] = name

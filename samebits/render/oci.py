@@ -116,6 +116,14 @@ def check_digest(data: bytes, digest: str, *, layout: Path, what: str) -> None:
                          hint="the layout was changed after it was pinned; copy the base again")
 
 
+def file_digest(path: Path) -> str:
+    sha = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            sha.update(chunk)
+    return f"sha256:{sha.hexdigest()}"
+
+
 def _platform_matches(desc: Mapping[str, Any], platform: str) -> bool:
     want = platform_json(platform)
     got = desc.get("platform") or {}
@@ -160,6 +168,11 @@ def read_base(ref: BaseRef, platform: str) -> BaseImage:
         path = _blob_path(layout, digest)
         if not path.is_file():
             raise InputError(f"{layout}: no blob {digest} (base layer {i})")
+        got = file_digest(path)
+        if got != digest:
+            raise InputError(f"{layout}: blob {digest} (base layer {i}) holds bytes with digest "
+                             f"{got}", hint="the layout was changed after it was pinned; copy "
+                             "the base again")
         media = DOCKER_TO_OCI.get(layer.get("mediaType", ""), layer.get("mediaType", ""))
         layers.append(Descriptor(media_type=media, digest=digest, size=int(layer.get("size", 0))))
     name = next((m.get("annotations", {}).get("org.opencontainers.image.ref.name")

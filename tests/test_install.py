@@ -1,0 +1,204 @@
+"""samebits install: exactly the locked archives, hash-checked, then verify env."""
+# ruff: noqa: F811  (pytest fixtures are imported by name and requested by name)
+
+from __future__ import annotations
+
+import bz2
+import hashlib
+import io
+import json
+import shutil
+import subprocess
+import sys
+import tarfile
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from samebits.errors import InputError
+from samebits.install import fetch_all
+from samebits.lockfile import LockedPackage
+from tests.render_fixtures import (  # noqa: F401  (fixtures)
+    RenderProject,
+    package_cache,
+    render_project,
+    render_wheel_dir,
+)
+
+
+def test_install_conda_and_pypi(render_project: RenderProject, package_cache: Path,
+                                tmp_path: Path) -> None:
+    """conda part by py-rattler, PyPI part by hash; verify env says identical; no host paths."""
+    prefix = tmp_path / "env"
+    proc = render_project.samebits("install", "gpu", "--prefix", str(prefix), "--platform",
+                                   "linux-64", "--cache-dir", str(package_cache), "--json")
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["identical"] is True and report["verify"]["identical"] is True
+    assert report["pip"] == ["nvidia-cudnn-cu12==9.1.0.70", "tinyapp==1.0", "tinylib==1.2"]
+    assert "pytorch=2.4.0=cuda124_py312h0_101" in report["conda"]
+    assert (prefix / "lib/python3.12/site-packages/typing_extensions.py").exists()  # noarch
+    script = (prefix / "bin" / "tinyapp").read_text()
+    assert script.startswith(f"#!{prefix}/bin/python3.12\n")
+    lockfile = render_project.lockfile("gpu").read_text()
+    for record in (prefix / "conda-meta").glob("*.json"):
+        doc = json.loads(record.read_text())
+        assert doc["url"] in lockfile
+        assert not {"extracted_package_dir", "link", "package_tarball_full_path"} & set(doc)
+        assert str(package_cache) not in record.read_text()
+    installer = prefix / "lib/python3.12/site-packages/tinyapp-1.0.dist-info/INSTALLER"
+    assert installer.read_text() == "samebits\n"
+
+
+def test_install_venv_runs(render_project: RenderProject, package_cache: Path,
+                           tmp_path: Path) -> None:
+    """A PyPI-only lock becomes a venv on this interpreter whose console script really runs."""
+    prefix = tmp_path / "venv"
+    proc = render_project.samebits("install", "venv", "--prefix", str(prefix), "--platform",
+                                   "linux-64", "--python", sys.executable,
+                                   "--cache-dir", str(package_cache))
+    assert proc.returncode == 0, proc.stderr
+    assert "verify env: identical" in proc.stdout
+    assert (prefix / "bin" / "python").resolve() == Path(sys.executable).resolve()
+    run = subprocess.run([str(prefix / "bin" / "tinyapp")], capture_output=True, text=True)
+    assert run.stdout == "tinyapp 42\n", run.stderr
+
+
+def test_install_offline_from_cache(render_project: RenderProject, package_cache: Path,
+                                    tmp_path: Path) -> None:
+    """With every archive in the cache, the lock's URLs are not read at all."""
+    ok = render_project.samebits("install", "gpu", "--prefix", str(tmp_path / "a"),
+                                 "--platform", "linux-aarch64",
+                                 "--cache-dir", str(package_cache))
+    assert ok.returncode == 0, ok.stderr
+    gone = tmp_path / "gone.conda-lock.yml"
+    text = render_project.lockfile("gpu").read_text()
+    gone.write_text(text.replace(render_project.channel.as_uri(), "file:///nonexistent/channel")
+                    .replace(render_project.wheels.as_uri(), "file:///nonexistent/wheels"))
+    proc = render_project.samebits("install", str(gone), "--prefix", str(tmp_path / "b"),
+                                   "--platform", "linux-aarch64",
+                                   "--cache-dir", str(package_cache))
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_install_refuses_changed_archive(render_project: RenderProject, tmp_path: Path) -> None:
+    """An archive whose hash differs from the lock is refused by name; no prefix appears."""
+    wheels = tmp_path / "wheels"
+    shutil.copytree(render_project.wheels, wheels)
+    text = render_project.lockfile("gpu").read_text()
+    lock = tmp_path / "changed.conda-lock.yml"
+    lock.write_text(text.replace(render_project.wheels.as_uri(), wheels.as_uri()))
+    target = wheels / "tinylib-1.2-py3-none-any.whl"
+    locked = hashlib.sha256(target.read_bytes()).hexdigest()
+    with zipfile.ZipFile(target, "a") as zf:
+        zf.writestr("tinylib/evil.py", "print('not the locked wheel')\n")
+    got = hashlib.sha256(target.read_bytes()).hexdigest()
+    prefix = tmp_path / "env"
+    proc = render_project.samebits("install", str(lock), "--prefix", str(prefix), "--platform",
+                                   "linux-64", "--cache-dir", str(tmp_path / "cache"))
+    assert proc.returncode == 2
+    assert (f"error: linux-64: tinylib 1.2: sha256 of tinylib-1.2-py3-none-any.whl is {got}, "
+            f"the lock says {locked} ({target.as_uri()})") in proc.stderr
+    assert "hint: nothing was installed" in proc.stderr
+    assert not prefix.exists()
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".env")] == []
+
+
+def test_install_refuses_existing_prefix(render_project: RenderProject, tmp_path: Path) -> None:
+    """An existing, non-empty prefix is left alone unless --replace is given."""
+    prefix = tmp_path / "env"
+    prefix.mkdir()
+    (prefix / "keep").write_text("mine\n")
+    proc = render_project.samebits("install", "venv", "--prefix", str(prefix))
+    assert proc.returncode == 2
+    assert f"error: {prefix}: already exists" in proc.stderr
+    assert (prefix / "keep").read_text() == "mine\n"
+
+
+# ---------------------------------------------------------------- unsafe archives, one by one
+
+def _tar_bz2(members: list[tuple[str, str, bytes | str]]) -> bytes:
+    """A conda-like .tar.bz2; members are (name, 'file'|'symlink'|'hardlink', data|target)."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, kind, payload in members:
+            info = tarfile.TarInfo(name)
+            if kind == "file":
+                assert isinstance(payload, bytes)
+                info.size = len(payload)
+                tar.addfile(info, io.BytesIO(payload))
+                continue
+            info.type = tarfile.SYMTYPE if kind == "symlink" else tarfile.LNKTYPE
+            info.linkname = str(payload)
+            tar.addfile(info)
+    return bz2.compress(buf.getvalue())
+
+
+def _wheel(names: list[str]) -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        for name in names:
+            zf.writestr(name, b"x\n")
+    return buf.getvalue()
+
+
+INFO = [("info/index.json", "file", b"{}"), ("info/paths.json", "file", b"{}")]
+UNSAFE = {
+    "absolute member": ("bad-1-0.tar.bz2", _tar_bz2([*INFO, ("/etc/evil", "file", b"x")]),
+                        "/etc/evil: absolute path"),
+    "dotdot member": ("bad-1-0.tar.bz2", _tar_bz2([*INFO, ("lib/../../evil", "file", b"x")]),
+                      "lib/../../evil: '..' in path"),
+    "escaping symlink": ("bad-1-0.tar.bz2",
+                         _tar_bz2([*INFO, ("lib/libc.so", "symlink", "../../../lib/libc.so.6")]),
+                         "lib/libc.so: link escaping the prefix (../../../lib/libc.so.6)"),
+    "absolute symlink": ("bad-1-0.tar.bz2",
+                         _tar_bz2([*INFO, ("lib/libcuda.so", "symlink", "/usr/lib/libcuda.so")]),
+                         "lib/libcuda.so: link to an absolute path (/usr/lib/libcuda.so)"),
+    "escaping hardlink": ("bad-1-0.tar.bz2",
+                          _tar_bz2([*INFO, ("lib/x", "hardlink", "../outside")]),
+                          "lib/x: hardlink to '../outside': '..' in path"),
+    "wheel dotdot": ("bad-1.0-py3-none-any.whl", _wheel(["bad/__init__.py", "../../evil.py"]),
+                     "../../evil.py: '..' in path"),
+    "wheel absolute": ("bad-1.0-py3-none-any.whl", _wheel(["/usr/lib/evil.py"]),
+                       "/usr/lib/evil.py: absolute path"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(UNSAFE))
+def test_unsafe_archive_refused(case: str, tmp_path: Path) -> None:
+    """Absolute or '..' members and links out of the prefix are refused before installing."""
+    filename, data, expected = UNSAFE[case]
+    (tmp_path / filename).write_bytes(data)
+    pkg = LockedPackage(name="bad", version="1", platform="linux-64",
+                        manager="pip" if filename.endswith(".whl") else "conda",
+                        url=(tmp_path / filename).as_uri(),
+                        sha256=hashlib.sha256(data).hexdigest(),
+                        md5=hashlib.md5(data).hexdigest())
+    with pytest.raises(InputError) as err:
+        fetch_all([pkg], tmp_path / "cache")
+    assert err.value.message == f"linux-64: bad 1: {filename}: {expected}"
+
+
+def test_every_problem_listed(tmp_path: Path) -> None:
+    """Several bad archives: every problem of every archive in one error, sorted."""
+    pkgs = []
+    for case in ("absolute member", "wheel dotdot"):
+        filename, data, _ = UNSAFE[case]
+        path = tmp_path / case.replace(" ", "-") / filename
+        path.parent.mkdir()
+        path.write_bytes(data)
+        pkgs.append(LockedPackage(name=case.replace(" ", "-"), version="1", platform="linux-64",
+                                  manager="pip" if filename.endswith(".whl") else "conda",
+                                  url=path.as_uri(), sha256=hashlib.sha256(data).hexdigest()))
+    pkgs.append(LockedPackage(name="gone", version="2", platform="linux-64", manager="pip",
+                              url=(tmp_path / "gone-2-py3-none-any.whl").as_uri(),
+                              sha256="0" * 64))
+    with pytest.raises(InputError) as err:
+        fetch_all(pkgs, tmp_path / "cache")
+    assert err.value.message.splitlines() == [
+        "3 problems with the locked archives:",
+        "  linux-64: absolute-member 1: bad-1-0.tar.bz2: /etc/evil: absolute path",
+        f"  linux-64: gone 2: {(tmp_path / 'gone-2-py3-none-any.whl').as_uri()}: no such file",
+        "  linux-64: wheel-dotdot 1: bad-1.0-py3-none-any.whl: ../../evil.py: '..' in path",
+    ]
