@@ -1,0 +1,247 @@
+"""The ``verify env`` report: one versioned JSON document and one human summary, both pure.
+
+The document (``"format": 1``, ``"kind": "samebits.verify-env"``) is written with
+``samebits._io.canonical_json``, so equal environments give equal bytes. Top level::
+
+    identical   no file or package finding (the files are exactly the recorded/locked ones)
+    ok          identical, and every ELF file's libraries resolve (exit 0 iff ok)
+    digests     {"environment", "packages"} (see verify.digest)
+    findings    every mismatch, sorted by kind then path
+    linkage     {"checked", "ok", "unresolved", "host", ...} (verify.linkage)
+    packages    what the installers recorded
+    summary     counts
+    manifest    every entry: path, type, exec, sha256 | target, size, owner, category
+
+A report is also a reference: ``verify env --against report.json`` compares every file with it
+(``load_reference``), which is how two machines find the files behind two different digests.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from samebits.errors import InputError
+from verify.drift import Finding
+from verify.linkage import LinkageReport
+from verify.manifest import Entry, Manifest
+
+REPORT_FORMAT = 1
+REPORT_KIND = "samebits.verify-env"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Reference:
+    path: str
+    prefix: str | None
+    digests: Mapping[str, str]
+    entries: Mapping[str, Mapping[str, Any]]   # in-digest entries by path
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EnvReport:
+    manifest: Manifest
+    digests: Mapping[str, str]
+    findings: tuple[Finding, ...] = ()
+    linkage: LinkageReport | None = None
+    platform: str | None = None
+    lockfile: str | None = None
+    locked_packages: int | None = None
+    reference: Reference | None = None
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def identical(self) -> bool:
+        return not self.findings
+
+    @property
+    def ok(self) -> bool:
+        return self.identical and (self.linkage is None or self.linkage.ok)
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.ok else 1
+
+
+def text(s: str) -> str:
+    """A path as JSON can carry it: bytes that are not UTF-8 become \\xNN escapes."""
+    try:
+        s.encode()
+        return s
+    except UnicodeEncodeError:
+        return s.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def entry_json(e: Entry) -> dict[str, Any]:
+    out: dict[str, Any] = {"path": text(e.path), "type": e.type, "owner": e.owner,
+                           "category": e.category}
+    if e.type == "file":
+        out.update(sha256=e.sha256, exec=e.exec, size=e.size)
+    elif e.type == "symlink":
+        out["target"] = text(e.target) if e.target is not None else None
+    if e.error:
+        out["error"] = e.error
+    return out
+
+
+def summary(r: EnvReport) -> dict[str, Any]:
+    m = r.manifest
+    cats = Counter(e.category for e in m.entries)
+    managers = Counter(p.manager for p in m.records.packages)
+    return {
+        "entries": len(m.entries),
+        "files": sum(1 for e in m.entries if e.type == "file"),
+        "symlinks": sum(1 for e in m.entries if e.type == "symlink"),
+        "bytes": sum(e.size for e in m.entries),
+        "categories": dict(sorted(cats.items())),
+        "packages": {"conda": managers.get("conda", 0), "pip": managers.get("pip", 0)},
+        "unhashed": sum(1 for e in m.entries
+                        if e.category == "package" and e.claim and e.claim.sha256 is None),
+        "findings": dict(sorted(Counter(f.kind for f in r.findings).items())),
+    }
+
+
+def report_json(r: EnvReport) -> dict[str, Any]:
+    m = r.manifest
+    return {
+        "format": REPORT_FORMAT,
+        "kind": REPORT_KIND,
+        "prefix": text(str(m.prefix)),
+        "prefix_kind": m.kind,
+        "platform": r.platform,
+        "lockfile": r.lockfile,
+        "reference": r.reference.path if r.reference else None,
+        "identical": r.identical,
+        "ok": r.ok,
+        "digests": dict(r.digests),
+        "summary": summary(r),
+        "findings": [_json_finding(f) for f in r.findings],
+        "linkage": r.linkage.to_json() if r.linkage else {"checked": False},
+        "packages": [p.to_json() for p in m.records.packages],
+        "notes": list(r.notes),
+        "manifest": [entry_json(e) for e in m.entries],
+    }
+
+
+def _json_finding(f: Finding) -> dict[str, Any]:
+    doc = f.to_json()
+    for key in ("path", "actual", "expected"):
+        if isinstance(doc.get(key), str):
+            doc[key] = text(doc[key])
+    return doc
+
+
+def load_reference(path: Path) -> Reference:
+    """An earlier report, read back as the entries to compare with."""
+    try:
+        doc = json.loads(Path(path).read_bytes())
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file",
+                         hint="write one with `samebits verify env --json > FILE`") from None
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{path}: not a JSON report: {exc}") from None
+    if not isinstance(doc, dict) or doc.get("kind") != REPORT_KIND:
+        raise InputError(f"{path}: not a `verify env` report (kind = {doc.get('kind')!r})"
+                         if isinstance(doc, dict) else f"{path}: not a `verify env` report")
+    if doc.get("format") != REPORT_FORMAT:
+        raise InputError(f"{path}: format = {doc.get('format')!r}: this samebits reads "
+                         f"`verify env` reports of format {REPORT_FORMAT}",
+                         hint="regenerate the reference with this samebits version")
+    entries = doc.get("manifest")
+    if not isinstance(entries, list):
+        raise InputError(f"{path}: no manifest list")
+    keep = {"package", "scaffold", "base", "unowned"}
+    return Reference(
+        path=str(path), prefix=doc.get("prefix"), digests=doc.get("digests") or {},
+        entries={e["path"]: e for e in entries
+                 if isinstance(e, dict) and isinstance(e.get("path"), str)
+                 and e.get("category") in keep})
+
+
+# ------------------------------------------------------------------------------ human text
+
+def report_text(r: EnvReport) -> str:
+    m = r.manifest
+    s = summary(r)
+    cats = s["categories"]
+    lines = [f"verify env {m.prefix} ({m.kind}" + (f", {r.platform})" if r.platform else ")")]
+    owned = [f"{cats.get('package', 0):,} from {len(m.records.packages)} packages "
+             f"({s['packages']['conda']} conda, {s['packages']['pip']} pip)"]
+    for cat, label in (("scaffold", "venv scaffolding"), ("base", "interpreter files"),
+                       ("cache", "bytecode caches"), ("meta", "installer records"),
+                       ("unowned", "unowned")):
+        if cats.get(cat):
+            owned.append(f"{cats[cat]:,} {label}")
+    lines.append(f"  entries    {s['entries']:,} ({_size(s['bytes'])}): " + ", ".join(owned))
+    if s["unhashed"]:
+        lines.append(f"  unhashed   {s['unhashed']:,} package files whose record has no hash "
+                     "(listed in the manifest, not checkable)")
+    if r.lockfile:
+        lines.append(f"  lockfile   {r.lockfile} ({r.platform}): {r.locked_packages} packages")
+    if r.reference:
+        same = r.reference.digests.get("environment") == r.digests["environment"]
+        lines.append(f"  reference  {r.reference.path}: environment digest "
+                     + ("matches" if same else "differs"))
+    lines.append(f"  environment sha256:{r.digests['environment']}")
+    lines.append(f"  packages    sha256:{r.digests['packages']}")
+    for note in r.notes:
+        lines.append(f"  note: {note}")
+    if r.findings:
+        lines.append(f"findings: {len(r.findings)}")
+        lines.extend(f"  {finding_line(f)}" for f in r.findings)
+    if r.linkage is not None:
+        lk = r.linkage
+        lines.append(f"linkage: {lk.elf_files} ELF files, {lk.links} needed libraries: "
+                     f"{len(lk.unresolved)} unresolved, {len(lk.host)} found only on this host")
+        for link in lk.unresolved:
+            lines.append(f"  {link.file} [{link.package or 'unowned'}] needs {link.needed}: "
+                         "cannot open shared object file")
+        for link in lk.host:
+            lines.append(f"  {link.file} needs {link.needed}: host only, {link.found}")
+        for f, why in lk.unreadable:
+            lines.append(f"  {f}: {why}")
+    if r.ok:
+        verdict = "identical"
+    elif r.identical:
+        verdict = "identical files, but libraries do not resolve"
+    else:
+        verdict = f"DRIFT: {len(r.findings)} findings"
+    lines.append(f"result: {verdict} (exit {r.exit_code})")
+    return "\n".join(lines)
+
+
+def finding_line(f: Finding) -> str:
+    who = f" [{f.package}]" if f.package and f.path else ""
+    head = f"{f.kind:<16}{f.path or f.package}{who}"
+    if f.kind == "modified":
+        tail = f"sha256 {_short(f.expected)} expected, {_short(f.actual)} found"
+    elif f.kind in ("exec", "symlink", "type") or f.kind.startswith("package-") and \
+            f.expected and f.actual:
+        tail = f"{f.expected} expected, {f.actual} found"
+    elif f.kind == "package-missing":
+        tail = f"{f.expected} locked, not installed"
+    elif f.kind == "package-extra":
+        tail = f"{f.actual} installed, not locked"
+    elif f.kind == "missing":
+        tail = "not there"
+    else:
+        tail = f.actual or ""
+    extra = f" ({f.detail})" if f.detail else ""
+    src = f" <{f.source}>" if f.source not in ("record", "lockfile") else ""
+    return f"{head}: {tail}{extra}{src}".replace(": ()", "")
+
+
+def _short(h: str | None) -> str:
+    return (h[:12] + "…") if h else "nothing"
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "kB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n:.1f} GB"

@@ -1,0 +1,212 @@
+"""The manifest of an installed prefix: every file and symlink, its hash, and who owns it.
+
+``build_manifest(prefix)`` walks the prefix (no symlink is followed), hashes every regular file
+in parallel (``verify.hashing``) while it walks, reads the installers' records
+(``verify.records``) and gives each entry an owner and a category:
+
+    package   claimed by a conda-meta record or a dist-info RECORD (owner: the package id)
+    scaffold  made by ``python -m venv`` (pyvenv.cfg, bin/python*, bin/activate*, lib64)
+    base      a base interpreter's own files (prefix kind "python": outside site-packages)
+    meta      the installer's records: conda-meta/ and py-rattler's CACHEDIR.TAG
+    cache     bytecode under __pycache__/ that no package hashes (Python rewrites it at will)
+    unowned   none of the above: drift
+
+Kinds of prefix: ``conda`` (has conda-meta/), ``venv`` (has pyvenv.cfg), ``python`` (a base
+interpreter: bin/python3 and lib/python3.*). Anything else is an ``InputError``.
+Directories are not entries; an empty directory is invisible to the manifest.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from samebits.errors import InputError
+from verify.elfinfo import ElfInfo
+from verify.hashing import FileHasher, Hashed
+from verify.records import Claim, Records, read_records, site_packages
+
+PrefixKind = Literal["conda", "venv", "python"]
+EntryType = Literal["file", "symlink", "other"]
+Category = Literal["package", "scaffold", "base", "meta", "cache", "unowned"]
+IN_DIGEST: frozenset[str] = frozenset({"package", "scaffold", "base", "unowned"})
+
+VENV_OWNER = "<venv>"
+PYTHON_OWNER = "<python>"
+INSTALLER_OWNER = "<installer>"
+_VENV_SCAFFOLD = re.compile(
+    r"^(pyvenv\.cfg|lib64|bin/(activate|activate\.csh|activate\.fish|Activate\.ps1"
+    r"|python|python3|python3\.\d+))$")
+
+Progress = Callable[[str, float | None], AbstractContextManager[Callable[..., None]]]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Entry:
+    path: str                      # prefix-relative, "/"-separated
+    type: EntryType
+    exec: bool = False             # owner-execute bit (files only)
+    size: int = 0
+    sha256: str | None = None      # files
+    target: str | None = None      # symlinks: the link text, as stored
+    owner: str | None = None       # Package.id, "<venv>", "<python>", "<installer>" or None
+    category: Category = "unowned"
+    claim: Claim | None = None     # the record this entry is checked against
+    error: str | None = None       # the file could not be read
+    elf: ElfInfo | None = None
+
+    @property
+    def in_digest(self) -> bool:
+        return self.category in IN_DIGEST
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Manifest:
+    prefix: Path
+    kind: PrefixKind
+    entries: tuple[Entry, ...]     # sorted by path
+    records: Records
+
+    def by_path(self) -> dict[str, Entry]:
+        return {e.path: e for e in self.entries}
+
+
+def prefix_kind(prefix: Path) -> PrefixKind:
+    if not prefix.is_dir():
+        raise InputError(f"{prefix}: no such directory",
+                         hint="pass --prefix with an installed environment")
+    if (prefix / "conda-meta").is_dir():
+        return "conda"
+    if (prefix / "pyvenv.cfg").is_file():
+        return "venv"
+    if site_packages(prefix) and any((prefix / "bin").glob("python3*")):
+        return "python"
+    raise InputError(f"{prefix}: not an environment (no conda-meta/, no pyvenv.cfg, "
+                     "no bin/python3 with lib/python3.*/site-packages)",
+                     hint="pass --prefix with a conda prefix or a virtual environment")
+
+
+def build_manifest(prefix: Path, *, jobs: int | None = None, elf: bool = True,
+                   progress: Progress | None = None) -> Manifest:
+    """Walk, hash and attribute every file under ``prefix``."""
+    prefix = Path(os.path.abspath(prefix))
+    kind = prefix_kind(prefix)
+    walked: list[tuple[str, int, int, object]] = []  # (path, mode, size, hash key or target)
+    first_of_inode: dict[tuple[int, int], str] = {}
+    total = 0
+    with FileHasher(jobs=jobs, elf=elf) as hasher:
+        for rel, st in _walk(str(prefix)):
+            extra: object = None
+            if stat.S_ISLNK(st.st_mode):
+                extra = _readlink(prefix, rel)
+            elif stat.S_ISREG(st.st_mode):
+                total += st.st_size
+                extra = first_of_inode.setdefault((st.st_dev, st.st_ino), rel)
+                if extra == rel:  # a hardlink to a file already seen is hashed once
+                    hasher.submit(rel, os.path.join(prefix, rel), st.st_size)
+            walked.append((rel, st.st_mode, st.st_size, extra))
+        hasher.drain()  # the workers hash while the records are read
+        records = read_records(prefix)
+        bar = progress("hashing", total) if progress else nullcontext(lambda n=1, **kw: None)
+        with bar as advance:
+            advance(hasher.done_bytes)
+            hasher.advance = advance
+            hashed = hasher.results()
+    entries = []
+    sps = tuple(sp + "/" for sp in site_packages(prefix))
+    for rel, mode, size, extra in sorted(walked, key=lambda w: os.fsencode(w[0])):
+        regular = stat.S_ISREG(mode)
+        h = hashed.get(extra) if regular else None
+        entries.append(_entry(kind, rel, mode, size, None if regular else extra, h,
+                              records.claims.get(rel, ()), sps))
+    return Manifest(prefix=prefix, kind=kind, entries=tuple(entries), records=records)
+
+
+def _walk(root: str):
+    """(relative path, lstat) for everything below ``root`` except directories."""
+    stack = [""]
+    while stack:
+        rel_dir = stack.pop()
+        try:
+            it = os.scandir(os.path.join(root, rel_dir) if rel_dir else root)
+        except OSError:
+            continue
+        with it:
+            for d in it:
+                rel = f"{rel_dir}/{d.name}" if rel_dir else d.name
+                try:
+                    st = d.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                if stat.S_ISDIR(st.st_mode):
+                    stack.append(rel)
+                else:
+                    yield rel, st
+
+
+def _readlink(prefix: Path, rel: str) -> str | None:
+    try:
+        return os.readlink(os.path.join(prefix, rel))
+    except OSError:
+        return None
+
+
+def _entry(kind: PrefixKind, rel: str, mode: int, size: int, target: str | None,
+           hashed: Hashed | None, claims: tuple[Claim, ...], sps: tuple[str, ...]) -> Entry:
+    if stat.S_ISREG(mode):
+        etype: EntryType = "file"
+    elif stat.S_ISLNK(mode):
+        etype = "symlink"
+    else:
+        etype = "other"
+    sha = hashed.sha256 if hashed else None
+    claim = pick_claim(claims, etype, sha, target)
+    base = {"path": rel, "type": etype, "size": size if etype == "file" else 0,
+            "exec": etype == "file" and bool(mode & stat.S_IXUSR),
+            "sha256": sha, "target": target,
+            "error": hashed.error if hashed else None,
+            "elf": hashed.elf if hashed else None}
+    cached = _is_bytecode(rel)
+    if claim is not None and not (cached and claim.sha256 is None):
+        return Entry(**base, owner=claim.package, category="package", claim=claim)
+    if cached:
+        return Entry(**base, owner=claim.package if claim else None, category="cache",
+                     claim=claim)
+    if kind == "conda" and (rel.startswith("conda-meta/") or rel == "CACHEDIR.TAG"):
+        return Entry(**base, owner=INSTALLER_OWNER, category="meta")
+    if kind == "venv" and _VENV_SCAFFOLD.match(rel):
+        return Entry(**base, owner=VENV_OWNER, category="scaffold")
+    if kind == "python" and (not rel.startswith(sps) or rel.endswith("site-packages/README.txt")):
+        return Entry(**base, owner=PYTHON_OWNER, category="base")
+    return Entry(**base)
+
+
+def _is_bytecode(rel: str) -> bool:
+    return rel.endswith(".pyc") and "/__pycache__/" in f"/{rel}"
+
+
+def pick_claim(claims: tuple[Claim, ...], etype: EntryType, sha256: str | None,
+               target: str | None) -> Claim | None:
+    """The claim this entry satisfies, or (none does) the last one: the last install wins."""
+    if not claims:
+        return None
+    if len(claims) > 1:
+        for c in claims:
+            if c.type == "file" and etype == "file" and c.sha256 and c.sha256 == sha256:
+                return c
+            if c.type == "symlink" and etype == "symlink" and (
+                    c.target == target or c.sha256 and c.sha256 == _sha_text(target)):
+                return c
+    return claims[-1]
+
+
+def _sha_text(text: str | None) -> str | None:
+    import hashlib
+
+    return None if text is None else hashlib.sha256(os.fsencode(text)).hexdigest()
