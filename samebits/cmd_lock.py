@@ -38,6 +38,8 @@ def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
     p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="S",
                    help="seconds a channel or index may take to answer "
                    f"(default {DEFAULT_TIMEOUT:g})")
+    p.add_argument("--offline", action="store_true",
+                   help="answer from the uv and rattler caches only; no network")
     p.set_defaults(func=run_lock)
 
     d = sub.add_parser(
@@ -66,10 +68,11 @@ def run_lock(args: argparse.Namespace, out: Output) -> int:
     ids = project.resolve(args.names)
     if args.check:
         return _check(project, ids, out)
-    return asyncio.run(_lock_all(project, ids, out, timeout=args.timeout))
+    return asyncio.run(_lock_all(project, ids, out, timeout=args.timeout, offline=args.offline))
 
 
-async def _lock_all(project: Project, ids: list[str], out: Output, *, timeout: float) -> int:
+async def _lock_all(project: Project, ids: list[str], out: Output, *, timeout: float,
+                    offline: bool) -> int:
     sem = asyncio.Semaphore(MAX_CONCURRENT)
     results: dict[str, dict[str, Any]] = {}
     errors: list[tuple[str, SamebitsError]] = []
@@ -80,7 +83,7 @@ async def _lock_all(project: Project, ids: list[str], out: Output, *, timeout: f
                 try:
                     spec = read_spec(project.spec_path(env_id), root=project.root)
                     res = await lock_one(spec, root=project.root, path=project.lock_path(env_id),
-                                         timeout=timeout)
+                                         timeout=timeout, offline=offline)
                 except SamebitsError as exc:
                     errors.append((env_id, exc))
                     advance(description=f"{env_id}: failed")

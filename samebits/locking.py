@@ -125,27 +125,27 @@ def check_solution(spec: EnvironmentSpec, target: PlatformTarget,
 
 
 async def _solve_platform(spec: EnvironmentSpec, target: PlatformTarget, *,
-                          timeout: float) -> list[LockedPackage]:
+                          timeout: float, offline: bool) -> list[LockedPackage]:
     from samebits.solve.conda import solve_conda
     from samebits.solve.pypi import solve_pypi
 
     jobs = []
     if spec.conda_dependencies:
         jobs.append(solve_conda(spec, target, exclude_newer=exclude_newer_datetime(spec),
-                                timeout=timeout))
+                                timeout=timeout, offline=offline))
     if spec.pypi_requirements:
-        jobs.append(solve_pypi(spec, target, timeout=timeout))
+        jobs.append(solve_pypi(spec, target, timeout=timeout, offline=offline))
     parts = await asyncio.gather(*jobs)
     return [p for part in parts for p in part]
 
 
 async def solve_spec(spec: EnvironmentSpec, *, sources: Sequence[str],
-                     timeout: float = DEFAULT_TIMEOUT) -> Lock:
+                     timeout: float = DEFAULT_TIMEOUT, offline: bool = False) -> Lock:
     """Solve every platform of ``spec`` concurrently and check the result.
 
     ``sources`` are the spec files relative to the lockfile's folder, as conda-lock records them.
     """
-    results = await asyncio.gather(*(_solve_platform(spec, t, timeout=timeout)
+    results = await asyncio.gather(*(_solve_platform(spec, t, timeout=timeout, offline=offline)
                                      for t in spec.platforms))
     problems = [p for t, pkgs in zip(spec.platforms, results, strict=True)
                 for p in check_solution(spec, t, pkgs)]
@@ -163,10 +163,10 @@ async def solve_spec(spec: EnvironmentSpec, *, sources: Sequence[str],
 
 
 async def lock_one(spec: EnvironmentSpec, *, root: Path, path: Path,
-                   timeout: float = DEFAULT_TIMEOUT) -> LockResult:
+                   timeout: float = DEFAULT_TIMEOUT, offline: bool = False) -> LockResult:
     """Solve ``spec`` (whose sources are relative to ``root``) into the text of ``path``."""
     from samebits.lockfile import render_lock
 
     sources = [os.path.relpath(root / s, path.parent) for s in spec.sources]
-    lock = await solve_spec(spec, sources=sources, timeout=timeout)
+    lock = await solve_spec(spec, sources=sources, timeout=timeout, offline=offline)
     return LockResult(spec=spec, lock=lock, text=render_lock(lock), path=path)

@@ -109,6 +109,15 @@ def write_channel(root: Path, packages: Iterable[Pkg], *, subdirs: Iterable[str]
         (root / pkg.subdir).mkdir(exist_ok=True)
         (root / pkg.subdir / pkg.filename).write_bytes(package_bytes(pkg))
     asyncio.run(index_fs(root, write_zst=False, write_shards=False, force=True))
+    for repodata in root.glob("*/repodata.json"):
+        # index_fs stamps each record with the time of indexing, which rattler prefers over
+        # `timestamp` for exclude-newer; drop it so the channel is byte-stable and its records
+        # carry the upload times the tests give them.
+        data = json.loads(repodata.read_text())
+        for section in ("packages", "packages.conda"):
+            for rec in data.get(section, {}).values():
+                rec.pop("indexed_timestamp", None)
+        repodata.write_text(json.dumps(data, indent=2, sort_keys=True))
     return root
 
 

@@ -241,3 +241,16 @@ def test_not_a_lockfile(project: TmpProject, tmp_path: Path) -> None:
     assert res.returncode == 2
     err = json.loads(res.stdout)["error"]
     assert err["kind"] == "lockfile" and err["message"].startswith(f"{bad}: not a conda-lock file")
+
+
+@pytest.mark.parametrize(("cutoff", "python"), [
+    ("2023-11-15T00:00:00Z", "3.11.9"),   # python 3.12.7 was "uploaded" a day after 3.11.9
+    ("2023-11-16", "3.12.7"),
+])
+def test_exclude_newer_on_the_conda_part(project: TmpProject, cutoff: str, python: str) -> None:
+    """exclude-newer hides conda records uploaded after the cutoff, so a re-lock reproduces."""
+    spec = conda_spec(generation="cpu", cuda=None, deps='"python"')
+    project.spec("env", f'exclude-newer = "{cutoff}"\n' + spec)
+    lock_ok(project)
+    (pkg,) = [p for p in parse_lock(project.lockfile("env")).packages if p.name == "python"]
+    assert pkg.version == python

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import functools
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
@@ -43,25 +44,42 @@ def probe_channels(channels: Sequence[str], subdir: str, *, timeout: float) -> N
             ) from None
 
 
+@functools.cache
+def shared_gateway(offline: bool):  # -> rattler.Gateway
+    """One Gateway per process: every platform of every environment reads a channel's
+    repodata once. (A Gateway caches repodata in memory; a channel re-indexed while this
+    process runs is not seen again.)"""
+    from rattler import Gateway, SourceConfig
+
+    if offline:
+        return Gateway(default_config=SourceConfig(cache_action="force-cache-only"))
+    return Gateway()
+
+
 def _explain(exc: Exception) -> str:
     text = str(exc).strip()
     return text.replace("Cannot solve the request because of: ", "")
 
 
 async def solve_conda(spec: EnvironmentSpec, target: PlatformTarget, *,
-                      exclude_newer: dt.datetime | None, timeout: float) -> list[LockedPackage]:
-    """Solve ``spec``'s conda dependencies for ``target``; records sorted by name."""
+                      exclude_newer: dt.datetime | None, timeout: float,
+                      offline: bool = False) -> list[LockedPackage]:
+    """Solve ``spec``'s conda dependencies for ``target``; records sorted by name.
+
+    ``offline`` reads remote channels from rattler's repodata cache only.
+    """
     import rattler
-    from rattler import Channel, Gateway
+    from rattler import Channel
     from rattler.exceptions import GatewayError, SolverError
 
-    await asyncio.to_thread(probe_channels, spec.conda_channels, "noarch", timeout=timeout)
+    if not offline:
+        await asyncio.to_thread(probe_channels, spec.conda_channels, "noarch", timeout=timeout)
     try:
         records = await asyncio.wait_for(
             rattler.solve(
                 sources=[Channel(c) for c in spec.conda_channels],
                 specs=list(spec.conda_dependencies),
-                gateway=Gateway(),
+                gateway=shared_gateway(offline),
                 platforms=[target.platform, "noarch"],
                 virtual_packages=rattler_virtual_packages(spec, target),
                 exclude_newer=exclude_newer,

@@ -9,6 +9,7 @@ metadata. A ``file://`` index that is a plain folder of wheels is read with ``--
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import re
 import shutil
@@ -34,6 +35,7 @@ _NETWORK_WORDS = ("Failed to fetch", "error sending request", "dns error", "time
                   "Could not connect", "Connection refused", "operation timed out")
 
 
+@functools.cache
 def uv_binary() -> str:
     try:
         from uv import find_uv_bin
@@ -54,7 +56,8 @@ def index_args(index: str) -> list[str]:
     return ["--index-url", index]
 
 
-def uv_command(spec: EnvironmentSpec, target: PlatformTarget, *, fmt: str, out: Path) -> list[str]:
+def uv_command(spec: EnvironmentSpec, target: PlatformTarget, *, fmt: str, out: Path,
+               offline: bool = False) -> list[str]:
     cmd = [
         uv_binary(), "pip", "compile", "-",
         "--python", sys.executable,  # skips uv's interpreter discovery; only the version counts
@@ -70,6 +73,8 @@ def uv_command(spec: EnvironmentSpec, target: PlatformTarget, *, fmt: str, out: 
         cmd += ["--annotation-style", "split"]
     if spec.exclude_newer:
         cmd += ["--exclude-newer", spec.exclude_newer]
+    if offline:
+        cmd.append("--offline")
     return cmd
 
 
@@ -97,16 +102,21 @@ class _CompileFailed(Exception):
 
 
 async def solve_pypi(spec: EnvironmentSpec, target: PlatformTarget, *,
-                     timeout: float) -> list[LockedPackage]:
-    """Resolve ``spec``'s PyPI requirements for ``target``; one wheel per package."""
+                     timeout: float, offline: bool = False) -> list[LockedPackage]:
+    """Resolve ``spec``'s PyPI requirements for ``target``; one wheel per package.
+
+    ``offline`` answers from uv's cache alone (uv --offline).
+    """
     stdin = "\n".join(spec.pypi_requirements) + "\n"
     with tempfile.TemporaryDirectory(prefix="samebits-uv-") as tmp:
         pylock = Path(tmp) / "pylock.toml"
         reqs = Path(tmp) / "requirements.txt"
         try:
             await asyncio.gather(
-                _run(uv_command(spec, target, fmt="pylock", out=pylock), stdin, timeout=timeout),
-                _run(uv_command(spec, target, fmt="req", out=reqs), stdin, timeout=timeout),
+                _run(uv_command(spec, target, fmt="pylock", out=pylock, offline=offline), stdin,
+                     timeout=timeout),
+                _run(uv_command(spec, target, fmt="req", out=reqs, offline=offline), stdin,
+                     timeout=timeout),
             )
         except _CompileFailed as exc:
             raise _translate(str(exc), spec, target) from None
