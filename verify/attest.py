@@ -70,7 +70,8 @@ class Attestation:
 def build_statement(*, facts: Facts, device: str, settings: Mapping[str, Any],
                     workloads: Mapping[str, Mapping[str, Any]], suite_version: int,
                     environment: Mapping[str, str] | None = None,
-                    lock: LockInfo | None = None) -> dict[str, Any]:
+                    lock: LockInfo | None = None,
+                    samebits_version: str = __version__) -> dict[str, Any]:
     """The Statement as a dict. ``environment`` is ``verify.digest.prefix_digests``'s answer."""
     subjects = [{"name": name, "digest": {"sha256": digest}}
                 for name, digest in sorted((environment or {}).items())]
@@ -85,7 +86,7 @@ def build_statement(*, facts: Facts, device: str, settings: Mapping[str, Any],
         "predicateType": PREDICATE_TYPE,
         "predicate": {
             "format": PREDICATE_FORMAT,
-            "samebits": __version__,
+            "samebits": samebits_version,
             "device": device,
             "suite_version": suite_version,
             "lock": lock.to_dict() if lock is not None else None,

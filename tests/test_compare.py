@@ -1,0 +1,186 @@
+"""verify.compare: equivalence classes, verdicts, attribution, and error statistics."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from samebits.errors import InputError
+from tests.test_facts import H200, sample_facts
+from verify.attest import Attestation, build_statement, parse_attestation
+from verify.compare import class_id, compare, error_stats, output_errors
+from verify.facts import DriverFacts
+
+DET = {"profile": "deterministic", "deterministic_algorithms": True, "cudnn_benchmark": False,
+       "float32_matmul_precision": "highest", "cuda_matmul_allow_tf32": False,
+       "cudnn_allow_tf32": False}
+TF32 = {**DET, "float32_matmul_precision": "high", "cuda_matmul_allow_tf32": True,
+        "cudnn_allow_tf32": True}
+NAMES = ("gemm_fp32", "sum_fp32", "randn", "adaptive_avgpool2d_bwd")
+
+
+def ok(digest: str) -> dict:
+    return {"status": "ok", "sha256": digest * 64,
+            "outputs": [{"name": "out", "dtype": "float32", "shape": [4], "sha256": digest * 64}]}
+
+
+BASE = {n: ok(str(i)) for i, n in enumerate(NAMES)}
+
+
+def att(*, gpu: bool = False, settings: dict = DET, changed: dict | None = None,
+        source: str = "a.json", **facts) -> Attestation:
+    workloads = {**BASE, **(changed or {})}
+    doc = build_statement(facts=sample_facts(gpu=gpu, **facts), device="cuda:0" if gpu else "cpu",
+                          settings=settings, workloads=workloads, suite_version=1,
+                          environment={"environment": "e" * 64}, samebits_version="0.0.0")
+    return parse_attestation(doc, source=source)
+
+
+def test_identical() -> None:
+    """Equal facts and equal bits: identical, same class."""
+    report = compare(att(), att(source="b.json"))
+    assert (report.verdict, report.same_class, report.different) == ("identical", True, ())
+    assert set(report.identical) == set(NAMES)
+    assert report.identical[:2] == ("gemm_fp32", "adaptive_avgpool2d_bwd")  # catalog order
+
+
+def test_same_class_different_bits_is_unexplained() -> None:
+    """Same class, different bits: unexplained, with the non-class differences as leads."""
+    a = att(gpu=True)
+    b = att(gpu=True, changed={"gemm_fp32": ok("f")},
+            driver=DriverFacts(version="580.82.07", cuda="13.0", source="nvml"),
+            gpus=(dataclasses.replace(H200, uuid="ffff"),))
+    report = compare(a, b)
+    assert (report.verdict, report.same_class) == ("unexplained", True)
+    assert [w.name for w in report.different] == ["gemm_fp32"]
+    assert report.different[0].attributed_to == ()
+    assert {d.key for d in report.other_differences} >= {"driver.version", "gpu.uuid"}
+    assert class_id(a) == class_id(b)
+
+
+@pytest.mark.parametrize(("a", "b", "workload", "attributed", "expected"), [
+    pytest.param(att(threads_intra_op=1, env=(("OMP_NUM_THREADS", "1"),)),
+                 att(changed={"sum_fp32": ok("f")}, env=(("OMP_NUM_THREADS", "2"),)),
+                 "sum_fp32", ("env.OMP_NUM_THREADS", "threads.intra_op"), True, id="threads"),
+    pytest.param(att(gpu=True), att(gpu=True, settings=TF32, changed={"gemm_fp32": ok("f")}),
+                 "gemm_fp32", ("settings.cuda_matmul_allow_tf32",
+                               "settings.float32_matmul_precision"), True, id="tf32-on-gpu"),
+    pytest.param(att(), att(settings={**DET, "float32_matmul_precision": "medium",
+                                      "cuda_matmul_allow_tf32": True},
+                            changed={"gemm_fp32": ok("f")}),
+                 "gemm_fp32", ("settings.float32_matmul_precision",), True,
+                 id="medium-precision-on-cpu"),
+    pytest.param(att(gpu=True),
+                 att(gpu=True, env=(("NVIDIA_TF32_OVERRIDE", "0"),),
+                     changed={"gemm_fp32": ok("f")}),
+                 "gemm_fp32", ("env.NVIDIA_TF32_OVERRIDE",), True, id="tf32-override-env"),
+    pytest.param(att(gpu=True),
+                 att(gpu=True, gpus=(dataclasses.replace(H200, sm_count=114),),
+                     changed={"randn": ok("f")}),
+                 "randn", ("gpu.sm_count",), True, id="rng-follows-sm-count"),
+    pytest.param(att(gpu=True),
+                 att(gpu=True, settings={**DET, "profile": "default",
+                                         "deterministic_algorithms": False},
+                     changed={"adaptive_avgpool2d_bwd": {"status": "refused"}}),
+                 "adaptive_avgpool2d_bwd", ("settings.deterministic_algorithms",
+                                            "settings.profile"), True, id="refused-vs-ok"),
+    pytest.param(att(threads_intra_op=1), att(changed={"randn": ok("f")}),
+                 "randn", ("threads.intra_op",), False, id="not-a-known-sensitivity"),
+    pytest.param(att(), att(settings={**DET, "cudnn_allow_tf32": True},
+                            changed={"gemm_fp32": ok("f")}),
+                 "gemm_fp32", ("settings.cudnn_allow_tf32",), False, id="gpu-setting-on-cpu"),
+])
+def test_attribution(a: Attestation, b: Attestation, workload: str,
+                     attributed: tuple[str, ...], expected: bool) -> None:
+    """Across classes, each differing workload is attributed to the differing facts."""
+    report = compare(a, b)
+    assert report.verdict == "explained" and not report.same_class
+    (diff,) = report.different
+    assert (diff.name, diff.attributed_to, diff.expected) == (workload, attributed, expected)
+
+
+def test_classes_differ_but_bits_do_not() -> None:
+    """TF32 switched on for a CPU run: different class, same bits, and the settings are named."""
+    report = compare(att(), att(settings=TF32))
+    assert (report.verdict, report.same_class) == ("identical", False)
+    assert [d.key for d in report.class_differences] == [
+        "settings.cuda_matmul_allow_tf32", "settings.cudnn_allow_tf32",
+        "settings.float32_matmul_precision"]
+
+
+@pytest.mark.parametrize(("changes", "keys"), [
+    ({"cpu_model": "AMD EPYC 9654", "cpu_count": 192}, set()),
+    ({"cpu_vendor": "GenuineIntel"}, {"cpu.vendor"}),
+    ({"cpu_flags": ("avx2", "avx512f")}, {"cpu.isa"}),
+    ({"torch_git_version": "deadbeef"}, {"torch.git_version"}),
+    ({"env": (("CUDA_VISIBLE_DEVICES", "1"),)}, set()),
+    ({"env": (("MKL_CBWR", "AVX2"),)}, {"env.MKL_CBWR"}),
+])
+def test_cpu_class_definition(changes: dict, keys: set[str]) -> None:
+    """CPU classes follow vendor, ISA, threads, torch build and numerics env, not the model."""
+    report = compare(att(), att(**changes))
+    assert {d.key for d in report.class_differences} == keys
+
+
+def test_workloads_only_in_one() -> None:
+    """Workloads one side did not run are listed, not compared."""
+    a = att()
+    b = dataclasses.replace(att(), workloads={k: v for k, v in BASE.items() if k != "randn"})
+    report = compare(a, b)
+    assert (report.only_in_a, report.only_in_b, report.verdict) == (("randn",), (), "identical")
+    none = dataclasses.replace(att(), workloads={"other": ok("1")})
+    with pytest.raises(InputError, match="have no workload in common"):
+        compare(a, none)
+
+
+F32 = torch.float32
+
+
+@pytest.mark.parametrize(("a", "b", "max_abs", "max_ulp", "differing"), [
+    (torch.tensor([1.0, 2.0], dtype=F32), torch.tensor([1.0, 2.0], dtype=F32), 0.0, 0, 0),
+    (torch.tensor([1.0], dtype=F32), torch.tensor([1.0 + 2**-23], dtype=F32), 2**-23, 1, 1),
+    (torch.tensor([0.0], dtype=F32), torch.tensor([-0.0], dtype=F32), 0.0, 0, 0),
+    (torch.tensor([1.4e-45], dtype=F32), torch.tensor([-1.4e-45], dtype=F32), 2.8e-45, 2, 1),
+    (torch.tensor([1.0], dtype=torch.float16), torch.tensor([1.0009765625], dtype=torch.float16),
+     2**-10, 1, 1),
+    (torch.tensor([1.0], dtype=torch.bfloat16), torch.tensor([1.0078125], dtype=torch.bfloat16),
+     2**-7, 1, 1),
+    (torch.tensor([3, 7]), torch.tensor([3, 4]), 3.0, 3, 1),
+    (torch.tensor([1.0], dtype=F32), torch.tensor([math.nan], dtype=F32), math.inf, None, 1),
+])
+def test_error_stats(a: torch.Tensor, b: torch.Tensor, max_abs: float, max_ulp: int | None,
+                     differing: int) -> None:
+    """Max absolute error and ULP distance per dtype; +0 and -0 are 0 ULP apart."""
+    stats = error_stats("out", a, b)
+    assert stats.max_abs == pytest.approx(max_abs, rel=1e-3)
+    if max_ulp is not None:
+        assert stats.max_ulp == max_ulp
+    assert (stats.differing, stats.total) == (differing, a.numel())
+
+
+def _save(root: Path, values: list[float]) -> None:
+    data = torch.tensor(values, dtype=F32).numpy().tobytes()
+    (root / "sum_fp32").mkdir(parents=True)
+    (root / "sum_fp32" / "sum.bin").write_bytes(data)
+    index = {"format": 1, "workloads": {"sum_fp32": {"sum": {
+        "file": "sum_fp32/sum.bin", "dtype": "float32", "shape": [len(values)],
+        "sha256": hashlib.sha256(data).hexdigest()}}}}
+    (root / "outputs.json").write_text(json.dumps(index))
+
+
+def test_output_errors(tmp_path: Path) -> None:
+    """Saved outputs that differ give their error statistics; equal ones give none."""
+    _save(tmp_path / "a", [1.0, 2.0])
+    _save(tmp_path / "b", [1.0, 2.0 + 2**-22])
+    _save(tmp_path / "c", [1.0, 2.0])
+    (stats,) = output_errors(tmp_path / "a", tmp_path / "b")["sum_fp32"]
+    assert (stats.output, stats.max_ulp, stats.differing) == ("sum", 1, 1)
+    assert output_errors(tmp_path / "a", tmp_path / "c") == {}
+    with pytest.raises(InputError, match="no saved outputs here"):
+        output_errors(tmp_path / "a", tmp_path / "missing")
