@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import shutil
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -74,3 +78,27 @@ def test_real_pypi(project: TmpProject) -> None:
         assert numpy.url.startswith("https://files.pythonhosted.org/")
         assert "cp312" in numpy.url and arch in numpy.url
         assert len(numpy.sha256 or "") == 64
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_committed_locks_are_fresh() -> None:
+    """Every committed lockfile records the digest of its spec as it is now."""
+    res = subprocess.run(
+        [sys.executable, "-m", "samebits", "lock", "--check", "--json"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stdout
+
+
+@pytest.mark.network
+def test_committed_locks_reproduce(tmp_path: Path) -> None:
+    """Re-solving the curated specs against real PyPI gives the committed bytes."""
+    shutil.copytree(ROOT / "environments", tmp_path / "environments")
+    res = subprocess.run([sys.executable, "-m", "samebits", "lock", "--root", str(tmp_path)],
+                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    fresh = sorted((tmp_path / "lockfiles").glob("*.conda-lock.yml"))
+    assert len(fresh) == 6
+    for path in fresh:
+        assert path.read_bytes() == (ROOT / "lockfiles" / path.name).read_bytes(), path.name
