@@ -30,6 +30,7 @@ from tests.fakewheels import Wheel, wheel_bytes_to
 
 PLACEHOLDER = "/opt/samebits-placeholder-prefix-0123456789abcdef"
 PLATFORM = "linux-64"
+SP_REL = "lib/python3.11/site-packages"
 
 
 # ------------------------------------------------------------------------------ ELF payloads
@@ -239,35 +240,52 @@ def install_env(channel: Path, wheel: Path, prefix: Path, cache: Path,
 
 
 # ------------------------------------------------------------------------------ fixtures
+# Each test module imports these fixtures, and pytest then keeps one instance per module even
+# for session scope; _once makes the expensive ones once per test session instead.
+
+_built: dict[tuple[str, str], object] = {}
+
+
+def _once(factory: pytest.TempPathFactory, name: str, make):  # -> the value make() returned
+    key = (str(factory.getbasetemp()), name)
+    if key not in _built:
+        _built[key] = make()
+    return _built[key]
+
 
 @pytest.fixture(scope="session")
 def elves(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
     """ELF files compiled with gcc for this test session."""
-    return build_elves(tmp_path_factory.mktemp("elves"))
+    return _once(tmp_path_factory, "elves",
+                 lambda: build_elves(tmp_path_factory.mktemp("elves")))
 
 
 @pytest.fixture(scope="session")
 def vchannel(tmp_path_factory: pytest.TempPathFactory, elves: dict[str, bytes]) -> Path:
     """A file:// channel: python, vfa (two builds), needy, typing-extensions."""
-    return write_vchannel(tmp_path_factory.mktemp("vchannel"), channel_packages(elves))
+    return _once(tmp_path_factory, "vchannel", lambda: write_vchannel(
+        tmp_path_factory.mktemp("vchannel"), channel_packages(elves)))
 
 
 @pytest.fixture(scope="session")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return sbtest_wheel(tmp_path_factory.mktemp("wheels"))
+    """sbtest-1.0-py3-none-any.whl: a package, a data file and a script."""
+    return _once(tmp_path_factory, "wheel",
+                 lambda: sbtest_wheel(tmp_path_factory.mktemp("wheels")))
 
 
 @pytest.fixture(scope="session")
 def rattler_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("rattler-cache")
+    return _once(tmp_path_factory, "cache", lambda: tmp_path_factory.mktemp("rattler-cache"))
 
 
 @pytest.fixture(scope="session")
 def pristine(tmp_path_factory: pytest.TempPathFactory, vchannel: Path, wheel: Path,
              rattler_cache: Path) -> Installed:
-    """python + vfa + typing-extensions from the channel, sbtest from a wheel, and its lock."""
-    root = tmp_path_factory.mktemp("pristine")
-    return install_env(vchannel, wheel, root / "env", rattler_cache)
+    """python + vfa + typing-extensions from the channel, sbtest from a wheel, and its lock.
+    Never modify it: use ``fresh_env``."""
+    return _once(tmp_path_factory, "pristine", lambda: install_env(
+        vchannel, wheel, tmp_path_factory.mktemp("pristine") / "env", rattler_cache))
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from verify.manifest import Entry, Manifest, _is_bytecode
+from verify.manifest import Entry, Manifest, is_bytecode
 
 FILE_KINDS = ("modified", "missing", "unowned", "extra", "type", "exec", "symlink",
               "unreadable", "bad-record")
@@ -64,7 +64,7 @@ def file_findings(manifest: Manifest) -> list[Finding]:
         if path in present:
             continue
         claim = claims[-1]
-        if _is_bytecode(path) and claim.sha256 is None:
+        if is_bytecode(path) and claim.sha256 is None:
             continue  # compiled bytecode that was never hashed: Python rebuilds it
         out.append(Finding(kind="missing", path=path, package=claim.package,
                            expected=_describe_claim(claim)))

@@ -172,7 +172,7 @@ def _entry(kind: PrefixKind, rel: str, mode: int, size: int, target: str | None,
             "sha256": sha, "target": target,
             "error": hashed.error if hashed else None,
             "elf": hashed.elf if hashed else None}
-    cached = _is_bytecode(rel)
+    cached = is_bytecode(rel)
     if claim is not None and not (cached and claim.sha256 is None):
         return Entry(**base, owner=claim.package, category="package", claim=claim)
     if cached:
@@ -187,7 +187,7 @@ def _entry(kind: PrefixKind, rel: str, mode: int, size: int, target: str | None,
     return Entry(**base)
 
 
-def _is_bytecode(rel: str) -> bool:
+def is_bytecode(rel: str) -> bool:
     return rel.endswith(".pyc") and "/__pycache__/" in f"/{rel}"
 
 

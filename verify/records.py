@@ -244,7 +244,7 @@ def _read_dist(prefix: Path, sp: str, dist: str, packages: list[Package],
         value = row[1] if len(row) > 1 else ""
         size = row[2] if len(row) > 2 else ""
         try:
-            sha = _record_sha256(value)
+            sha = record_sha256(value)
         except ValueError as exc:
             problems.append(Problem(record=f"{dist}/RECORD", message=f"line {n}: {exc}"))
             sha = None
@@ -266,7 +266,7 @@ def _inside(prefix: Path, sp: str, path: str) -> str | None:
     return None if rel.startswith("../") or rel == ".." else rel
 
 
-def _record_sha256(value: str) -> str | None:
+def record_sha256(value: str) -> str | None:
     algo, _, digest = value.partition("=")
     if not value or algo != "sha256":
         return None

@@ -1,0 +1,144 @@
+"""verify.hashing and verify.records: parallel sha256 equals hashlib; records parse exactly."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from verify.hashing import BIG, BUFFER, FileHasher, hash_file
+from verify.records import read_records, record_sha256
+
+SIZES = [0, 1, 4095, BUFFER - 1, BUFFER, BUFFER + 1, 3 * BUFFER + 7, BIG + 1]
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_hashes_equal_hashlib_for_every_size(tmp_path: Path, jobs: int) -> None:
+    """Files around the buffer and batch boundaries hash exactly as hashlib does."""
+    files = {}
+    for i, size in enumerate(SIZES * 3):
+        p = tmp_path / f"f{i}"
+        p.write_bytes(os.urandom(size) if size < 64 else bytes([i % 251]) * size)
+        files[str(p)] = hashlib.sha256(p.read_bytes()).hexdigest()
+    seen: list[int] = []
+    with FileHasher(jobs=jobs, advance=seen.append) as hasher:
+        for p in files:
+            hasher.submit(p, p, os.path.getsize(p))
+        got = hasher.results()
+    assert {k: v.sha256 for k, v in got.items()} == files
+    assert sum(seen) == sum(SIZES) * 3
+
+
+ERRORS = [
+    ("deleted after it was found", lambda p: None, "No such file or directory"),
+    ("a symlink is never followed", lambda p: os.symlink("/etc/hostname", p),
+     "Too many levels of symbolic links"),
+]
+
+
+@pytest.mark.parametrize(("name", "make", "error"), ERRORS, ids=[e[0] for e in ERRORS])
+def test_unreadable_files_are_results_not_exceptions(tmp_path: Path, name: str, make,
+                                                     error: str) -> None:
+    """A file that cannot be opened gets an error string, and the rest still hash."""
+    bad, good = tmp_path / "bad", tmp_path / "good"
+    make(bad)
+    good.write_bytes(b"ok")
+    with FileHasher(jobs=2) as hasher:
+        hasher.submit_all([("bad", str(bad), 1), ("good", str(good), 2)])
+        got = hasher.results()
+    assert (got["bad"].sha256, got["bad"].error) == (None, error)
+    assert got["good"].sha256 == hashlib.sha256(b"ok").hexdigest()
+
+
+def test_elf_facts_come_with_the_hash(tmp_path: Path) -> None:
+    """An ELF file's hash comes with its class, machine and needed libraries; text has none."""
+    import sys
+
+    elf = hash_file(os.path.realpath(sys.executable))
+    text = tmp_path / "t.txt"
+    text.write_text("\x7fEL")
+    assert elf.elf is not None and elf.elf.elfclass in (32, 64) and elf.elf.error is None
+    assert hash_file(str(text)).elf is None
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    ("sha256=47DEQpj8HBSa-_TImW-5JCeuQeRkm5NMpJWZG3hSuFU",
+     "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"),
+    ("", None),
+    ("sha512=abc", None),
+])
+def test_record_hash_values(value: str, expected: str | None) -> None:
+    """RECORD's urlsafe-base64 sha256 becomes hex; no hash or another algorithm gives None."""
+    assert record_sha256(value) == expected
+
+
+@pytest.mark.parametrize("value", ["sha256=!!!", "sha256=AAAA"])
+def test_bad_record_hash_values_raise(value: str) -> None:
+    """A sha256 that does not decode to 32 bytes is an error, not a silent pass."""
+    with pytest.raises(ValueError, match="bad sha256"):
+        record_sha256(value)
+
+
+def _dist(prefix: Path, record: str) -> None:
+    d = prefix / "lib/python3.11/site-packages/p-1.0.dist-info"
+    d.mkdir(parents=True)
+    (d / "METADATA").write_text("Metadata-Version: 2.1\nName: p\nVersion: 1.0\n\nbody\n")
+    (d / "WHEEL").write_text("Wheel-Version: 1.0\nTag: py3-none-any\n")
+    (d / "RECORD").write_text(record)
+
+
+def test_record_rows(tmp_path: Path) -> None:
+    """Rows become claims at prefix-relative paths; bad rows become problems; paths out of the
+    prefix are skipped."""
+    prefix = tmp_path / "env"
+    _dist(prefix, "p/a.py,sha256=47DEQpj8HBSa-_TImW-5JCeuQeRkm5NMpJWZG3hSuFU,0\n"
+                  "../../../bin/p,sha256=47DEQpj8HBSa-_TImW-5JCeuQeRkm5NMpJWZG3hSuFU,0\n"
+                  "p/b.py,sha256=!!,3\n"
+                  "/etc/p.conf,sha256=47DEQpj8HBSa-_TImW-5JCeuQeRkm5NMpJWZG3hSuFU,0\n"
+                  f"{prefix}/share/p.txt,,\n"
+                  "p-1.0.dist-info/RECORD,,\n")
+    rec = read_records(prefix)
+    sp = "lib/python3.11/site-packages"
+    assert {k: (c[0].sha256 is not None, c[0].unhashed) for k, c in rec.claims.items()} == {
+        f"{sp}/p/a.py": (True, None), "bin/p": (True, None), f"{sp}/p/b.py": (False,
+                                                                           "RECORD hash sha256"),
+        "share/p.txt": (False, "no hash in RECORD"),
+        f"{sp}/p-1.0.dist-info/RECORD": (False, "no hash in RECORD")}
+    assert [(p.record, p.message) for p in rec.problems] == [
+        (f"{sp}/p-1.0.dist-info/RECORD", "line 3: bad sha256 '!!'")]
+    (pkg,) = rec.packages
+    assert (pkg.id, pkg.tags) == ("pip:p==1.0", ("py3-none-any",))
+
+
+CONDA_ENTRIES = [
+    ("plain file", {"_path": "a", "path_type": "hardlink", "sha256": "1" * 64,
+                    "size_in_bytes": 3}, ("file", "1" * 64, None)),
+    ("rewritten, with sha256_in_prefix", {"_path": "a", "path_type": "hardlink",
+                                          "sha256": "1" * 64, "sha256_in_prefix": "2" * 64,
+                                          "prefix_placeholder": "/opt/x"},
+     ("file", "2" * 64, None)),
+    ("rewritten, without sha256_in_prefix", {"_path": "a", "path_type": "hardlink",
+                                             "sha256": "1" * 64, "prefix_placeholder": "/x"},
+     ("file", None, "prefix rewritten and no sha256_in_prefix recorded")),
+    ("softlink", {"_path": "a", "path_type": "softlink", "sha256": "1" * 64,
+                  "sha256_in_prefix": "3" * 64}, ("symlink", "3" * 64, None)),
+    ("no hash", {"_path": "a", "path_type": "hardlink"},
+     ("file", None, "no sha256 in conda-meta")),
+]
+
+
+@pytest.mark.parametrize(("name", "entry", "expected"), CONDA_ENTRIES,
+                         ids=[c[0] for c in CONDA_ENTRIES])
+def test_conda_paths_data_entries(tmp_path: Path, name: str, entry: dict,
+                                  expected: tuple) -> None:
+    """Each paths_data entry becomes a claim with the hash the installed file must have."""
+    (tmp_path / "conda-meta").mkdir()
+    (tmp_path / "conda-meta/x-1-0.json").write_text(json.dumps({
+        "name": "x", "version": "1", "build": "0",
+        "paths_data": {"paths_version": 1, "paths": [entry]}}))
+    (claim,) = read_records(tmp_path).claims["a"]
+    assert (claim.type, claim.sha256, claim.unhashed) == expected
+    assert claim.package == "conda:x-1-0"

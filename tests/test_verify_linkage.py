@@ -1,0 +1,138 @@
+"""verify env linkage: DT_NEEDED resolved like ld.so, on ELF files compiled here with gcc."""
+# ruff: noqa: F811  (pytest fixtures are imported by name and requested by name)
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.verify_fixtures import (  # noqa: F401  (fixtures)
+    C_LIB,
+    C_TOOL,
+    Installed,
+    elves,
+    gcc,
+    pristine,
+    rattler_cache,
+    rattler_install,
+    vchannel,
+    wheel,
+)
+from verify.linkage import check_linkage
+from verify.manifest import build_manifest
+
+
+@pytest.fixture(scope="module")
+def objects(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """libvfa.so.1 and the C source of a tool that needs it."""
+    work = tmp_path_factory.mktemp("objects")
+    (work / "vfa.c").write_text(C_LIB)
+    (work / "tool.c").write_text(C_TOOL)
+    gcc("-shared", "-fPIC", "-Wl,-soname,libvfa.so.1", "-o", "libvfa.so.1", "vfa.c", cwd=work)
+    return work
+
+
+def tool(objects: Path, out: Path, *rpath: str, new_dtags: bool = True) -> None:
+    flags = [f"-Wl,-rpath,{r}" for r in rpath]
+    tags = "-Wl,--enable-new-dtags" if new_dtags else "-Wl,--disable-new-dtags"
+    gcc("-o", str(out), "tool.c", "-L.", "-l:libvfa.so.1", tags, *flags, cwd=objects)
+
+
+def venv(root: Path) -> Path:
+    (root / "bin").mkdir(parents=True)
+    (root / "lib").mkdir()
+    (root / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    return root
+
+
+LIB = "lib/libvfa.so.1"
+# name, tool's rpath entries (HOST = the host folder), DT_RPATH instead of DT_RUNPATH,
+# how the prefix holds the library, expected (status, found)
+CASES = [
+    ("runpath $ORIGIN/../lib", ["$ORIGIN/../lib"], False, "file", ("prefix", LIB)),
+    ("old-style DT_RPATH", ["$ORIGIN/../lib"], True, "file", ("prefix", LIB)),
+    ("through a symlinked folder", ["$ORIGIN/../lib64"], False, "lib64", ("prefix", LIB)),
+    ("through a symlink chain", ["$ORIGIN/../lib"], False, "chain",
+     ("prefix", "lib/libvfa.so.1.0.0")),
+    ("the prefix's lib folder without any rpath", [], False, "file", ("prefix", LIB)),
+    ("not in the prefix at all", ["$ORIGIN/../lib"], False, "none", ("unresolved", None)),
+    ("a file of that name that is not ELF", ["$ORIGIN/../lib"], False, "text",
+     ("unresolved", None)),
+    ("a dangling symlink", ["$ORIGIN/../lib"], False, "dangling", ("unresolved", None)),
+    ("an absolute rpath out of the prefix", ["HOST"], False, "none", ("host", "HOST/libvfa.so.1")),
+    ("only in the host's default folders", [], False, "none-hostdirs",
+     ("host", "HOST/libvfa.so.1")),
+]
+
+
+@pytest.mark.parametrize(("name", "rpath", "old", "layout", "expected"), CASES,
+                         ids=[c[0] for c in CASES])
+def test_needed_library_resolution(objects: Path, tmp_path: Path, name: str, rpath: list[str],
+                                   old: bool, layout: str, expected: tuple) -> None:
+    """bin/tool needs libvfa.so.1; where the prefix (or host) has it decides the status."""
+    host = tmp_path / "host"
+    host.mkdir()
+    shutil.copy(objects / "libvfa.so.1", host / "libvfa.so.1")
+    prefix = venv(tmp_path / "env")
+    tool(objects, prefix / "bin/tool", *[str(host) if r == "HOST" else r for r in rpath],
+         new_dtags=not old)
+    lib = prefix / LIB
+    if layout in ("file", "lib64"):
+        shutil.copy(objects / "libvfa.so.1", lib)
+    if layout == "lib64":
+        os.symlink("lib", prefix / "lib64")
+    if layout == "chain":
+        shutil.copy(objects / "libvfa.so.1", prefix / "lib/libvfa.so.1.0.0")
+        os.symlink("libvfa.so.1.0", lib)
+        os.symlink("libvfa.so.1.0.0", prefix / "lib/libvfa.so.1.0")
+    if layout == "text":
+        lib.write_text("not a library\n")
+    if layout == "dangling":
+        os.symlink("libvfa.so.1.9", lib)
+    host_dirs = (str(host),) if layout == "none-hostdirs" else ()
+    report = check_linkage(build_manifest(prefix, jobs=1), host_dirs=host_dirs)
+    links = [*report.unresolved, *report.host]
+    status, found = expected
+    if status == "prefix":
+        assert links == []
+    else:
+        (link,) = links
+        assert (link.file, link.needed, link.status, link.found) == (
+            "bin/tool", "libvfa.so.1", status, found and found.replace("HOST", str(host)))
+
+
+def test_glibc_is_allowed_from_the_host(objects: Path, tmp_path: Path) -> None:
+    """libc.so.6 is on the allow-list: resolved without looking at the host."""
+    prefix = venv(tmp_path / "env")
+    tool(objects, prefix / "bin/tool", "$ORIGIN/../lib")
+    shutil.copy(objects / "libvfa.so.1", prefix / LIB)
+    report = check_linkage(build_manifest(prefix, jobs=1), host_dirs=())
+    assert report.ok and report.elf_files == 2 and report.unresolved == ()
+
+
+def test_unreadable_elf_is_reported_not_fatal(tmp_path: Path) -> None:
+    """A file that starts like ELF but is not one is listed as unreadable."""
+    prefix = venv(tmp_path / "env")
+    (prefix / "lib/libbroken.so").write_bytes(b"\x7fELF" + b"\0" * 10)
+    report = check_linkage(build_manifest(prefix, jobs=1), host_dirs=())
+    assert [f for f, _ in report.unreadable] == ["lib/libbroken.so"]
+
+
+def test_pristine_prefix_links(pristine: Installed) -> None:
+    """vfa-tool finds libvfa.so.1 through its RUNPATH $ORIGIN/../lib in the installed prefix."""
+    report = check_linkage(build_manifest(pristine.prefix, jobs=1), host_dirs=())
+    assert report.ok and report.elf_files == 2 and report.host == ()
+
+
+def test_missing_cuda_runtime_is_a_named_finding(vchannel: Path, rattler_cache: Path,
+                                                 tmp_path: Path) -> None:
+    """libneedy.so needs libcudart.so.11.0, which no package ships: named with file and package."""
+    prefix = tmp_path / "env"
+    rattler_install(vchannel, ["python 3.11.*", "needy"], prefix, rattler_cache)
+    report = check_linkage(build_manifest(prefix, jobs=1), host_dirs=())
+    assert [(lk.file, lk.needed, lk.package) for lk in report.unresolved] == [
+        ("lib/libneedy.so", "libcudart.so.11.0", "conda:needy-1.0-h0_0")]
+    assert not report.ok
