@@ -40,6 +40,7 @@ from typing import Any, Literal
 
 from samebits._io import atomic_write, canonical_json
 from samebits.errors import UsageError
+from verify import faults
 from verify.facts import Facts
 from verify.workloads.catalog import BY_NAME, CATALOG, NAMES, SUITE_VERSION
 from verify.workloads.settings import DETERMINISTIC, Settings
@@ -166,7 +167,7 @@ def _run_one(name: str, fn: Any, ctx: Any) -> tuple[WorkloadResult, dict[str, An
             "deterministic" in msg or "CUBLAS_WORKSPACE_CONFIG" in msg)
         return WorkloadResult(name=name, status="refused" if refused else "error",
                               detail=msg[:300]), {}
-    raw = {k: tensor_bytes(t) for k, t in tensors.items()}
+    raw = faults.inject(name, {k: tensor_bytes(t) for k, t in tensors.items()})
     outputs = tuple(OutputDigest(name=k, dtype=str(t.dtype).removeprefix("torch."),
                                  shape=tuple(t.shape), sha256=hashlib.sha256(raw[k]).hexdigest())
                     for k, t in tensors.items())

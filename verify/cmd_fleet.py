@@ -1,0 +1,85 @@
+"""``verify fleet`` (one process per rank, under a launcher) and ``verify fleet-report``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+
+from samebits._io import atomic_write, canonical_json
+from samebits.errors import EXIT_DIFFERENT, EXIT_OK, InputError
+from samebits.ui import Output
+from verify.fleet import analyse, format_report
+from verify.fleet_html import render_html
+
+DEFAULT_OUT = Path("build/fleet.json")
+
+
+def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
+    p = sub.add_parser(
+        "fleet", parents=parents,
+        help="every rank: facts, environment digest, workloads, collectives; rank 0 reports",
+        description="Run under torchrun, srun or a Kubernetes job (RANK, WORLD_SIZE, LOCAL_RANK, "
+        "MASTER_ADDR, MASTER_PORT). Each rank runs the verify-gpu suite on its own device "
+        "(cuda:LOCAL_RANK, or the CPU) and an all_reduce/reduce_scatter workload; the group "
+        "gathers the results over NCCL or gloo and rank 0 writes the report.",
+        epilog="exit codes: 0 consistent or explained; 1 a suspect rank or an undecided class; "
+        "2 bad input or not under a launcher. Example: torchrun --nnodes 4 --nproc-per-node 8 "
+        "-m verify fleet --out fleet.json",
+    )
+    p.add_argument("--out", type=Path, default=DEFAULT_OUT,
+                   help=f"report path (default {DEFAULT_OUT})")
+    p.add_argument("--html", type=Path, help="also write the HTML table here")
+    p.add_argument("--only", action="append", metavar="NAMES",
+                   help="comma-separated workloads (default: the whole suite)")
+    p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"),
+                   help="auto: cuda:LOCAL_RANK when torch sees GPUs, else the CPU")
+    p.add_argument("--no-env-digest", action="store_true",
+                   help="skip hashing the environment (the host name stands in)")
+    p.set_defaults(func=run_fleet)
+
+    r = sub.add_parser(
+        "fleet-report", parents=parents, help="summarise a fleet report; write its HTML table",
+        description="Read a report written by `verify fleet` and print its verdict, classes and "
+        "suspects; --html writes a self-contained page (ranks x workloads, coloured).",
+        epilog="exit codes: 0 consistent or explained; 1 suspects or undecided; 2 bad input")
+    r.add_argument("report", type=Path)
+    r.add_argument("--html", type=Path, help="write the HTML table here")
+    r.set_defaults(func=run_fleet_report)
+
+
+def _finish(report: dict, out: Output, html: Path | None, extra: dict) -> int:
+    if html is not None:
+        atomic_write(html, render_html(report))
+    out.emit({**report, **extra}, format_report(report))
+    return EXIT_DIFFERENT if report["verdict"] in ("suspects", "undecided") else EXIT_OK
+
+
+def run_fleet(args: argparse.Namespace, out: Output) -> int:
+    from verify.fleet_run import run_rank
+    from verify.workloads import select
+
+    only = list(select(args.only)) if args.only else None
+    records = run_rank(device_request=args.device, only=only,
+                       skip_env_digest=args.no_env_digest)
+    if int(os.environ.get("RANK", "0")) != 0:
+        return EXIT_OK
+    report = analyse(records)
+    atomic_write(args.out, canonical_json(report))
+    return _finish(report, out, args.html, {"path": str(args.out)})
+
+
+def run_fleet_report(args: argparse.Namespace, out: Output) -> int:
+    try:
+        doc = json.loads(Path(args.report).read_text())
+    except FileNotFoundError:
+        raise InputError(f"{args.report}: no such file") from None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{args.report}: not JSON: {exc}") from None
+    fmt = doc.get("format") if isinstance(doc, dict) else None
+    if not isinstance(doc, dict) or fmt != 1 or "ranks" not in doc:
+        raise InputError(f"{args.report}: format = {fmt!r}: not a samebits fleet report "
+                         "(format 1)",
+                         hint="write one with `torchrun ... -m verify fleet --out FILE`")
+    return _finish(doc, out, args.html, {})
