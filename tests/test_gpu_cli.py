@@ -2,7 +2,7 @@
 
 One module fixture starts every run at once (they are independent processes): two full runs
 with OMP_NUM_THREADS=2 (one also saving its outputs: that must not change the attestation),
-a subset with OMP_NUM_THREADS=1, and a subset with TF32 on.
+a subset with OMP_NUM_THREADS=1, and a small subset with TF32 on that also runs --probe.
 """
 
 from __future__ import annotations
@@ -18,11 +18,12 @@ import pytest
 from samebits.cli import main
 
 SUBSET = "gemm_fp32,gemm_splitk_fp32,conv2d_fp32,sum_fp32,layernorm_fp32,randn,train_cnn_adamw"
+SMALL = "gemm_fp32,conv2d_fp32,sum_fp32,index_add"
 RUNS: dict[str, tuple[dict[str, str], list[str]]] = {
     "full1": ({"OMP_NUM_THREADS": "2"}, ["--save-outputs", "{tmp}/full1.out"]),
     "full2": ({"OMP_NUM_THREADS": "2"}, []),
     "omp1": ({"OMP_NUM_THREADS": "1"}, ["--only", SUBSET, "--save-outputs", "{tmp}/omp1.out"]),
-    "tf32": ({"OMP_NUM_THREADS": "2"}, ["--only", SUBSET, "--tf32"]),
+    "tf32": ({"OMP_NUM_THREADS": "2"}, ["--only", SMALL, "--tf32", "--probe", "--json"]),
 }
 
 
@@ -93,7 +94,17 @@ def test_compare_names_tf32(runs, capsys: pytest.CaptureFixture[str]) -> None:
     assert keys == {"settings.float32_matmul_precision", "settings.cuda_matmul_allow_tf32",
                     "settings.cudnn_allow_tf32"}
     assert (rc, doc["verdict"], doc["only_in_b"]) == (0, "identical", [])
-    assert len(doc["identical"]) == len(SUBSET.split(","))
+    assert len(doc["identical"]) == len(SMALL.split(","))
+
+
+def test_probe_on_this_cpu(runs) -> None:
+    """--probe runs fresh processes per profile; on this CPU every workload is stable."""
+    doc = json.loads(runs["tf32"][2])
+    assert doc["device"] == "cpu" and doc["device_line"].startswith("device: cpu")
+    probe = doc["probe"]
+    assert (probe["processes"], probe["replicas"]) == (4, 2)
+    assert [(e["name"], e["deterministic"], e["default"]) for e in probe["entries"]] == [
+        (n, "stable", "stable") for n in SMALL.split(",")]
 
 
 @pytest.mark.parametrize(("argv", "rc", "stream", "message"), [

@@ -109,11 +109,10 @@ def run_gpu(args: argparse.Namespace, out: Output) -> int:
         seconds = time.perf_counter() - start
         env_digests = environment.result()
     lock = None
-    if args.lockfile:
-        lock = LockInfo(name=Path(args.lockfile).name, sha256=lock_digest(args.lockfile),
-                        environment=_meta(args.lockfile, "environment"),
-                        generation=needs.generation if needs else None,
-                        cuda=needs.cuda if needs else None)
+    if needs is not None:
+        lock = LockInfo(name=Path(needs.path).name, sha256=lock_digest(Path(needs.path)),
+                        environment=needs.environment, generation=needs.generation,
+                        cuda=needs.cuda)
     statement = build_statement(
         facts=facts, device=device, settings=suite.settings,
         workloads={n: r.to_dict() for n, r in suite.results.items()},
@@ -139,7 +138,7 @@ def run_gpu(args: argparse.Namespace, out: Output) -> int:
         "attestation": {"path": str(args.out), "sha256": sha256_hex(data)},
         "probe": report.to_dict() if report else None,
     }
-    text = [device_line(facts, device), _preflight_line(needs), _settings_line(suite),
+    text = [device_line(facts, device), _preflight_line(needs, device), _settings_line(suite),
             *_workload_lines(suite),
             f"workloads: {_counts(suite)} in {seconds:.1f} s",
             f"attestation: {args.out} (sha256 {sha256_hex(data)})"]
@@ -151,18 +150,15 @@ def run_gpu(args: argparse.Namespace, out: Output) -> int:
     return EXIT_DIFFERENT if failed or unstable else EXIT_OK
 
 
-def _meta(path: Path, key: str) -> str | None:
-    from samebits.lockfile import parse_lock
-
-    return parse_lock(path).meta(key)
-
-
-def _preflight_line(needs: LockNeeds | None) -> str:
+def _preflight_line(needs: LockNeeds | None, device: str) -> str:
     if needs is None:
         return "preflight: ok (no lockfile given)"
     cuda = f"__cuda {needs.cuda}" if needs.cuda else "no CUDA"
     gen = needs.generation or "unknown generation"
-    return f"preflight: ok against {needs.path} ({gen}, {cuda})"
+    line = f"preflight: ok against {needs.path} ({gen}, {cuda})"
+    if device == "cpu" and needs.cuda:
+        line += "; no GPU in use, so the driver and GPU checks did not apply"
+    return line
 
 
 def _settings_line(suite: Suite) -> str:

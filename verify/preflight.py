@@ -71,6 +71,7 @@ class LockNeeds:
     cuda: str | None
     compute_capabilities: tuple[str, ...]
     generation: str | None
+    environment: str | None = None
 
     @classmethod
     def read(cls, path: Path) -> LockNeeds:
@@ -80,7 +81,7 @@ class LockNeeds:
         ccs = tuple(c.strip() for c in (lock.meta("compute-capabilities") or "").split(",")
                     if c.strip())
         return cls(path=str(path), cuda=lock.meta("__cuda") or None, compute_capabilities=ccs,
-                   generation=lock.meta("generation"))
+                   generation=lock.meta("generation"), environment=lock.meta("environment"))
 
 
 def resolve_device(facts: Facts, requested: str) -> str:
