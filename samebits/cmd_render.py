@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -298,18 +297,16 @@ def _host_platform() -> str:
 
 
 def run_install(args: argparse.Namespace, out: Output) -> int:
-    from samebits.install import install_prefix, run_verify_env
+    from samebits.install import host_interpreter, install_prefix, run_verify_env
     from samebits.render.publish import staged_dir
 
     project = _project(args)
     env = locked_env(args.name, project)
     platform = env.check_platform(args.platform or _host_platform())
-    python = args.python
-    if python is None and env.python and not any(p.name == "python" for p in env.conda(platform)):
-        found = shutil.which(f"python{env.python}")
-        python = os.path.abspath(found) if found else None
-    if python is not None and not os.path.isabs(python):
-        python = os.path.abspath(shutil.which(python) or python)
+    python = None
+    if env.python and env.pip(platform) and not any(p.name == "python"
+                                                   for p in env.conda(platform)):
+        python = host_interpreter(env.python, args.python)
     prefix = Path(args.prefix).absolute()
     with staged_dir(prefix, replace=args.replace) as stage:
         report = install_prefix(env, platform, stage, final=str(prefix), cache=_cache(args),

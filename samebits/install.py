@@ -171,6 +171,28 @@ def fetch_all(packages: Sequence[LockedPackage], cache: Path, *,
     return sorted(fetched, key=lambda f: order[f.package.key])
 
 
+def host_interpreter(line: str, given: str | None = None) -> str | None:
+    """The real path of a Python ``line`` interpreter on this machine (``given``, else
+    ``pythonX.Y`` on PATH); None when there is none. Shims (pyenv) are run and resolved."""
+    candidates = [given] if given else [shutil.which(f"python{line}")]
+    for cand in candidates:
+        if not cand:
+            continue
+        try:
+            proc = subprocess.run([cand, "-c", "import sys; print(sys.executable); "
+                                   "print('%d.%d' % sys.version_info[:2])"],
+                                  capture_output=True, text=True, timeout=30)
+        except OSError:
+            continue
+        lines = proc.stdout.split()
+        if proc.returncode == 0 and len(lines) == 2 and lines[1] == line:
+            return lines[0]
+        if given:
+            got = lines[1] if len(lines) == 2 else f"no Python ({proc.stderr.strip()[:200]})"
+            raise InputError(f'--python "{given}": is {got}, the lock needs Python {line}')
+    return None
+
+
 def python_line(env: LockedEnv, platform: str) -> str | None:
     """The ``X.Y`` the prefix's site-packages are for: the conda python's, else the lock's."""
     conda_py = next((p for p in env.conda(platform) if p.name == "python"), None)

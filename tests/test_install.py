@@ -202,3 +202,21 @@ def test_every_problem_listed(tmp_path: Path) -> None:
         f"  linux-64: gone 2: {(tmp_path / 'gone-2-py3-none-any.whl').as_uri()}: no such file",
         "  linux-64: wheel-dotdot 1: bad-1.0-py3-none-any.whl: ../../evil.py: '..' in path",
     ]
+
+
+def test_install_needs_an_interpreter(tmp_path: Path) -> None:
+    """A PyPI-only lock with no pythonX.Y here and no --python: refused before any download."""
+    from samebits.install import host_interpreter
+
+    if host_interpreter("3.12"):
+        pytest.skip("this machine has python3.12, so the curated lock would really install")
+    repo = Path(__file__).parent.parent
+    from tests.render_fixtures import run_cli
+
+    proc = run_cli("install", "hopper", "--prefix", str(tmp_path / "env"), "--platform",
+                   "linux-64", "--cache-dir", str(tmp_path / "cache"), cwd=repo)
+    assert proc.returncode == 2
+    assert ("error: lockfiles/hopper.conda-lock.yml: the PyPI part needs a Python 3.12 "
+            "interpreter and the lock has no conda python") in proc.stderr
+    assert "hint: pass --python /path/to/python3.12" in proc.stderr
+    assert not (tmp_path / "env").exists() and not (tmp_path / "cache").exists()

@@ -24,25 +24,35 @@ REPO = Path(__file__).parent.parent
 CURATED = ("volta", "ampere", "ada", "hopper", "blackwell", "cpu")
 
 
-def conda_lock_render(lockfile: Path, kind: str, platform: str, tmp: Path) -> str:
-    """What `conda-lock render` itself writes for one platform."""
-    proc = subprocess.run([sys.executable, "-m", "conda_lock", "render", "--kind", kind,
-                           "-p", platform, "--filename-template", str(tmp / "out-{platform}"),
-                           str(lockfile)], capture_output=True, text=True, cwd=tmp)
+def conda_lock_render(lockfile: Path, kind: str, platforms: tuple[str, ...],
+                      tmp: Path) -> dict[str, str]:
+    """What `conda-lock render` itself writes, per platform."""
+    plats = [arg for p in platforms for arg in ("-p", p)]
+    proc = subprocess.run([sys.executable, "-m", "conda_lock", "render", "--kind", kind, *plats,
+                           "--filename-template", str(tmp / "out-{platform}"), str(lockfile)],
+                          capture_output=True, text=True, cwd=tmp)
     assert proc.returncode == 0, proc.stderr
     suffix = ".yml" if kind == "env" else ""
-    return (tmp / f"out-{platform}{suffix}").read_text()
+    return {p: (tmp / f"out-{p}{suffix}").read_text() for p in platforms}
+
+
+@pytest.fixture(scope="module")
+def conda_lock_says(render_project: RenderProject,
+                    tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, str]]:
+    """conda-lock's own renderings of the gpu lock: kind -> platform -> text."""
+    tmp = tmp_path_factory.mktemp("conda-lock-render")
+    return {kind: conda_lock_render(render_project.lockfile("gpu"), kind,
+                                    ("linux-64", "linux-aarch64"), tmp)
+            for kind in ("explicit", "env")}
 
 
 @pytest.mark.parametrize("platform", ["linux-64", "linux-aarch64"])
-def test_explicit_equals_conda_lock(render_project: RenderProject, tmp_path: Path,
-                                    platform: str) -> None:
+def test_explicit_equals_conda_lock(render_project: RenderProject, platform: str,
+                                    conda_lock_says: dict[str, dict[str, str]]) -> None:
     """Our explicit file is `conda-lock render --kind explicit` line for line."""
-    lockfile = render_project.lockfile("gpu")
-    env = load_locked_env(lockfile, name="gpu", root=render_project.root)
+    env = load_locked_env(render_project.lockfile("gpu"), name="gpu", root=render_project.root)
     ours = render_explicit(env, platform)
-    assert ours.splitlines() == conda_lock_render(lockfile, "explicit", platform,
-                                                  tmp_path).splitlines()
+    assert ours.splitlines() == conda_lock_says["explicit"][platform].splitlines()
     assert "@EXPLICIT" in ours and "# pip tinyapp @ file://" in ours
 
 
@@ -87,19 +97,19 @@ def test_explicit_equals_conda_lock_for_its_own_files(tmp_path: Path) -> None:
     lockfile = _conda_lock_written(tmp_path / "conda-lock.yml")
     env = load_locked_env(lockfile, name="x", root=tmp_path)
     ours = render_explicit(env, "linux-64")
-    assert ours.splitlines() == conda_lock_render(lockfile, "explicit", "linux-64",
-                                                  tmp_path).splitlines()
+    assert ours.splitlines() == conda_lock_render(lockfile, "explicit", ("linux-64",),
+                                                  tmp_path)["linux-64"].splitlines()
     assert ours.index("zlib-1.3.1") < ours.index("python-3.12.7") < ours.index("pytest-8.3.3")
 
 
 @pytest.mark.parametrize("platform", ["linux-64", "linux-aarch64"])
-def test_environment_yml_pins_what_conda_lock_pins(render_project: RenderProject,
-                                                   tmp_path: Path, platform: str) -> None:
+def test_environment_yml_pins_what_conda_lock_pins(
+        render_project: RenderProject, platform: str,
+        conda_lock_says: dict[str, dict[str, str]]) -> None:
     """environment.yml lists conda-lock's `--kind env` dependencies, under a name and header."""
-    lockfile = render_project.lockfile("gpu")
-    env = load_locked_env(lockfile, name="gpu", root=render_project.root)
+    env = load_locked_env(render_project.lockfile("gpu"), name="gpu", root=render_project.root)
     ours = yaml.safe_load(render_environment_yml(env, platform))
-    theirs = yaml.safe_load(conda_lock_render(lockfile, "env", platform, tmp_path))
+    theirs = yaml.safe_load(conda_lock_says["env"][platform])
     assert ours["dependencies"] == theirs["dependencies"]
     assert ours["channels"] == theirs["channels"]
     assert ours["name"] == "gpu"

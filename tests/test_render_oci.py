@@ -211,3 +211,24 @@ def test_epoch_changes_digest(render_project: RenderProject, gpu_image: tuple[Pa
                   "--cache-dir", str(package_cache), extra_env={"SOURCE_DATE_EPOCH": "0"})
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["manifest_digest"] != first["manifest_digest"]
+
+
+def test_changed_archive_writes_nothing(render_project: RenderProject, tmp_path: Path) -> None:
+    """An archive that is not the locked one stops the build: no layout, no leftovers."""
+    import shutil
+    import zipfile
+
+    wheels = tmp_path / "wheels"
+    shutil.copytree(render_project.wheels, wheels)
+    lock = tmp_path / "lockfiles" / "changed.conda-lock.yml"
+    lock.parent.mkdir()
+    lock.write_text(render_project.lockfile("gpu").read_text()
+                    .replace(render_project.wheels.as_uri(), wheels.as_uri()))
+    with zipfile.ZipFile(wheels / "tinyapp-1.0-py3-none-any.whl", "a") as zf:
+        zf.writestr("tinyapp/extra.py", "")
+    out = tmp_path / "build" / "image"
+    proc = render(render_project, str(lock), out, "--cache-dir", str(tmp_path / "cache"))
+    assert proc.returncode == 2, proc.stdout
+    message = json.loads(proc.stdout)["error"]["message"]
+    assert message.startswith("linux-64: tinyapp 1.0: sha256 of tinyapp-1.0-py3-none-any.whl is ")
+    assert sorted(p.name for p in (tmp_path / "build").iterdir()) == []

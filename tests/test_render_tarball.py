@@ -9,6 +9,7 @@ import os
 import random
 import subprocess
 import tarfile
+import zlib
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -222,3 +223,31 @@ def test_driver_libraries_refused(path: str) -> None:
 def test_driver_stubs_allowed() -> None:
     """Link-time stubs (lib/stubs/libcuda.so) are not the driver and may stay."""
     assert assign_layers([_e("lib/stubs/libcuda.so")], {})[0].name == "env"
+
+
+# Golden digests: changing one is a deliberate, versioned break (io.samebits.image-format).
+GOLDEN_TAR = "sha256:2e86e197977c7b39983e468696630ac4561c72ecac64ffd7833403446994ebbb"
+GOLDEN_GZIP = {"1.2.13": "sha256:737dd0e413809636d359328a5687b0875472334b2c584e1715d1933b1e718bde"}
+
+
+def _golden_tree(root: Path) -> Path:
+    (root / "bin").mkdir(parents=True)
+    (root / "bin" / "tool").write_bytes(b"#!/bin/sh\necho tool\n")
+    os.chmod(root / "bin" / "tool", 0o755)
+    (root / "lib").mkdir()
+    (root / "lib" / "libx.so.1").write_bytes(bytes(range(256)) * 4000)
+    os.symlink("libx.so.1", root / "lib" / "libx.so")
+    return root
+
+
+def test_golden_layer_digests(tmp_path: Path) -> None:
+    """A fixed tree always gives the same tar digest, and with this zlib the same gzip digest."""
+    root = _golden_tree(tmp_path / "p")
+    out = io.BytesIO()
+    with ThreadPoolExecutor(2) as pool:
+        digests = gzip_layer(tar_chunks(root, scan_prefix(root), root="opt/env", mtime=0,
+                                        block=65536), out, pool=pool)
+    assert digests.diff_id == GOLDEN_TAR
+    if zlib.ZLIB_RUNTIME_VERSION not in GOLDEN_GZIP:
+        pytest.skip(f"no golden gzip digest recorded for zlib {zlib.ZLIB_RUNTIME_VERSION}")
+    assert digests.digest == GOLDEN_GZIP[zlib.ZLIB_RUNTIME_VERSION]

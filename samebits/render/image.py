@@ -113,8 +113,9 @@ def _env_digest(report: Mapping[str, Any]) -> str:
     raise ToolError("verify env reported no environment digest (digests.environment)")
 
 
-def _layer_blob(layout: Path, prefix_dir: Path, entries: tuple[Entry, ...], *, root: str,
-                epoch: int, pool: ThreadPoolExecutor) -> LayerDigests:
+def write_layer_blob(layout: Path, prefix_dir: Path, entries: tuple[Entry, ...], *, root: str,
+                     epoch: int, pool: ThreadPoolExecutor) -> LayerDigests:
+    """One layer (tar of ``entries`` under ``root``, gzip on ``pool``) as a blob of ``layout``."""
     blobs = layout / "blobs" / "sha256"
     fd, tmp = tempfile.mkstemp(prefix=".layer.", dir=blobs)
     try:
@@ -186,7 +187,7 @@ def build_image(req: ImageRequest, layout: Path, *, work: Path,
         with ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 2) as pool:
             for layer in layers:
                 progress(f"{env.name}: layer {layer.name} ({layer.size:,} bytes)")
-                digests = _layer_blob(layout, prefix_dir, layer.entries, root=root,
+                digests = write_layer_blob(layout, prefix_dir, layer.entries, root=root,
                                       epoch=req.epoch, pool=pool)
                 descs.append(Descriptor(media_type=MEDIA_LAYER_GZIP, digest=digests.digest,
                                         size=digests.size,

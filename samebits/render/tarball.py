@@ -189,7 +189,7 @@ def tar_chunks(prefix: Path, entries: Iterable[Entry], *, root: str, mtime: int,
 
 
 def _deflate(data: bytes, dictionary: bytes, last: bool, level: int) -> bytes:
-    comp = zlib.compressobj(level, zlib.DEFLATED, -15, 9, zlib.Z_DEFAULT_STRATEGY,
+    comp = zlib.compressobj(level, zlib.DEFLATED, -15, 8, zlib.Z_DEFAULT_STRATEGY,
                             **({"zdict": dictionary} if dictionary else {}))
     return comp.compress(data) + comp.flush(zlib.Z_FINISH if last else zlib.Z_SYNC_FLUSH)
 
