@@ -17,10 +17,14 @@ import platform as _platform
 import sys
 from collections import Counter
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from samebits._io import canonical_json
 from samebits.errors import UsageError
 from samebits.ui import Output
+
+if TYPE_CHECKING:
+    from verify.envreport import EnvReport
 
 HOST_PLATFORMS = {"x86_64": "linux-64", "aarch64": "linux-aarch64", "arm64": "linux-aarch64"}
 
@@ -53,30 +57,46 @@ def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
 
 
 def run_env(args: argparse.Namespace, out: Output) -> int:
+    from verify.envreport import report_json, report_text
+
+    if args.jobs is not None and args.jobs < 1:
+        raise UsageError(f"--jobs {args.jobs}: must be at least 1")
+    report = check_env((args.prefix or Path(sys.prefix)).absolute(), lockfile=args.lockfile,
+                       platform=args.platform, against=args.against, jobs=args.jobs,
+                       linkage=not args.no_linkage, progress=out.progress)
+    if out.json:
+        sys.stdout.flush()
+        sys.stdout.buffer.write(canonical_json(report_json(report)))
+        sys.stdout.flush()
+    else:
+        out.emit({}, report_text(report))
+    return report.exit_code
+
+
+def check_env(prefix: Path, *, lockfile: Path | None = None, platform: str | None = None,
+              against: Path | None = None, jobs: int | None = None, linkage: bool = True,
+              progress: Any = None) -> EnvReport:
+    """Everything ``verify env`` checks, as an ``EnvReport`` (also ``samebits audit``'s API)."""
     from samebits.lockfile import parse_lock
     from verify.digest import digests
     from verify.drift import file_findings, merge, reference_findings
-    from verify.envreport import EnvReport, load_reference, report_json, report_text
+    from verify.envreport import EnvReport, load_reference
     from verify.linkage import check_linkage, host_library_dirs
     from verify.lockcheck import lock_findings
     from verify.manifest import build_manifest, prefix_kind
 
-    if args.jobs is not None and args.jobs < 1:
-        raise UsageError(f"--jobs {args.jobs}: must be at least 1")
-    prefix = (args.prefix or Path(sys.prefix)).absolute()
     prefix_kind(prefix)  # a bad prefix fails before the lockfile is even read
-    lock = parse_lock(args.lockfile) if args.lockfile else None
-    reference = load_reference(args.against) if args.against else None
+    lock = parse_lock(lockfile) if lockfile else None
+    reference = load_reference(against) if against else None
 
-    manifest = build_manifest(prefix, jobs=args.jobs, elf=not args.no_linkage,
-                              progress=out.progress)
-    platform = args.platform or _default_platform(lock, manifest)
+    manifest = build_manifest(prefix, jobs=jobs, elf=linkage, progress=progress)
+    platform = platform or _default_platform(lock, manifest)
     groups = [file_findings(manifest)]
     notes: list[str] = []
     locked = None
     if lock is not None:
         if platform not in lock.platforms:
-            raise UsageError(f"{args.lockfile}: no platform {platform} "
+            raise UsageError(f"{lockfile}: no platform {platform} "
                              f"(it has {', '.join(lock.platforms)})",
                              hint="pass --platform with one of those")
         packages = lock.packages_for(platform)
@@ -91,19 +111,12 @@ def run_env(args: argparse.Namespace, out: Output) -> int:
     if editable:
         notes.append("editable installs (sources outside the prefix, not checked): "
                      + ", ".join(editable))
-    linkage = None if args.no_linkage else check_linkage(manifest, host_dirs=host_library_dirs())
-    report = EnvReport(
+    links = check_linkage(manifest, host_dirs=host_library_dirs()) if linkage else None
+    return EnvReport(
         manifest=manifest, digests=digests(manifest), findings=tuple(merge(*groups)),
-        linkage=linkage, platform=platform, locked_packages=locked,
-        lockfile=str(args.lockfile) if args.lockfile else None,
+        linkage=links, platform=platform, locked_packages=locked,
+        lockfile=str(lockfile) if lockfile else None,
         reference=reference, notes=tuple(notes))
-    if out.json:
-        sys.stdout.flush()
-        sys.stdout.buffer.write(canonical_json(report_json(report)))
-        sys.stdout.flush()
-    else:
-        out.emit({}, report_text(report))
-    return report.exit_code
 
 
 def _default_platform(lock, manifest) -> str:
