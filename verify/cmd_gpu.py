@@ -126,7 +126,8 @@ def run_gpu(args: argparse.Namespace, out: Output) -> int:
 
         with out.progress("probe", total=None) as advance:
             report = probe(names, device=device, runner=subprocess_runner(device=device),
-                           base=settings, progress=lambda d: advance(description=d))
+                           base=settings, parallel=4 if device == "cpu" else 1,
+                           progress=lambda d: advance(description=d))
 
     failed = [n for n, r in suite.results.items() if r.status == "error"]
     unstable = report.unstable("deterministic") if report else ()

@@ -18,6 +18,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -91,31 +92,43 @@ def classify(records: Sequence[Mapping[str, Any] | None]) -> str:
 
 
 def probe(names: Sequence[str], *, device: str, runner: Runner,
-          base: Settings = DETERMINISTIC, replicas: int = 2,
+          base: Settings = DETERMINISTIC, replicas: int = 2, parallel: int = 1,
           progress: Callable[[str], None] | None = None) -> ProbeReport:
+    """Classify ``names`` under both profiles; ``parallel`` processes may run at once.
+
+    On a GPU keep ``parallel=1`` so each process has the device to itself (benchmark mode
+    times kernels). On the CPU several at once are fine: with a fixed thread count the bits do
+    not depend on load, and if they did, that is nondeterminism the probe should report.
+    """
     det, default = like(DETERMINISTIC, base), like(DEFAULT, base)
     processes = 0
 
-    def runs(settings: Settings, which: Sequence[str]) -> list[Mapping[str, Mapping[str, Any]]]:
+    def runs(*jobs: tuple[Settings, Sequence[str]]) -> list[list[Mapping[str, Any]]]:
+        """``replicas`` runs of each (settings, names) job, in job order."""
         nonlocal processes
-        out = []
-        for i in range(replicas):
-            if progress is not None:
-                progress(f"{settings.profile} process {i + 1}/{replicas}")
-            out.append(runner(settings, which))
-            processes += 1
-        return out
+        todo = [(s, which, i) for s, which in jobs for i in range(replicas)]
 
-    det_runs, def_runs = runs(det, names), runs(default, names)
+        def one(job: tuple[Settings, Sequence[str], int]) -> Mapping[str, Any]:
+            s, which, i = job
+            if progress is not None:
+                progress(f"{s.profile} process {i + 1}/{replicas}")
+            return runner(s, which)
+
+        with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
+            done = list(pool.map(one, todo))
+        processes += len(todo)
+        return [done[j * replicas:(j + 1) * replicas] for j in range(len(jobs))]
+
+    det_runs, def_runs = runs((det, names), (default, names))
     verdicts = {n: (classify([r.get(n) for r in det_runs]), classify([r.get(n) for r in def_runs]))
                 for n in names}
     shaky = [n for n in names if verdicts[n][1] == "unstable"]
     fixes: dict[str, list[str]] = {n: [] for n in shaky}
     if shaky:
-        for k in KNOBS:
-            knob_runs = runs(knob(default, k), shaky)
+        knob_runs = runs(*((knob(default, k), shaky) for k in KNOBS))
+        for k, k_runs in zip(KNOBS, knob_runs, strict=True):
             for n in shaky:
-                if classify([r.get(n) for r in knob_runs]) == "stable":
+                if classify([r.get(n) for r in k_runs]) == "stable":
                     fixes[n].append(k)
     entries = []
     for n in names:
