@@ -73,7 +73,7 @@ def test_golden_digests() -> None:
 
 
 def _replace(which: str, **changes: object) -> tuple[Entry, ...]:
-    return tuple(dataclasses.replace(e, **changes) if e.path == which else e for e in ENTRIES)
+    return tuple(e._replace(**changes) if e.path == which else e for e in ENTRIES)
 
 
 CHANGES = [

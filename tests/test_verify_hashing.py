@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from verify.hashing import BIG, BUFFER, FileHasher, hash_file
+from verify.hashing import BATCH_FILES, BIG, BUFFER, FileHasher, batches, hash_file
 from verify.records import read_records, record_sha256
 
 SIZES = [0, 1, 4095, BUFFER - 1, BUFFER, BUFFER + 1, 3 * BUFFER + 7, BIG + 1]
@@ -24,12 +24,20 @@ def test_hashes_equal_hashlib_for_every_size(tmp_path: Path, jobs: int) -> None:
         p.write_bytes(os.urandom(size) if size < 64 else bytes([i % 251]) * size)
         files[str(p)] = hashlib.sha256(p.read_bytes()).hexdigest()
     seen: list[int] = []
-    with FileHasher(jobs=jobs, advance=seen.append) as hasher:
-        for p in files:
-            hasher.submit(p, p, os.path.getsize(p))
-        got = hasher.results()
-    assert {k: v.sha256 for k, v in got.items()} == files
+    with FileHasher(jobs=jobs) as hasher:
+        hasher.start(list(files), [os.path.getsize(p) for p in files])
+        got = hasher.wait(seen.append)
+    assert [h.sha256 for h in got] == list(files.values())
     assert sum(seen) == sum(SIZES) * 3
+
+
+def test_batches_go_largest_first_and_cover_every_file() -> None:
+    """Big files are batches of their own, first; small ones share batches; none is lost."""
+    sizes = [10] * (BATCH_FILES + 5) + [BIG * 3, BIG]
+    got = batches(sizes)
+    assert [idx for _, idx in got[:2]] == [[BATCH_FILES + 5], [BATCH_FILES + 6]]
+    assert [n for n, _ in got] == sorted((n for n, _ in got), reverse=True)
+    assert sorted(i for _, idx in got for i in idx) == list(range(len(sizes)))
 
 
 ERRORS = [
@@ -47,10 +55,10 @@ def test_unreadable_files_are_results_not_exceptions(tmp_path: Path, name: str, 
     make(bad)
     good.write_bytes(b"ok")
     with FileHasher(jobs=2) as hasher:
-        hasher.submit_all([("bad", str(bad), 1), ("good", str(good), 2)])
-        got = hasher.results()
-    assert (got["bad"].sha256, got["bad"].error) == (None, error)
-    assert got["good"].sha256 == hashlib.sha256(b"ok").hexdigest()
+        hasher.start([str(bad), str(good)], [1, 2])
+        got_bad, got_good = hasher.wait()
+    assert (got_bad.sha256, got_bad.error) == (None, error)
+    assert got_good.sha256 == hashlib.sha256(b"ok").hexdigest()
 
 
 def test_elf_facts_come_with_the_hash(tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -136,3 +137,28 @@ def test_missing_cuda_runtime_is_a_named_finding(vchannel: Path, rattler_cache: 
     assert [(lk.file, lk.needed, lk.package) for lk in report.unresolved] == [
         ("lib/libneedy.so", "libcudart.so.11.0", "conda:needy-1.0-h0_0")]
     assert not report.ok
+
+
+@pytest.mark.parametrize(("old_dtags", "resolves"), [(True, True), (False, False)],
+                         ids=["loader has DT_RPATH", "loader has DT_RUNPATH"])
+def test_rpath_of_the_loading_chain(tmp_path: Path, old_dtags: bool, resolves: bool) -> None:
+    """libx.so (no rpath) needs liby.so beside it; bin/z loads libx.so through its rpath.
+    ld.so lends z's DT_RPATH (not its DT_RUNPATH) to libx.so; the check agrees with ldd."""
+    prefix = venv(tmp_path / "env")
+    libs = prefix / "libs"
+    libs.mkdir()
+    (tmp_path / "y.c").write_text("int y(void) { return 1; }\n")
+    (tmp_path / "x.c").write_text("int y(void);\nint x(void) { return y(); }\n")
+    (tmp_path / "z.c").write_text("int x(void);\nint main(void) { return x() - 1; }\n")
+    gcc("-shared", "-fPIC", "-Wl,-soname,liby.so", "-o", str(libs / "liby.so"), "y.c",
+        cwd=tmp_path)
+    gcc("-shared", "-fPIC", "-Wl,-soname,libx.so", "-o", str(libs / "libx.so"), "x.c",
+        f"-L{libs}", "-l:liby.so", cwd=tmp_path)
+    tags = "--disable-new-dtags" if old_dtags else "--enable-new-dtags"
+    gcc("-o", str(prefix / "bin/z"), "z.c", f"-L{libs}", "-l:libx.so",
+        f"-Wl,{tags},-rpath,$ORIGIN/../libs", f"-Wl,-rpath-link,{libs}", cwd=tmp_path)
+    report = check_linkage(build_manifest(prefix, jobs=1), host_dirs=())
+    ldd = subprocess.run(["ldd", str(prefix / "bin/z")], capture_output=True, text=True)
+    assert ("not found" not in ldd.stdout) is resolves
+    assert [(lk.file, lk.needed) for lk in report.unresolved] == (
+        [] if resolves else [("libs/libx.so", "liby.so")])

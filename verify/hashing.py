@@ -1,27 +1,30 @@
 """Hash many files fast: sha256 in worker processes, streaming, constant memory.
 
-``FileHasher`` takes files as the prefix walk finds them (``submit``) and hands back one
-``Hashed`` per file (``results``). Inside, files go to ``jobs`` worker processes in batches:
-large files alone and first (the longest job starts early, so one 400 MB library does not
-finish last on its own), small files in batches of a few hundred. Each worker reads through one
-1 MiB buffer, so memory stays flat whatever the file sizes; hashlib releases the GIL while it
-hashes, and processes rather than threads keep the per-file Python work parallel too.
+``FileHasher`` starts ``jobs`` worker processes when it is created (before the caller builds
+anything large, so each worker is small), ``start(paths, sizes)`` hands them every file at once
+and returns at once, and ``wait()`` gives one ``Hashed`` per path, in order. Between the two
+the caller does its own work (reading the installers' records) while the workers hash.
+
+Files go out longest first (the largest-processing-time rule: one 400 MB library must not
+start last and finish alone), small files in batches of a few hundred so the per-file cost is
+paid in the workers, not in pickling. Each worker reads through one 1 MiB buffer, so memory
+stays flat whatever the file sizes. Processes rather than threads: hashlib releases the GIL
+while it hashes, but opening, reading and closing 20,000 small files is Python work too.
 
 A worker that meets an ELF file (``\\x7fELF``) also reads its dynamic section with pyelftools
 while the file is hot in the page cache (``verify.elfinfo``), so the linkage check costs no
-second pass. ``jobs=1`` hashes in this process: no workers, same results.
+second pass. ``jobs=1`` hashes in this process: no workers, the same results.
 """
 
 from __future__ import annotations
 
-import concurrent.futures as cf
 import hashlib
-import heapq
 import multiprocessing
 import os
 import sys
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from functools import partial
+from typing import NamedTuple
 
 from verify.elfinfo import ElfInfo, read_elf_info
 
@@ -32,9 +35,11 @@ BATCH_BYTES = 8 << 20       # ... or this many bytes
 ELF_MAGIC = b"\x7fELF"
 
 
-@dataclass(frozen=True, slots=True)
-class Hashed:
-    """What reading one file gave: its sha256 (hex), or why it could not be read."""
+class Hashed(NamedTuple):
+    """What reading one file gave: its sha256 (hex), or why it could not be read.
+
+    A NamedTuple, not a dataclass: workers send tens of thousands back as plain tuples, which
+    pickle fifty times faster than objects."""
 
     sha256: str | None
     elf: ElfInfo | None = None
@@ -80,8 +85,9 @@ def hash_file(path: str, *, elf: bool = True) -> Hashed:
         os.close(fd)
 
 
-def _hash_batch(paths: Sequence[str], elf: bool) -> list[Hashed]:
-    return [hash_file(p, elf=elf) for p in paths]
+def _hash_batch(batch: tuple[int, list[str]], elf: bool) -> tuple[int, list[tuple]]:
+    first, paths = batch
+    return first, [tuple(hash_file(p, elf=elf)) for p in paths]
 
 
 def _context() -> multiprocessing.context.BaseContext:
@@ -95,29 +101,36 @@ def _context() -> multiprocessing.context.BaseContext:
     return ctx
 
 
+def batches(sizes: Sequence[int]) -> list[tuple[int, list[int]]]:
+    """Indices into ``sizes`` grouped into batches, largest batch first: (bytes, indices)."""
+    order = sorted(range(len(sizes)), key=lambda i: -sizes[i])
+    out: list[tuple[int, list[int]]] = []
+    small: list[int] = []
+    small_bytes = 0
+    for i in order:
+        if sizes[i] >= BIG:
+            out.append((sizes[i], [i]))
+            continue
+        small.append(i)
+        small_bytes += sizes[i]
+        if len(small) >= BATCH_FILES or small_bytes >= BATCH_BYTES:
+            out.append((small_bytes, small))
+            small, small_bytes = [], 0
+    if small:
+        out.append((small_bytes, small))
+    return out
+
+
 class FileHasher:
-    """``submit(key, path, size)`` as files are found; ``results()`` once all are in.
+    """``start(paths, sizes)`` then ``wait()``; a context manager so the workers always stop."""
 
-    ``advance(nbytes)`` is called as batches finish (a progress bar; it may be replaced while
-    hashing runs, ``done_bytes`` says how far it got). Use as a context manager so the workers
-    stop even when the caller fails.
-    """
-
-    def __init__(self, *, jobs: int | None = None, elf: bool = True,
-                 advance: Callable[[int], None] | None = None) -> None:
+    def __init__(self, *, jobs: int | None = None, elf: bool = True) -> None:
         self.jobs = jobs or default_jobs()
         self.elf = elf
-        self.advance = advance or (lambda n: None)
-        self.done_bytes = 0
-        self._results: dict[object, Hashed] = {}
-        self._pending: list[tuple[int, int, list[object], list[str]]] = []  # a heap
-        self._small: tuple[list[object], list[str]] = ([], [])
-        self._small_bytes = 0
-        self._seq = 0
-        self._running: dict[cf.Future, tuple[list[object], int]] = {}
-        self._pool: cf.ProcessPoolExecutor | None = None
-        if self.jobs > 1:
-            self._pool = cf.ProcessPoolExecutor(self.jobs, mp_context=_context())
+        self._pool = _context().Pool(self.jobs) if self.jobs > 1 else None
+        self._paths: list[str] = []
+        self._batches: list[tuple[int, list[int]]] = []
+        self._results: Iterator[tuple[int, list[Hashed]]] | None = None
 
     def __enter__(self) -> FileHasher:
         return self
@@ -127,80 +140,39 @@ class FileHasher:
 
     def close(self) -> None:
         if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool.terminate()
+            self._pool.join()
             self._pool = None
 
-    def submit(self, key: object, path: str, size: int) -> None:
-        if size >= BIG:
-            self._push([key], [path], size)
-        else:
-            keys, paths = self._small
-            keys.append(key)
-            paths.append(path)
-            self._small_bytes += size
-            if len(keys) >= BATCH_FILES or self._small_bytes >= BATCH_BYTES:
-                self._flush_small()
-        self._dispatch()
+    def start(self, paths: Sequence[str], sizes: Sequence[int]) -> None:
+        """Hand every file to the workers, largest batch first; returns at once."""
+        self._paths = list(paths)
+        self._batches = batches(sizes)
+        if self._pool is not None:
+            work = [(first, [self._paths[i] for i in idx])
+                    for first, idx in _positions(self._batches)]
+            self._results = self._pool.imap_unordered(partial(_hash_batch, elf=self.elf), work)
 
-    def submit_all(self, files: Iterable[tuple[object, str, int]]) -> None:
-        for key, path, size in files:
-            self.submit(key, path, size)
+    def wait(self, advance: Callable[[int], None] = lambda n: None) -> list[Hashed]:
+        """One Hashed per path given to ``start``, in the same order."""
+        order = [i for _, idx in self._batches for i in idx]
+        nbytes = {first: self._batches[k][0]
+                  for k, (first, _) in enumerate(_positions(self._batches))}
+        results = self._results
+        if results is None:  # no workers: hash here, now
+            results = (_hash_batch((first, [self._paths[i] for i in idx]), self.elf)
+                       for first, idx in _positions(self._batches))
+        out: list[Hashed | None] = [None] * len(self._paths)
+        make = Hashed._make
+        for first, hashed in results:
+            for j, h in enumerate(hashed):
+                out[order[first + j]] = make(h)
+            advance(nbytes[first])
+        return out  # type: ignore[return-value]
 
-    def drain(self) -> None:
-        """No more files will come: queue every batch, largest first, so the workers stay busy
-        while the caller does other work."""
-        self._flush_small()
-        if self._pool is None:
-            return
-        while self._pending:
-            neg, _, keys, paths = heapq.heappop(self._pending)
-            fut = self._pool.submit(_hash_batch, paths, self.elf)
-            self._running[fut] = (keys, -neg)
 
-    def results(self) -> dict[object, Hashed]:
-        """Every submitted key -> Hashed, once all batches are done."""
-        self._flush_small()
-        self._dispatch()
-        while self._running or self._pending:
-            done, _ = cf.wait(list(self._running), return_when=cf.FIRST_COMPLETED)
-            for fut in done:
-                self._collect(fut)
-            self._dispatch()
-        return self._results
-
-    # -- internals
-
-    def _flush_small(self) -> None:
-        keys, paths = self._small
-        if keys:
-            self._push(keys, paths, self._small_bytes)
-            self._small = ([], [])
-            self._small_bytes = 0
-
-    def _push(self, keys: list[object], paths: list[str], nbytes: int) -> None:
-        self._seq += 1
-        heapq.heappush(self._pending, (-nbytes, self._seq, keys, paths))
-
-    def _dispatch(self) -> None:
-        """Keep every worker busy, the largest pending batch first; reap finished ones."""
-        if self._pool is None:
-            while self._pending:
-                neg, _, keys, paths = heapq.heappop(self._pending)
-                self._store(keys, _hash_batch(paths, self.elf), -neg)
-            return
-        for fut in [f for f in self._running if f.done()]:
-            self._collect(fut)
-        while self._pending and len(self._running) < 2 * self.jobs:
-            neg, _, keys, paths = heapq.heappop(self._pending)
-            fut = self._pool.submit(_hash_batch, paths, self.elf)
-            self._running[fut] = (keys, -neg)
-
-    def _collect(self, fut: cf.Future) -> None:
-        keys, nbytes = self._running.pop(fut)
-        self._store(keys, fut.result(), nbytes)
-
-    def _store(self, keys: list[object], hashed: list[Hashed], nbytes: int) -> None:
-        for key, h in zip(keys, hashed, strict=True):
-            self._results[key] = h
-        self.done_bytes += nbytes
-        self.advance(nbytes)
+def _positions(batches: Sequence[tuple[int, list[int]]]) -> Iterator[tuple[int, list[int]]]:
+    pos = 0
+    for _, idx in batches:
+        yield pos, idx
+        pos += len(idx)

@@ -5,7 +5,10 @@ For each ELF file (its dynamic section read by pyelftools while it was hashed, s
 
 1. DT_RPATH (only when there is no DT_RUNPATH), then DT_RUNPATH, with ``$ORIGIN`` (the file's
    own folder) and ``$LIB`` expanded; folders inside the prefix are looked up in the manifest,
-   symlinks followed, and a candidate of another ELF class or machine is skipped as ld.so does;
+   symlinks followed, and a candidate of another ELF class or machine is skipped as ld.so does.
+   A file without DT_RUNPATH also gets the DT_RPATH of the files in the prefix that load it,
+   and of theirs (ld.so searches the loading chain's RPATHs: auditwheel's grafted libraries in
+   ``<pkg>.libs/`` find each other that way);
 2. the prefix's library folders (``lib``, ``lib64``): in a conda prefix the interpreter's own
    RPATH brings them to every extension module it loads;
 3. the host allow-list ``HOST_LIBRARIES``: the glibc family, the compiler runtime the manylinux
@@ -50,6 +53,7 @@ HOST_LIBRARIES: dict[str, str] = {
 }
 PREFIX_LIB_DIRS = ("lib", "lib64")
 MAX_LINKS = 40
+MAX_LOADERS = 256  # loaders looked at per unresolved library
 
 Status = Literal["prefix", "allowed", "host", "unresolved"]
 
@@ -125,7 +129,8 @@ def check_linkage(manifest: Manifest, *, host_dirs: Sequence[str]) -> LinkageRep
     prefix = str(manifest.prefix)
     lib_dirs = [d for d in PREFIX_LIB_DIRS if os.path.isdir(os.path.join(prefix, d))]
     elfs = [e for e in manifest.entries if e.type == "file" and e.elf is not None]
-    unresolved: list[Link] = []
+    loaders: dict[str, set[str]] = {}   # file -> files that load it (found in the prefix)
+    pending: list[Link] = []
     host: list[Link] = []
     unreadable: list[tuple[str, str]] = []
     links = 0
@@ -138,12 +143,60 @@ def check_linkage(manifest: Manifest, *, host_dirs: Sequence[str]) -> LinkageRep
         for needed in info.needed:
             links += 1
             link = _resolve(e, info, needed, entries, prefix, lib_dirs, host_dirs)
-            if link.status == "unresolved":
-                unresolved.append(link)
+            if link.status == "prefix" and link.found:
+                loaders.setdefault(link.found, set()).add(e.path)
+            elif link.status == "unresolved":
+                pending.append(link)
             elif link.status == "host":
                 host.append(link)
+    unresolved = _through_loaders(pending, entries, prefix, loaders)
     return LinkageReport(elf_files=len(elfs), links=links, unresolved=tuple(unresolved),
                          host=tuple(host), unreadable=tuple(unreadable))
+
+
+def _through_loaders(pending: list[Link], entries: dict[str, Entry], prefix: str,
+                     loaders: dict[str, set[str]]) -> list[Link]:
+    """ld.so's other path: an object without DT_RUNPATH also searches the DT_RPATH of the
+    objects that loaded it, up to the executable (auditwheel's grafted libraries rely on it).
+    A library found that way through some loader in the prefix counts as found."""
+    still: list[Link] = []
+    changed = True
+    while pending and changed:
+        changed = False
+        still = []
+        for link in pending:
+            e = entries[link.file]
+            assert e.elf is not None
+            found = None if e.elf.has_runpath else _via_loaders(link, e.elf, entries, prefix,
+                                                                loaders)
+            if found:
+                loaders.setdefault(found, set()).add(link.file)
+                changed = True
+            else:
+                still.append(link)
+        pending = still
+    return pending
+
+
+def _via_loaders(link: Link, want: ElfInfo, entries: dict[str, Entry], prefix: str,
+                 loaders: dict[str, set[str]]) -> str | None:
+    seen: set[str] = set()
+    todo = sorted(loaders.get(link.file, ()))
+    while todo and len(seen) < MAX_LOADERS:
+        path = todo.pop(0)
+        if path in seen:
+            continue
+        seen.add(path)
+        info = entries[path].elf
+        if info is None:
+            continue
+        for d in info.rpath:
+            folder = _expand(d, path, info)
+            found = folder and _lookup(_place(folder, link.needed, prefix), entries, prefix, want)
+            if found and not found.startswith("/"):
+                return found
+        todo.extend(sorted(loaders.get(path, ())))
+    return None
 
 
 def _resolve(e: Entry, info: ElfInfo, needed: str, entries: dict[str, Entry], prefix: str,

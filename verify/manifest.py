@@ -21,11 +21,11 @@ from __future__ import annotations
 import os
 import re
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from samebits.errors import InputError
 from verify.elfinfo import ElfInfo
@@ -47,8 +47,10 @@ _VENV_SCAFFOLD = re.compile(
 Progress = Callable[[str, float | None], AbstractContextManager[Callable[..., None]]]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Entry:
+class Entry(NamedTuple):
+    """One file, symlink or special file of the prefix (a NamedTuple: there are tens of
+    thousands, and a frozen dataclass costs three times as much to make)."""
+
     path: str                      # prefix-relative, "/"-separated
     type: EntryType
     exec: bool = False             # owner-execute bit (files only)
@@ -97,68 +99,60 @@ def build_manifest(prefix: Path, *, jobs: int | None = None, elf: bool = True,
     """Walk, hash and attribute every file under ``prefix``."""
     prefix = Path(os.path.abspath(prefix))
     kind = prefix_kind(prefix)
-    walked: list[tuple[str, int, int, object]] = []  # (path, mode, size, hash key or target)
-    first_of_inode: dict[tuple[int, int], str] = {}
-    total = 0
-    with FileHasher(jobs=jobs, elf=elf) as hasher:
-        for rel, st in _walk(str(prefix)):
-            extra: object = None
-            if stat.S_ISLNK(st.st_mode):
-                extra = _readlink(prefix, rel)
-            elif stat.S_ISREG(st.st_mode):
-                total += st.st_size
-                extra = first_of_inode.setdefault((st.st_dev, st.st_ino), rel)
-                if extra == rel:  # a hardlink to a file already seen is hashed once
-                    hasher.submit(rel, os.path.join(prefix, rel), st.st_size)
-            walked.append((rel, st.st_mode, st.st_size, extra))
-        hasher.drain()  # the workers hash while the records are read
-        records = read_records(prefix)
-        bar = progress("hashing", total) if progress else nullcontext(lambda n=1, **kw: None)
+    with FileHasher(jobs=jobs, elf=elf) as hasher:  # workers start now, while we are small
+        walked = list(_walk(str(prefix)))
+        first_of_inode: dict[tuple[int, int], int] = {}
+        paths: list[str] = []
+        sizes: list[int] = []
+        slot: list[int] = []  # walked index -> index into paths (-1: not a regular file)
+        for rel, st, _ in walked:
+            if not stat.S_ISREG(st.st_mode):
+                slot.append(-1)
+                continue
+            n = first_of_inode.setdefault((st.st_dev, st.st_ino), len(paths))
+            if n == len(paths):  # a hardlink to a file already seen is hashed once
+                paths.append(f"{prefix}/{rel}")
+                sizes.append(st.st_size)
+            slot.append(n)
+        hasher.start(paths, sizes)
+        records = read_records(prefix)  # while the workers hash
+        bar = progress("hashing", sum(sizes)) if progress else nullcontext(lambda n=1: None)
         with bar as advance:
-            advance(hasher.done_bytes)
-            hasher.advance = advance
-            hashed = hasher.results()
-    entries = []
+            hashed = hasher.wait(advance)
     sps = tuple(sp + "/" for sp in site_packages(prefix))
-    for rel, mode, size, extra in sorted(walked, key=lambda w: os.fsencode(w[0])):
-        regular = stat.S_ISREG(mode)
-        h = hashed.get(extra) if regular else None
-        entries.append(_entry(kind, rel, mode, size, None if regular else extra, h,
-                              records.claims.get(rel, ()), sps))
+    entries = [_entry(kind, rel, st, target, hashed[n] if n >= 0 else None,
+                      records.claims.get(rel, ()), sps)
+               for (rel, st, target), n in zip(walked, slot, strict=True)]
+    entries.sort(key=lambda e: os.fsencode(e.path))
     return Manifest(prefix=prefix, kind=kind, entries=tuple(entries), records=records)
 
 
-def _walk(root: str):
-    """(relative path, lstat) for everything below ``root`` except directories."""
-    stack = [""]
+def _walk(root: str) -> Iterator[tuple[str, os.stat_result, str | None]]:
+    """(relative path, lstat, link target) for everything below ``root`` but directories."""
+    cut = len(root) + 1
+    stack = [root]
     while stack:
-        rel_dir = stack.pop()
+        folder = stack.pop()
         try:
-            it = os.scandir(os.path.join(root, rel_dir) if rel_dir else root)
+            it = os.scandir(folder)
         except OSError:
             continue
         with it:
             for d in it:
-                rel = f"{rel_dir}/{d.name}" if rel_dir else d.name
                 try:
+                    if d.is_dir(follow_symlinks=False):
+                        stack.append(d.path)
+                        continue
                     st = d.stat(follow_symlinks=False)
+                    target = os.readlink(d.path) if stat.S_ISLNK(st.st_mode) else None
                 except OSError:
                     continue
-                if stat.S_ISDIR(st.st_mode):
-                    stack.append(rel)
-                else:
-                    yield rel, st
+                yield d.path[cut:], st, target
 
 
-def _readlink(prefix: Path, rel: str) -> str | None:
-    try:
-        return os.readlink(os.path.join(prefix, rel))
-    except OSError:
-        return None
-
-
-def _entry(kind: PrefixKind, rel: str, mode: int, size: int, target: str | None,
+def _entry(kind: PrefixKind, rel: str, st: os.stat_result, target: str | None,
            hashed: Hashed | None, claims: tuple[Claim, ...], sps: tuple[str, ...]) -> Entry:
+    mode, size = st.st_mode, st.st_size
     if stat.S_ISREG(mode):
         etype: EntryType = "file"
     elif stat.S_ISLNK(mode):

@@ -18,7 +18,6 @@ prefix-relative path, and every record it could not read (``Problem``), never st
 
 from __future__ import annotations
 
-import base64
 import binascii
 import csv
 import io
@@ -29,7 +28,7 @@ import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 Manager = Literal["conda", "pip"]
 
@@ -82,9 +81,8 @@ class Package:
         return out
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Claim:
-    """One package's word about one path."""
+class Claim(NamedTuple):
+    """One package's word about one path (a NamedTuple: a prefix has tens of thousands)."""
 
     package: str                        # Package.id
     type: Literal["file", "symlink"]
@@ -235,12 +233,17 @@ def _read_dist(prefix: Path, sp: str, dist: str, packages: list[Package],
     except (OSError, UnicodeDecodeError) as exc:
         problems.append(Problem(record=f"{dist}/RECORD", message=f"unreadable: {_why(exc)}"))
         return
+    pid = pkg.id
     for n, row in enumerate(csv.reader(io.StringIO(text)), 1):
         if not row or not row[0]:
             continue
-        path = _inside(prefix, sp, row[0])
-        if path is None:
-            continue  # installed outside the prefix (an absolute data path): not ours to check
+        path = row[0]
+        if path[0] == "/" or ".." in path or "/./" in path or "//" in path:
+            path = _inside(prefix, sp, path)
+            if path is None:
+                continue  # installed outside the prefix (an absolute data path): not ours
+        else:
+            path = f"{sp}/{path}"
         value = row[1] if len(row) > 1 else ""
         size = row[2] if len(row) > 2 else ""
         try:
@@ -252,8 +255,7 @@ def _read_dist(prefix: Path, sp: str, dist: str, packages: list[Package],
         if sha is None:
             unhashed = "no hash in RECORD" if not value else f"RECORD hash {value.split('=')[0]}"
         claims.setdefault(path, []).append(Claim(
-            package=pkg.id, type="file", sha256=sha, unhashed=unhashed,
-            size=int(size) if size.isdigit() else None))
+            pid, "file", sha, int(size) if size.isdigit() else None, None, None, unhashed))
 
 
 def _inside(prefix: Path, sp: str, path: str) -> str | None:
@@ -267,11 +269,13 @@ def _inside(prefix: Path, sp: str, path: str) -> str | None:
 
 
 def record_sha256(value: str) -> str | None:
-    algo, _, digest = value.partition("=")
-    if not value or algo != "sha256":
+    """``sha256=<urlsafe base64, unpadded>`` as hex; None for no hash or another algorithm."""
+    if not value.startswith("sha256="):
         return None
+    digest = value[7:]
     try:
-        raw = base64.urlsafe_b64decode(digest + "=" * (-len(digest) % 4))
+        raw = binascii.a2b_base64(
+            (digest.replace("-", "+").replace("_", "/") + "=" * (-len(digest) % 4)).encode())
     except (binascii.Error, ValueError):
         raise ValueError(f"bad sha256 {digest!r}") from None
     if len(raw) != 32:

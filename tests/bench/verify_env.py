@@ -1,0 +1,176 @@
+"""``python -m tests.bench verify-env``: ``verify env`` on a real venv with torch, beside baselines.
+
+Builds (or reuses) ``build/bench/torch-venv`` (``python -m venv`` + ``pip install torch==2.13.0``)
+and times, in interleaved rounds after one warm-up round (page cache hot for everyone):
+
+    ours      verify env's work in a fresh process: walk, records, parallel hashing, drift and
+              both digests (``--no-linkage``); the linkage check is timed on its own
+    xargs     ``find P -type f -print0 | xargs -0 -P<jobs> sha256sum``
+    loop      one process: walk, then ``hashlib.file_digest`` on each file
+    cli       ``python -m verify env --prefix P --no-linkage --json`` end to end (interpreter
+              start and the samebits CLI's imports included), for reference
+
+"ours" and "loop" are timed inside their process after imports; xargs from outside (its
+processes start in milliseconds). Each figure is the best of the rounds. Peak RSS: the
+verifying process, and the largest hashing worker.
+
+    --venv DIR    the venv to use (default build/bench/torch-venv)
+    --rounds N    timed rounds (default 3)
+    --jobs N      hashing processes and xargs -P (default: available cores)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_VENV = ROOT / "build" / "bench" / "torch-venv"
+TORCH = "torch==2.13.0"
+GOAL_XARGS, GOAL_LOOP, GOAL_RSS_MB = 2.5, 1.7, 150
+
+
+def ensure_venv(venv: Path) -> None:
+    site = venv / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / "site-packages"
+    if any(site.glob("torch-2.13.0*.dist-info")):
+        return
+    print(f"building {venv} ({TORCH}) ...", flush=True)
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", TORCH],
+                   check=True)
+
+
+# ------------------------------------------------------------------ children (fresh processes)
+
+def child_ours(prefix: str, jobs: int) -> dict:
+    from verify.digest import digests
+    from verify.drift import file_findings
+    from verify.linkage import check_linkage, host_library_dirs
+    from verify.manifest import build_manifest
+
+    t0 = time.perf_counter()
+    m = build_manifest(Path(prefix), jobs=jobs, elf=False)
+    findings = file_findings(m)
+    d = digests(m)
+    seconds = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    m2 = build_manifest(Path(prefix), jobs=jobs, elf=True)
+    report = check_linkage(m2, host_dirs=host_library_dirs())
+    with_linkage = time.perf_counter() - t1
+    return {"seconds": seconds, "with_linkage": with_linkage, "files": len(m.entries),
+            "bytes": sum(e.size for e in m.entries), "findings": len(findings),
+            "environment": d["environment"], "elf_files": report.elf_files,
+            "unresolved": len(report.unresolved),
+            "workers_rss_kb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}
+
+
+def child_loop(prefix: str) -> dict:
+    import hashlib
+    import stat
+
+    t0 = time.perf_counter()
+    files = []
+    for d, _, names in os.walk(prefix):
+        for n in names:
+            p = os.path.join(d, n)
+            if stat.S_ISREG(os.lstat(p).st_mode):
+                files.append(p)
+    for p in files:
+        with open(p, "rb") as f:
+            hashlib.file_digest(f, "sha256").hexdigest()
+    return {"seconds": time.perf_counter() - t0, "files": len(files)}
+
+
+def run_child(kind: str, prefix: Path, jobs: int) -> tuple[dict, int]:
+    """(what the child printed, its own peak RSS in kB)."""
+    proc = subprocess.Popen([sys.executable, "-m", "tests.bench.verify_env", "--child", kind,
+                             str(prefix), "--jobs", str(jobs)], cwd=ROOT,
+                            stdout=subprocess.PIPE, text=True)
+    out = proc.stdout.read() if proc.stdout else ""
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise SystemExit(f"bench child {kind} failed ({proc.returncode})")
+    return json.loads(out), usage.ru_maxrss
+
+
+def timed(cmd: list[str] | str, *, shell: bool = False) -> tuple[float, int]:
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, shell=shell, cwd=ROOT, stdout=subprocess.DEVNULL)
+    _, status, usage = os.wait4(proc.pid, 0)
+    seconds = time.perf_counter() - t0
+    if os.waitstatus_to_exitcode(status) not in (0, 1):
+        raise SystemExit(f"bench command failed: {cmd}")
+    return seconds, usage.ru_maxrss
+
+
+# ------------------------------------------------------------------------------------ main
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="python -m tests.bench verify-env")
+    p.add_argument("--venv", type=Path, default=DEFAULT_VENV)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--jobs", type=int, default=len(os.sched_getaffinity(0)))
+    p.add_argument("--child", nargs=2, metavar=("KIND", "PREFIX"), help=argparse.SUPPRESS)
+    args, _ = p.parse_known_args(argv)
+    if args.child:
+        kind, prefix = args.child
+        doc = child_ours(prefix, args.jobs) if kind == "ours" else child_loop(prefix)
+        print(json.dumps(doc))
+        return 0
+
+    venv = args.venv.resolve()
+    ensure_venv(venv)
+    xargs = f"find {venv} -type f -print0 | xargs -0 -P{args.jobs} sha256sum"
+    cli = [sys.executable, "-m", "verify", "env", "--prefix", str(venv), "--no-linkage",
+           "--json", "--jobs", str(args.jobs)]
+    best: dict[str, float] = {}
+    rss = {"ours": 0, "workers": 0}
+    facts: dict = {}
+    for r in range(args.rounds + 1):  # round 0 warms the page cache and is not counted
+        ours, ours_rss = run_child("ours", venv, args.jobs)
+        loop, _ = run_child("loop", venv, args.jobs)
+        x_s, _ = timed(xargs, shell=True)
+        c_s, _ = timed(cli)
+        if r == 0:
+            facts = ours
+            continue
+        for k, v in (("ours", ours["seconds"]), ("linkage", ours["with_linkage"]),
+                     ("loop", loop["seconds"]), ("xargs", x_s), ("cli", c_s)):
+            best[k] = min(best.get(k, v), v)
+        rss["ours"] = max(rss["ours"], ours_rss)
+        rss["workers"] = max(rss["workers"], ours["workers_rss_kb"])
+        print(f"  round {r}: ours {ours['seconds']:.3f} s, with linkage "
+              f"{ours['with_linkage']:.3f} s, loop {loop['seconds']:.3f} s, "
+              f"xargs {x_s:.3f} s, cli {c_s:.3f} s", flush=True)
+
+    gb = facts["bytes"] / 1e9
+    r_x, r_l = best["xargs"] / best["ours"], best["loop"] / best["ours"]
+    mb, wmb = rss["ours"] / 1024, rss["workers"] / 1024
+    print(f"verify-env on {venv}: {facts['files']:,} entries, {gb:.2f} GB, {args.jobs} jobs, "
+          f"best of {args.rounds}")
+    print(f"  ours   {best['ours']:.3f} s ({gb / best['ours']:.2f} GB/s)   "
+          f"with linkage {best['linkage']:.3f} s ({facts['elf_files']} ELF files, "
+          f"{facts['unresolved']} unresolved)")
+    print(f"  xargs  {best['xargs']:.3f} s   ({xargs})")
+    print(f"  loop   {best['loop']:.3f} s   (one process, hashlib.file_digest)")
+    print(f"  cli    {best['cli']:.3f} s   (python -m verify env --no-linkage --json, "
+          "end to end)")
+    print(f"  ratio  xargs/ours {r_x:.2f}x (goal >= {GOAL_XARGS}x)   "
+          f"loop/ours {r_l:.2f}x (goal >= {GOAL_LOOP}x)")
+    print(f"  peak RSS  verifying process {mb:.0f} MB, largest hashing worker {wmb:.0f} MB "
+          f"(goal < {GOAL_RSS_MB} MB)")
+    ok = r_x >= GOAL_XARGS and r_l >= GOAL_LOOP and max(mb, wmb) < GOAL_RSS_MB
+    print(f"  goals {'met' if ok else 'NOT met'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
