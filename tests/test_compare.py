@@ -16,6 +16,7 @@ from tests.test_facts import H200, sample_facts
 from verify.attest import Attestation, build_statement, parse_attestation
 from verify.compare import class_id, compare, error_stats, output_errors
 from verify.facts import DriverFacts
+from verify.workloads import tensor_bytes
 
 DET = {"profile": "deterministic", "deterministic_algorithms": True, "cudnn_benchmark": False,
        "float32_matmul_precision": "highest", "cuda_matmul_allow_tf32": False,
@@ -165,7 +166,7 @@ def test_error_stats(a: torch.Tensor, b: torch.Tensor, max_abs: float, max_ulp: 
 
 
 def _save(root: Path, values: list[float]) -> None:
-    data = torch.tensor(values, dtype=F32).numpy().tobytes()
+    data = tensor_bytes(torch.tensor(values, dtype=F32))  # no numpy: CI's torch has none
     (root / "sum_fp32").mkdir(parents=True)
     (root / "sum_fp32" / "sum.bin").write_bytes(data)
     index = {"format": 1, "workloads": {"sum_fp32": {"sum": {
