@@ -42,7 +42,7 @@ def _plugin_modules() -> list:
     import importlib
 
     out = []
-    for name in ("verify.cli", "samebits.cmd_render"):
+    for name in ("verify.cli", "samebits.cmd_render", "samebits.cmd_audit"):
         try:
             out.append(importlib.import_module(name))
         except ModuleNotFoundError as exc:

@@ -1,0 +1,140 @@
+"""The interpreter that runs the workloads: the audited environment's own, in a child process.
+
+The bits depend on the torch that computes them, so the suite runs with the environment's
+interpreter (``ENV/bin/python``), or this one for the running environment, never with
+whatever torch ``samebits`` itself happens to import. Each call starts::
+
+    PYTHON -m verify.workloads --facts --device D --settings JSON --only NAMES [--save-outputs]
+
+(the same worker ``verify gpu --probe`` uses; ``--only ""`` only probes the facts) with
+``PYTHONPATH`` pointing at a folder that holds just this samebits' ``samebits/`` and
+``verify/`` packages, so the environment needs torch and nothing else. The error statistics
+of saved outputs (``verify.compare.output_errors``, torch again) run the same way
+(``samebits.audit._outputs``).
+
+``Runtime`` is the interface the pipeline takes; tests may pass another.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Protocol
+
+from samebits.errors import InputError, ToolError
+from verify.attest import Attestation
+from verify.compare import OutputError
+from verify.facts import Facts
+from verify.workloads.settings import DETERMINISTIC, PROFILES, Settings
+
+TIMEOUT = 3600.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Measured:
+    facts: Facts
+    settings: Mapping[str, Any]  # torch's readback, as attested
+    workloads: Mapping[str, Mapping[str, Any]]
+
+
+class Runtime(Protocol):
+    python: str
+
+    def facts(self) -> Facts: ...
+
+    def run(self, *, device: str, settings: Settings, names: Sequence[str],
+            save_outputs: Path | None = None) -> Measured: ...
+
+    def output_errors(self, a: Path, b: Path) -> dict[str, tuple[OutputError, ...]]: ...
+
+
+def settings_of(att: Attestation) -> Settings:
+    """The ``Settings`` an attestation's run used: its profile and its precision choices."""
+    s = att.settings
+    base = PROFILES.get(str(s.get("profile")))
+    if base is None:
+        raise InputError(f"{att.source}: predicate.settings.profile = {s.get('profile')!r}: "
+                         f"an audit reruns one of the profiles {', '.join(sorted(PROFILES))}",
+                         hint="attest with `samebits attest --profile deterministic`")
+    precision = s.get("float32_matmul_precision", "highest")
+    if precision not in ("highest", "high", "medium"):
+        raise InputError(f"{att.source}: predicate.settings.float32_matmul_precision = "
+                         f"{precision!r}: expected highest, high or medium")
+    return replace(base, float32_matmul_precision=precision,
+                   cudnn_allow_tf32=bool(s.get("cudnn_allow_tf32", False)))
+
+
+def package_dirs() -> dict[str, Path]:
+    """This samebits' ``samebits/`` and ``verify/`` folders (from modules, not packages:
+    an editable install may present ``verify`` as a namespace package without a file)."""
+    import samebits._io
+    import verify.attest
+
+    return {"samebits": Path(samebits._io.__file__).resolve().parent,
+            "verify": Path(verify.attest.__file__).resolve().parent}
+
+
+@dataclass(frozen=True, slots=True)
+class Interpreter:
+    """A Python interpreter that runs the workers; ``environ`` is passed through as it is."""
+
+    python: str
+    environ: Mapping[str, str] | None = None
+    timeout: float = TIMEOUT
+
+    def facts(self) -> Facts:
+        doc = self._worker(["-m", "verify.workloads", "--facts", "--only", "", "--settings",
+                            json.dumps(DETERMINISTIC.to_dict())], what="probing the facts")
+        return Facts.from_dict(doc["facts"], where=f"{self.python}: facts")
+
+    def run(self, *, device: str, settings: Settings, names: Sequence[str],
+            save_outputs: Path | None = None) -> Measured:
+        args = ["-m", "verify.workloads", "--facts", "--device", device, "--settings",
+                json.dumps(settings.to_dict()), "--only", ",".join(names)]
+        if save_outputs is not None:
+            args += ["--save-outputs", str(Path(save_outputs).absolute())]
+        doc = self._worker(args, what="running the workloads")
+        return Measured(facts=Facts.from_dict(doc["facts"], where=f"{self.python}: facts"),
+                        settings=doc["settings"], workloads=doc["workloads"])
+
+    def output_errors(self, a: Path, b: Path) -> dict[str, tuple[OutputError, ...]]:
+        doc = self._worker(["-m", "samebits.audit._outputs", str(Path(a).absolute()),
+                            str(Path(b).absolute())], what="comparing saved outputs")
+        return {name: tuple(OutputError(**e) for e in errs) for name, errs in doc.items()}
+
+    def _worker(self, args: list[str], *, what: str) -> dict[str, Any]:
+        env = dict(os.environ if self.environ is None else self.environ)
+        env.pop("CUBLAS_WORKSPACE_CONFIG", None)  # the settings set their own
+        with tempfile.TemporaryDirectory(prefix="samebits-path.") as shim:
+            for name, folder in package_dirs().items():
+                os.symlink(folder, Path(shim) / name)
+            env["PYTHONPATH"] = os.pathsep.join(p for p in (shim, env.get("PYTHONPATH")) if p)
+            cmd = [self.python, *args]
+            try:
+                proc = subprocess.run(cmd, capture_output=True, text=True, env=env,
+                                      timeout=self.timeout, cwd=shim)
+            except FileNotFoundError:
+                raise ToolError(f"{self.python}: no such interpreter",
+                                hint="pass --python with the environment's interpreter") from None
+            except subprocess.TimeoutExpired:
+                raise ToolError(f"{self.python}: {what} ran past {self.timeout:g} s") from None
+        if proc.returncode != 0:
+            lines = proc.stderr.strip().splitlines()
+            tail = lines[-1] if lines else f"no message (stdout: {proc.stdout[-200:]!r})"
+            hint = ("the workloads need torch in the audited environment; pass --python with "
+                    "an interpreter that has it, or --no-workloads"
+                    if "No module named 'torch'" in proc.stderr else None)
+            raise ToolError(f"{self.python}: {what} failed (exit {proc.returncode}): {tail}",
+                            hint=hint)
+        try:
+            doc = json.loads(proc.stdout)
+        except ValueError:
+            raise ToolError(f"{self.python}: {what}: not JSON: {proc.stdout[:200]!r}") from None
+        if not isinstance(doc, dict):
+            raise ToolError(f"{self.python}: {what}: expected a JSON object")
+        return doc

@@ -1,0 +1,249 @@
+"""``samebits attest`` (authors) and ``samebits audit`` (reviewers): the edge that writes.
+
+    samebits attest --lockfile paper/conda-lock.yml [--prefix ENV] \\
+        --out paper/reference.attestation.json [--save-outputs paper/outputs] [--only NAMES]
+    samebits audit --lockfile paper/conda-lock.yml \\
+        --attestation paper/reference.attestation.json [--prefix ENV | --install ENV]
+    samebits audit paper/            # the folder's *conda-lock.yml, *.attestation.json, outputs/
+
+The pipelines are ``samebits.audit.pipeline``'s; this module reads the arguments, writes
+every file atomically (the reports, the SBOM, the reviewer's attestation under ``--out``) and
+turns the results into text or --json. Exit codes: ``samebits.audit.verdict``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from samebits._io import atomic_write, canonical_json, sha256_hex
+from samebits.errors import EXIT_OK, UsageError
+from samebits.lockfile import LOCK_SUFFIX
+from samebits.ui import Output
+
+DEFAULT_ATTESTATION = Path("reference.attestation.json")
+DEFAULT_OUT = Path("build/audit")
+LEVEL_CHOICES = ("environment-identical", "explained", "bit-identical")
+
+
+def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
+    from verify.workloads.catalog import NAMES
+    from verify.workloads.settings import PRECISIONS, PROFILES
+
+    a = sub.add_parser(
+        "attest", parents=parents,
+        help="authors: attest an environment and its workloads' bits, to ship with a paper",
+        description="Check the environment against its lock (verify env), check this machine "
+        "can run it (preflight), run the deterministic workloads with the environment's own "
+        "interpreter, and write an in-toto attestation (the same Statement `verify gpu` "
+        "writes) for reviewers to audit against.",
+        epilog="exit codes: 0 written; 1 preflight failed or the environment is not its "
+        "lock's; 2 bad input; 5 the interpreter could not run the workloads")
+    a.add_argument("--lockfile", type=Path, metavar="L",
+                   help="the paper's lock: the environment must be its files, and the "
+                   "attestation names it")
+    _env_args(a)
+    a.add_argument("--out", type=Path, default=DEFAULT_ATTESTATION, metavar="FILE",
+                   help=f"where the attestation goes (default: {DEFAULT_ATTESTATION})")
+    a.add_argument("--save-outputs", type=Path, metavar="DIR",
+                   help="keep every output's raw bytes: reviewers then get max errors")
+    a.add_argument("--only", action="append", metavar="NAMES",
+                   help=f"comma-separated workloads (default: all {len(NAMES)})")
+    a.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
+    a.add_argument("--profile", choices=sorted(PROFILES), default="deterministic")
+    a.add_argument("--tf32", action="store_true", help="allow TF32 (CUDA only changes)")
+    a.add_argument("--matmul-precision", choices=PRECISIONS)
+    a.set_defaults(func=run_attest)
+
+    r = sub.add_parser(
+        "audit", parents=parents,
+        help="reviewers: audit a paper's environment and bits against its attestation",
+        description="In order: the lockfile's integrity; this machine's preflight; locate or "
+        "install the environment; verify env against the lock; the attestation's workloads "
+        "under its settings; compare with the authors' attestation. Writes a verdict and "
+        "reports (Markdown, self-contained HTML, JSON), a CycloneDX SBOM and this machine's "
+        "attestation under --out.",
+        epilog="verdicts and exit codes: 0 bit-identical, explained or environment-identical; "
+        "1 not-reproduced (or weaker than --require); 2 bad input; 5 a tool failed. "
+        "See README \"Auditing a paper\".")
+    r.add_argument("paper", nargs="?", type=Path, metavar="PAPER",
+                   help="a folder with the lock (*conda-lock.yml), the attestation "
+                   "(*.attestation.json) and optionally outputs/; the flags below win")
+    r.add_argument("--lockfile", type=Path, metavar="L")
+    r.add_argument("--attestation", type=Path, metavar="A")
+    r.add_argument("--outputs", type=Path, metavar="DIR",
+                   help="the authors' saved outputs (attest --save-outputs): max errors")
+    _env_args(r)
+    r.add_argument("--install", type=Path, metavar="ENV",
+                   help="install the lock into ENV first (samebits install), then audit it")
+    r.add_argument("--replace", action="store_true", help="with --install: replace ENV")
+    r.add_argument("--cache-dir", type=Path, help="with --install: the archive cache")
+    r.add_argument("--device", default="auto",
+                   help="auto (the authors' kind of device when this machine has one), cpu, "
+                   "cuda or cuda:N")
+    r.add_argument("--no-workloads", action="store_true",
+                   help="check the environment only (best verdict: environment-identical)")
+    r.add_argument("--require", choices=LEVEL_CHOICES,
+                   help="exit 1 unless the verdict is at least this level")
+    r.add_argument("--out", type=Path, default=DEFAULT_OUT, metavar="DIR",
+                   help=f"where the reports go (default: {DEFAULT_OUT})")
+    r.set_defaults(func=run_audit)
+
+
+def _env_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--prefix", type=Path, metavar="ENV",
+                   help="the environment (default: the running one)")
+    p.add_argument("--python", metavar="PATH",
+                   help="the interpreter that runs the workloads (default: ENV/bin/python, or "
+                   "this one for the running environment)")
+    p.add_argument("--platform", metavar="P", help="the lock platform (default: this machine's)")
+
+
+# ------------------------------------------------------------------------------ attest
+
+def run_attest(args: argparse.Namespace, out: Output) -> int:
+    from samebits.audit.pipeline import AttestRequest
+    from samebits.audit.pipeline import run_attest as attest
+    from verify.cmd_gpu import device_line
+    from verify.workloads import select
+    from verify.workloads.settings import PROFILES
+
+    settings = PROFILES[args.profile].with_precision(matmul=args.matmul_precision,
+                                                     tf32=True if args.tf32 else None)
+    req = AttestRequest(out=args.out, lockfile=args.lockfile, prefix=args.prefix,
+                        python=args.python, platform=args.platform, device=args.device,
+                        names=select(args.only), settings=settings,
+                        save_outputs=args.save_outputs)
+    start = time.perf_counter()
+    result = attest(req, progress=out.info if not out.json else lambda s: None)
+    atomic_write(args.out, result.data)
+    seconds = time.perf_counter() - start
+    digests = result.env_report["digests"]
+    counts: dict[str, int] = {}
+    for rec in result.measured.workloads.values():
+        counts[rec["status"]] = counts.get(rec["status"], 0) + 1
+    payload: dict[str, Any] = {
+        "attestation": {"path": str(args.out), "sha256": sha256_hex(result.data)},
+        "device": result.device, "device_line": device_line(result.facts, result.device),
+        "python": result.python, "environment": {"prefix": result.env_report["prefix"],
+                                                 "digests": dict(digests)},
+        "lockfile": str(args.lockfile) if args.lockfile else None,
+        "workloads": dict(result.measured.workloads), "seconds": round(seconds, 3)}
+    width = max((len(n) for n in result.measured.workloads), default=8)
+    lines = [device_line(result.facts, result.device),
+             f"environment {result.env_report['prefix']}: "
+             + (f"identical to {args.lockfile}" if args.lockfile else "as its installers "
+                "recorded it"),
+             f"  environment sha256:{digests['environment']}",
+             f"  packages    sha256:{digests['packages']}",
+             *(f"  {n:<{width}}  {r['status']:<11}  {r.get('sha256', r.get('detail', ''))[:16]}"
+               for n, r in result.measured.workloads.items()),
+             f"workloads: {', '.join(f'{v} {k}' for k, v in sorted(counts.items()))} in "
+             f"{seconds:.1f} s (run by {result.python})",
+             f"attestation: {args.out} (sha256 {sha256_hex(result.data)})"]
+    if args.save_outputs:
+        lines.append(f"outputs: {args.save_outputs} (ship it: reviewers get max errors)")
+    out.emit(payload, "\n".join(lines))
+    return EXIT_OK
+
+
+# ------------------------------------------------------------------------------- audit
+
+def paper_inputs(args: argparse.Namespace) -> tuple[Path, Path, Path | None]:
+    """(lockfile, attestation, outputs) from the flags, else from the PAPER folder."""
+    lockfile, attestation, outputs = args.lockfile, args.attestation, args.outputs
+    folder = args.paper
+    if folder is not None:
+        if not folder.is_dir():
+            raise UsageError(f"{folder}: no such folder")
+        if lockfile is None:
+            lockfile = _one(folder, [f"*{LOCK_SUFFIX}", "conda-lock.yml"], "lockfile")
+        if attestation is None:
+            attestation = _one(folder, ["*.attestation.json"], "attestation")
+        if outputs is None and (folder / "outputs" / "outputs.json").is_file():
+            outputs = folder / "outputs"
+    if lockfile is None or attestation is None:
+        raise UsageError("audit needs --lockfile and --attestation (or a PAPER folder with "
+                         "both)", hint="samebits audit --lockfile paper/conda-lock.yml "
+                         "--attestation paper/reference.attestation.json")
+    return lockfile, attestation, outputs
+
+
+def _one(folder: Path, patterns: list[str], what: str) -> Path:
+    found = sorted({p for pat in patterns for p in folder.glob(pat)})
+    if len(found) != 1:
+        names = ", ".join(p.name for p in found) or "none"
+        raise UsageError(f"{folder}: expected one {what} ({' or '.join(patterns)}), found "
+                         f"{names}", hint=f"pass --{what} explicitly")
+    return found[0]
+
+
+def run_audit(args: argparse.Namespace, out: Output) -> int:
+    from samebits.audit.document import build_document
+    from samebits.audit.pipeline import AuditRequest
+    from samebits.audit.pipeline import run_audit as audit
+
+    lockfile, attestation, outputs = paper_inputs(args)
+    req = AuditRequest(lockfile=lockfile, attestation=attestation, out=args.out,
+                       prefix=args.prefix, install=args.install, python=args.python,
+                       platform=args.platform, device=args.device, outputs=outputs,
+                       workloads=not args.no_workloads, cache=args.cache_dir,
+                       replace=args.replace)
+    result = audit(req, progress=(lambda s: None) if out.json else
+                   (lambda s: out.info(f"audit: {s}")))
+    doc = build_document(result)
+    files = write_reports(result, doc, args.out)
+    code = result.verdict.exit_code(args.require)
+    payload = {**doc, "files": files, "exit_code": code}
+    out.emit(payload, audit_text(doc, files, code))
+    return code
+
+
+def write_reports(result: Any, doc: dict[str, Any], folder: Path) -> dict[str, str]:
+    """Every report file under ``folder``, atomically; name -> path."""
+    from samebits.audit.pipeline import REVIEWER_ATTESTATION
+    from samebits.audit.report_html import render_html
+    from samebits.audit.report_md import render_markdown
+    from samebits.audit.sbom import render_sbom, sbom_timestamp
+
+    files: dict[str, tuple[Path, bytes | str]] = {
+        "json": (folder / "audit.json", canonical_json(doc)),
+        "markdown": (folder / "audit.md", render_markdown(doc)),
+        "html": (folder / "audit.html", render_html(doc)),
+    }
+    if result.reviewer_data is not None:
+        files["attestation"] = (folder / REVIEWER_ATTESTATION, result.reviewer_data)
+    if result.env_report is not None:
+        lock = result.lock
+        name = lock.meta("environment") or Path(result.request.lockfile).name.removesuffix(
+            LOCK_SUFFIX).removesuffix(".yml")
+        files["sbom"] = (folder / "sbom.cdx.json", render_sbom(
+            name=name, env_report=result.env_report,
+            locked=lock.packages_for(result.platform), lock_sha256=result.lock_sha256,
+            platform=result.platform,
+            timestamp=sbom_timestamp(lock.meta("exclude-newer"), os.environ)))
+    for path, data in files.values():
+        atomic_write(path, data)
+    return {k: str(p) for k, (p, _) in files.items()}
+
+
+def audit_text(doc: dict[str, Any], files: dict[str, str], code: int) -> str:
+    v = doc["verdict"]
+    lines = [f"verdict: {v['level']}: {v['title']} (exit {code})"]
+    lines += [f"  reason: {r}" for r in v["reasons"]]
+    lines += [f"  note: {n}" for n in v["notes"]]
+    lines.append("steps:")
+    lines += [f"  {i}. {s['name']:<12} {s['status']:<8} {s['summary']}"
+              for i, s in enumerate(doc["steps"], 1)]
+    cells: dict[str, int] = {}
+    for w in doc["workloads"]:
+        cells[w["cell"]] = cells.get(w["cell"], 0) + 1
+    lines.append("workloads: " + ", ".join(f"{n} {c}" for c, n in sorted(cells.items())))
+    lines.append("report: " + ", ".join(files[k] for k in ("html", "markdown", "json")
+                                        if k in files))
+    if "sbom" in files:
+        lines.append(f"sbom: {files['sbom']}")
+    return "\n".join(lines)
