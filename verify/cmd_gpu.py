@@ -8,14 +8,15 @@ turns the results into text or JSON. Everything it calls takes data in.
 from __future__ import annotations
 
 import argparse
+import json
+import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from samebits._io import atomic_write, sha256_hex
-from samebits.errors import EXIT_DIFFERENT, EXIT_OK
+from samebits.errors import EXIT_DIFFERENT, EXIT_OK, InputError, ToolError
 from samebits.lockfile import lock_digest
 from samebits.ui import Output
 from verify.attest import LockInfo, build_statement, statement_bytes
@@ -77,10 +78,35 @@ def device_line(facts: Facts, device: str) -> str:
     return f"device: {device} {name}{drv}, torch {f.torch.version}"
 
 
-def _environment_digests() -> dict[str, str]:
-    from verify.digest import prefix_digests
+# verify.digest.prefix_digests(sys.prefix), run by a fresh interpreter: it reads gigabytes
+# (with its own worker processes) while the workloads compute, and it never forks this
+# process once torch's threads and the CUDA context exist.
+_DIGEST_CHILD = """
+import json, sys
+from pathlib import Path
+from samebits.errors import SamebitsError
+from verify.digest import prefix_digests
+try:
+    print(json.dumps(prefix_digests(Path(sys.argv[1]))))
+except SamebitsError as exc:
+    print(json.dumps({"error": exc.message, "hint": exc.hint}))
+"""
 
-    return dict(prefix_digests(Path(sys.prefix)))
+
+def _start_environment_digests() -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-c", _DIGEST_CHILD, sys.prefix],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _environment_digests(proc: subprocess.Popen[str]) -> dict[str, str]:
+    stdout, stderr = proc.communicate()
+    if proc.returncode != 0:
+        tail = (stderr.strip().splitlines() or ["no message"])[-1]
+        raise ToolError(f"hashing the environment {sys.prefix} failed: {tail}")
+    doc = json.loads(stdout)
+    if "error" in doc:
+        raise InputError(f"environment {sys.prefix}: {doc['error']}", hint=doc.get("hint"))
+    return {str(k): str(v) for k, v in doc.items()}
 
 
 def run_gpu(args: argparse.Namespace, out: Output) -> int:
@@ -98,16 +124,18 @@ def run_gpu(args: argparse.Namespace, out: Output) -> int:
     settings = PROFILES[args.profile].with_precision(matmul=args.matmul_precision,
                                                      tf32=True if args.tf32 else None)
     start = time.perf_counter()
-    # Hashing the prefix reads gigabytes while the workloads compute: overlap them. A reading
-    # thread changes no bits: torch's thread counts and kernels do not depend on load.
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        environment = pool.submit(_environment_digests)
+    hashing = _start_environment_digests()  # another process: changes no bits here
+    try:
         with out.progress("workloads", total=len(names)) as advance:
             suite = run_suite(facts, device=device, settings=settings, only=names,
                               save_outputs=args.save_outputs,
                               progress=lambda n: advance(description=n))
-        seconds = time.perf_counter() - start
-        env_digests = environment.result()
+    except BaseException:
+        hashing.kill()
+        hashing.communicate()
+        raise
+    seconds = time.perf_counter() - start
+    env_digests = _environment_digests(hashing)
     lock = None
     if needs is not None:
         lock = LockInfo(name=Path(needs.path).name, sha256=lock_digest(Path(needs.path)),
