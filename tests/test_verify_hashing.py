@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from verify.hashing import BATCH_FILES, BIG, BUFFER, FileHasher, batches, hash_file
+from verify.hashing import BATCH_FILES, BIG, BUFFER, FileHasher, hash_file
 from verify.records import read_records, record_sha256
 
 SIZES = [0, 1, 4095, BUFFER - 1, BUFFER, BUFFER + 1, 3 * BUFFER + 7, BIG + 1]
@@ -25,19 +25,25 @@ def test_hashes_equal_hashlib_for_every_size(tmp_path: Path, jobs: int) -> None:
         files[str(p)] = hashlib.sha256(p.read_bytes()).hexdigest()
     seen: list[int] = []
     with FileHasher(jobs=jobs) as hasher:
-        hasher.start(list(files), [os.path.getsize(p) for p in files])
+        for p in files:
+            hasher.add(p, os.path.getsize(p))
         got = hasher.wait(seen.append)
     assert [h.sha256 for h in got] == list(files.values())
     assert sum(seen) == sum(SIZES) * 3
 
 
-def test_batches_go_largest_first_and_cover_every_file() -> None:
-    """Big files are batches of their own, first; small ones share batches; none is lost."""
-    sizes = [10] * (BATCH_FILES + 5) + [BIG * 3, BIG]
-    got = batches(sizes)
-    assert [idx for _, idx in got[:2]] == [[BATCH_FILES + 5], [BATCH_FILES + 6]]
-    assert [n for n, _ in got] == sorted((n for n, _ in got), reverse=True)
-    assert sorted(i for _, idx in got for i in idx) == list(range(len(sizes)))
+def test_largest_batches_go_first(tmp_path: Path) -> None:
+    """Big files are batches of their own and are hashed first; small ones share batches."""
+    seen: list[int] = []
+    with FileHasher(jobs=1) as hasher:
+        for i in range(BATCH_FILES + 5):
+            (tmp_path / f"s{i}").write_bytes(b"x" * 10)
+            hasher.add(str(tmp_path / f"s{i}"), 10)
+        for n, size in enumerate((BIG, 3 * BIG)):
+            (tmp_path / f"b{n}").write_bytes(b"y" * size)
+            hasher.add(str(tmp_path / f"b{n}"), size)
+        hasher.wait(seen.append)
+    assert seen == [3 * BIG, BIG, 10 * BATCH_FILES, 50]
 
 
 ERRORS = [
@@ -55,7 +61,8 @@ def test_unreadable_files_are_results_not_exceptions(tmp_path: Path, name: str, 
     make(bad)
     good.write_bytes(b"ok")
     with FileHasher(jobs=2) as hasher:
-        hasher.start([str(bad), str(good)], [1, 2])
+        hasher.add(str(bad), 1)
+        hasher.add(str(good), 2)
         got_bad, got_good = hasher.wait()
     assert (got_bad.sha256, got_bad.error) == (None, error)
     assert got_good.sha256 == hashlib.sha256(b"ok").hexdigest()

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from verify.manifest import Entry, Manifest, is_bytecode
+from verify.records import Claim
 
 FILE_KINDS = ("modified", "missing", "unowned", "extra", "type", "exec", "symlink",
               "unreadable", "bad-record")
@@ -196,7 +197,7 @@ def _describe_ref(ref: Mapping[str, Any]) -> str:
     return f"{ref.get('type')} sha256 {ref.get('sha256')}"
 
 
-def _describe_claim(claim) -> str:
+def _describe_claim(claim: Claim) -> str:
     if claim.type == "symlink":
         return f"symlink -> {claim.target}" if claim.target else "symlink"
     return f"file sha256 {claim.sha256}" if claim.sha256 else "file"

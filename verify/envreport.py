@@ -219,8 +219,8 @@ def finding_line(f: Finding) -> str:
     head = f"{f.kind:<16}{f.path or f.package}{who}"
     if f.kind == "modified":
         tail = f"sha256 {_short(f.expected)} expected, {_short(f.actual)} found"
-    elif f.kind in ("exec", "symlink", "type") or f.kind.startswith("package-") and \
-            f.expected and f.actual:
+    elif f.kind in ("exec", "symlink", "type") or (
+            f.kind.startswith("package-") and f.expected and f.actual):
         tail = f"{f.expected} expected, {f.actual} found"
     elif f.kind == "package-missing":
         tail = f"{f.expected} locked, not installed"

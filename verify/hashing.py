@@ -19,11 +19,12 @@ second pass. ``jobs=1`` hashes in this process: no workers, the same results.
 from __future__ import annotations
 
 import hashlib
+import heapq
 import multiprocessing
 import os
 import sys
-from collections.abc import Callable, Iterator, Sequence
-from functools import partial
+import threading
+from collections.abc import Callable
 from typing import NamedTuple
 
 from verify.elfinfo import ElfInfo, read_elf_info
@@ -33,6 +34,7 @@ BIG = 8 << 20               # a file this large is a batch of its own
 BATCH_FILES = 256           # at most this many small files per batch
 BATCH_BYTES = 8 << 20       # ... or this many bytes
 ELF_MAGIC = b"\x7fELF"
+_FLAGS = os.O_RDONLY | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
 
 
 class Hashed(NamedTuple):
@@ -53,41 +55,49 @@ def default_jobs() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-_buffer: bytearray | None = None
+_local = threading.local()
 
 
-def hash_file(path: str, *, elf: bool = True) -> Hashed:
-    """sha256 of one file through this process's one buffer; ELF facts when ``elf``."""
-    global _buffer
-    if _buffer is None:
-        _buffer = bytearray(BUFFER)
-    buf = _buffer
-    view = memoryview(buf)
+def hash_file(path: str, *, elf: bool = True, size: int = -1) -> Hashed:
+    """sha256 of one file through this thread's one buffer; ELF facts when ``elf``.
+    ``size``, when known, spares the read that would only find the end of a small file."""
+    return Hashed._make(_hash(path, elf, size))
+
+
+def _hash(path: str, elf: bool, size: int) -> tuple[str | None, ElfInfo | None, str | None]:
+    buf = getattr(_local, "buffer", None)
+    if buf is None:
+        buf = _local.buffer = bytearray(BUFFER)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0))
+        fd = os.open(path, _FLAGS)
     except OSError as exc:
-        return Hashed(None, error=exc.strerror or str(exc))
+        return None, None, exc.strerror or str(exc)
     try:
         h = hashlib.sha256()
-        n = os.readv(fd, [buf])
+        n = os.readv(fd, (buf,))
         is_elf = n >= 4 and buf[:4] == ELF_MAGIC
-        while n:
-            h.update(view[:n])
-            n = os.readv(fd, [buf])
+        if n == size and n < BUFFER:  # all of it, as the walk saw it: no read to find the end
+            h.update(memoryview(buf)[:n])
+        else:
+            view = memoryview(buf)
+            while n:
+                h.update(view[:n])
+                n = os.readv(fd, (buf,))
         info = None
         if is_elf and elf:
             with os.fdopen(os.dup(fd), "rb") as stream:
                 info = read_elf_info(stream)
-        return Hashed(h.hexdigest(), info)
+        return h.hexdigest(), info, None
     except OSError as exc:
-        return Hashed(None, error=exc.strerror or str(exc))
+        return None, None, exc.strerror or str(exc)
     finally:
         os.close(fd)
 
 
-def _hash_batch(batch: tuple[int, list[str]], elf: bool) -> tuple[int, list[tuple]]:
-    first, paths = batch
-    return first, [tuple(hash_file(p, elf=elf)) for p in paths]
+def _hash_batch(batch: tuple[int, list[str], list[int]], elf: bool
+                ) -> tuple[int, list[tuple]]:
+    b, paths, sizes = batch
+    return b, [_hash(p, elf, n) for p, n in zip(paths, sizes, strict=True)]
 
 
 def _context() -> multiprocessing.context.BaseContext:
@@ -101,36 +111,28 @@ def _context() -> multiprocessing.context.BaseContext:
     return ctx
 
 
-def batches(sizes: Sequence[int]) -> list[tuple[int, list[int]]]:
-    """Indices into ``sizes`` grouped into batches, largest batch first: (bytes, indices)."""
-    order = sorted(range(len(sizes)), key=lambda i: -sizes[i])
-    out: list[tuple[int, list[int]]] = []
-    small: list[int] = []
-    small_bytes = 0
-    for i in order:
-        if sizes[i] >= BIG:
-            out.append((sizes[i], [i]))
-            continue
-        small.append(i)
-        small_bytes += sizes[i]
-        if len(small) >= BATCH_FILES or small_bytes >= BATCH_BYTES:
-            out.append((small_bytes, small))
-            small, small_bytes = [], 0
-    if small:
-        out.append((small_bytes, small))
-    return out
-
-
 class FileHasher:
-    """``start(paths, sizes)`` then ``wait()``; a context manager so the workers always stop."""
+    """``add(path, size)`` as the walk finds files, ``no_more()`` when it is done, then
+    ``wait()`` for the results (do other work in between: the workers keep hashing).
+
+    While files come in, at most two batches per worker wait in the pool, the largest first,
+    so a big file found late still goes ahead of the small ones; ``no_more`` queues the rest,
+    largest first. A context manager, so the workers always stop.
+    """
 
     def __init__(self, *, jobs: int | None = None, elf: bool = True) -> None:
         self.jobs = jobs or default_jobs()
         self.elf = elf
         self._pool = _context().Pool(self.jobs) if self.jobs > 1 else None
         self._paths: list[str] = []
-        self._batches: list[tuple[int, list[int]]] = []
-        self._results: Iterator[tuple[int, list[Hashed]]] | None = None
+        self._sizes: list[int] = []
+        self._heap: list[tuple[int, int]] = []      # (-bytes, batch id) not yet submitted
+        self._batches: list[tuple[int, list[int]]] = []  # batch id -> (bytes, path indices)
+        self._small: list[int] = []
+        self._small_bytes = 0
+        self._cond = threading.Condition()
+        self._running = 0                           # submitted, not finished (under _cond)
+        self._done: list[tuple[int, object]] = []   # (batch id, results or exception)
 
     def __enter__(self) -> FileHasher:
         return self
@@ -144,35 +146,81 @@ class FileHasher:
             self._pool.join()
             self._pool = None
 
-    def start(self, paths: Sequence[str], sizes: Sequence[int]) -> None:
-        """Hand every file to the workers, largest batch first; returns at once."""
-        self._paths = list(paths)
-        self._batches = batches(sizes)
+    def add(self, path: str, size: int) -> int:
+        """Queue one file; returns its index in what ``wait`` returns."""
+        i = len(self._paths)
+        self._paths.append(path)
+        self._sizes.append(size)
+        if size >= BIG:
+            self._push(size, [i])
+        else:
+            self._small.append(i)
+            self._small_bytes += size
+            if len(self._small) >= BATCH_FILES or self._small_bytes >= BATCH_BYTES:
+                self._flush()
+        return i
+
+    def no_more(self) -> None:
+        """The walk is done: queue every remaining batch, largest first."""
+        self._flush()
         if self._pool is not None:
-            work = [(first, [self._paths[i] for i in idx])
-                    for first, idx in _positions(self._batches)]
-            self._results = self._pool.imap_unordered(partial(_hash_batch, elf=self.elf), work)
+            self._submit(len(self._heap))
 
     def wait(self, advance: Callable[[int], None] = lambda n: None) -> list[Hashed]:
-        """One Hashed per path given to ``start``, in the same order."""
-        order = [i for _, idx in self._batches for i in idx]
-        nbytes = {first: self._batches[k][0]
-                  for k, (first, _) in enumerate(_positions(self._batches))}
-        results = self._results
-        if results is None:  # no workers: hash here, now
-            results = (_hash_batch((first, [self._paths[i] for i in idx]), self.elf)
-                       for first, idx in _positions(self._batches))
+        """One Hashed per added path, in the order they were added."""
+        self.no_more()
         out: list[Hashed | None] = [None] * len(self._paths)
         make = Hashed._make
-        for first, hashed in results:
-            for j, h in enumerate(hashed):
-                out[order[first + j]] = make(h)
-            advance(nbytes[first])
+        while self._heap:  # no workers: hash here, now, largest first
+            _, b = heapq.heappop(self._heap)
+            self._done.append(_hash_batch(self._work(b), self.elf))
+        for _ in range(len(self._batches)):
+            b, hashed = self._next()
+            if isinstance(hashed, BaseException):
+                raise hashed
+            nbytes, idx = self._batches[b]
+            for i, h in zip(idx, hashed, strict=True):  # type: ignore[call-overload]
+                out[i] = make(h)
+            advance(nbytes)
         return out  # type: ignore[return-value]
 
+    # -- internals
 
-def _positions(batches: Sequence[tuple[int, list[int]]]) -> Iterator[tuple[int, list[int]]]:
-    pos = 0
-    for _, idx in batches:
-        yield pos, idx
-        pos += len(idx)
+    def _flush(self) -> None:
+        if self._small:
+            self._push(self._small_bytes, self._small)
+            self._small, self._small_bytes = [], 0
+
+    def _push(self, nbytes: int, idx: list[int]) -> None:
+        self._batches.append((nbytes, idx))
+        heapq.heappush(self._heap, (-nbytes, len(self._batches) - 1))
+        if self._pool is not None:
+            with self._cond:
+                room = 2 * self.jobs - self._running
+            self._submit(room)
+
+    def _work(self, b: int) -> tuple[int, list[str], list[int]]:
+        idx = self._batches[b][1]
+        return b, [self._paths[i] for i in idx], [self._sizes[i] for i in idx]
+
+    def _submit(self, n: int) -> None:
+        assert self._pool is not None
+        for _ in range(min(n, len(self._heap))):
+            _, b = heapq.heappop(self._heap)
+            with self._cond:
+                self._running += 1
+            self._pool.apply_async(_hash_batch, (self._work(b), self.elf),
+                                   callback=self._finished,
+                                   error_callback=lambda exc, b=b: self._finished((b, exc)))
+
+    def _finished(self, result: tuple[int, object]) -> None:  # in the pool's result thread
+        with self._cond:
+            self._running -= 1
+            self._done.append(result)
+            self._cond.notify()
+
+    def _next(self) -> tuple[int, object]:
+        with self._cond:
+            while not self._done:
+                self._cond.wait()
+            return self._done.pop(0)

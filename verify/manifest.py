@@ -100,29 +100,28 @@ def build_manifest(prefix: Path, *, jobs: int | None = None, elf: bool = True,
     prefix = Path(os.path.abspath(prefix))
     kind = prefix_kind(prefix)
     with FileHasher(jobs=jobs, elf=elf) as hasher:  # workers start now, while we are small
-        walked = list(_walk(str(prefix)))
+        walked: list[tuple[str, os.stat_result, str | None, int]] = []
         first_of_inode: dict[tuple[int, int], int] = {}
-        paths: list[str] = []
-        sizes: list[int] = []
-        slot: list[int] = []  # walked index -> index into paths (-1: not a regular file)
-        for rel, st, _ in walked:
-            if not stat.S_ISREG(st.st_mode):
-                slot.append(-1)
-                continue
-            n = first_of_inode.setdefault((st.st_dev, st.st_ino), len(paths))
-            if n == len(paths):  # a hardlink to a file already seen is hashed once
-                paths.append(f"{prefix}/{rel}")
-                sizes.append(st.st_size)
-            slot.append(n)
-        hasher.start(paths, sizes)
+        total = 0
+        for rel, st, target in _walk(str(prefix)):
+            n = -1
+            if stat.S_ISREG(st.st_mode):
+                inode = (st.st_dev, st.st_ino)
+                n = first_of_inode.get(inode, -1)
+                if n < 0:  # a hardlink to a file already seen is hashed once
+                    n = first_of_inode[inode] = hasher.add(f"{prefix}/{rel}", st.st_size)
+                    total += st.st_size
+            walked.append((rel, st, target, n))
+        hasher.no_more()
         records = read_records(prefix)  # while the workers hash
-        bar = progress("hashing", sum(sizes)) if progress else nullcontext(lambda n=1: None)
+        bar = progress("hashing (MB)", total / 1e6) if progress else \
+            nullcontext(lambda n=1: None)
         with bar as advance:
-            hashed = hasher.wait(advance)
+            hashed = hasher.wait(lambda nbytes: advance(nbytes / 1e6))
     sps = tuple(sp + "/" for sp in site_packages(prefix))
     entries = [_entry(kind, rel, st, target, hashed[n] if n >= 0 else None,
                       records.claims.get(rel, ()), sps)
-               for (rel, st, target), n in zip(walked, slot, strict=True)]
+               for rel, st, target, n in walked]
     entries.sort(key=lambda e: os.fsencode(e.path))
     return Manifest(prefix=prefix, kind=kind, entries=tuple(entries), records=records)
 
@@ -152,33 +151,30 @@ def _walk(root: str) -> Iterator[tuple[str, os.stat_result, str | None]]:
 
 def _entry(kind: PrefixKind, rel: str, st: os.stat_result, target: str | None,
            hashed: Hashed | None, claims: tuple[Claim, ...], sps: tuple[str, ...]) -> Entry:
-    mode, size = st.st_mode, st.st_size
+    mode = st.st_mode
     if stat.S_ISREG(mode):
         etype: EntryType = "file"
-    elif stat.S_ISLNK(mode):
-        etype = "symlink"
+        size, exec_bit = st.st_size, bool(mode & stat.S_IXUSR)
     else:
-        etype = "other"
-    sha = hashed.sha256 if hashed else None
-    claim = pick_claim(claims, etype, sha, target)
-    base = {"path": rel, "type": etype, "size": size if etype == "file" else 0,
-            "exec": etype == "file" and bool(mode & stat.S_IXUSR),
-            "sha256": sha, "target": target,
-            "error": hashed.error if hashed else None,
-            "elf": hashed.elf if hashed else None}
-    cached = is_bytecode(rel)
+        etype = "symlink" if stat.S_ISLNK(mode) else "other"
+        size, exec_bit = 0, False
+    sha, elf, error = hashed if hashed is not None else (None, None, None)
+    claim = pick_claim(claims, etype, sha, target) if claims else None
+    cached = rel.endswith(".pyc") and is_bytecode(rel)
     if claim is not None and not (cached and claim.sha256 is None):
-        return Entry(**base, owner=claim.package, category="package", claim=claim)
-    if cached:
-        return Entry(**base, owner=claim.package if claim else None, category="cache",
-                     claim=claim)
-    if kind == "conda" and (rel.startswith("conda-meta/") or rel == "CACHEDIR.TAG"):
-        return Entry(**base, owner=INSTALLER_OWNER, category="meta")
-    if kind == "venv" and _VENV_SCAFFOLD.match(rel):
-        return Entry(**base, owner=VENV_OWNER, category="scaffold")
-    if kind == "python" and (not rel.startswith(sps) or rel.endswith("site-packages/README.txt")):
-        return Entry(**base, owner=PYTHON_OWNER, category="base")
-    return Entry(**base)
+        owner, category = claim.package, "package"
+    elif cached:
+        owner, category = (claim.package if claim else None), "cache"
+    elif kind == "conda" and (rel.startswith("conda-meta/") or rel == "CACHEDIR.TAG"):
+        owner, category = INSTALLER_OWNER, "meta"
+    elif kind == "venv" and _VENV_SCAFFOLD.match(rel):
+        owner, category = VENV_OWNER, "scaffold"
+    elif kind == "python" and (not rel.startswith(sps)
+                               or rel.endswith("site-packages/README.txt")):
+        owner, category = PYTHON_OWNER, "base"
+    else:
+        owner, category = None, "unowned"
+    return Entry(rel, etype, exec_bit, size, sha, target, owner, category, claim, error, elf)
 
 
 def is_bytecode(rel: str) -> bool:

@@ -55,16 +55,18 @@ def child_ours(prefix: str, jobs: int) -> dict:
     from verify.linkage import check_linkage, host_library_dirs
     from verify.manifest import build_manifest
 
+    c0 = _cpu()
     t0 = time.perf_counter()
     m = build_manifest(Path(prefix), jobs=jobs, elf=False)
     findings = file_findings(m)
     d = digests(m)
     seconds = time.perf_counter() - t0
+    cpu = _cpu() - c0
     t1 = time.perf_counter()
     m2 = build_manifest(Path(prefix), jobs=jobs, elf=True)
     report = check_linkage(m2, host_dirs=host_library_dirs())
     with_linkage = time.perf_counter() - t1
-    return {"seconds": seconds, "with_linkage": with_linkage, "files": len(m.entries),
+    return {"seconds": seconds, "cpu": cpu, "with_linkage": with_linkage, "files": len(m.entries),
             "bytes": sum(e.size for e in m.entries), "findings": len(findings),
             "environment": d["environment"], "elf_files": report.elf_files,
             "unresolved": len(report.unresolved),
@@ -75,6 +77,7 @@ def child_loop(prefix: str) -> dict:
     import hashlib
     import stat
 
+    c0 = _cpu()
     t0 = time.perf_counter()
     files = []
     for d, _, names in os.walk(prefix):
@@ -85,7 +88,13 @@ def child_loop(prefix: str) -> dict:
     for p in files:
         with open(p, "rb") as f:
             hashlib.file_digest(f, "sha256").hexdigest()
-    return {"seconds": time.perf_counter() - t0, "files": len(files)}
+    return {"seconds": time.perf_counter() - t0, "cpu": _cpu() - c0, "files": len(files)}
+
+
+def _cpu() -> float:
+    """CPU seconds of this process and of its finished children (the hashing workers)."""
+    own, kids = (resource.getrusage(w) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 def run_child(kind: str, prefix: Path, jobs: int) -> tuple[dict, int]:
@@ -143,7 +152,8 @@ def main(argv: list[str]) -> int:
             facts = ours
             continue
         for k, v in (("ours", ours["seconds"]), ("linkage", ours["with_linkage"]),
-                     ("loop", loop["seconds"]), ("xargs", x_s), ("cli", c_s)):
+                     ("loop", loop["seconds"]), ("xargs", x_s), ("cli", c_s),
+                     ("ours_cpu", ours["cpu"]), ("loop_cpu", loop["cpu"])):
             best[k] = min(best.get(k, v), v)
         rss["ours"] = max(rss["ours"], ours_rss)
         rss["workers"] = max(rss["workers"], ours["workers_rss_kb"])
@@ -165,6 +175,8 @@ def main(argv: list[str]) -> int:
           "end to end)")
     print(f"  ratio  xargs/ours {r_x:.2f}x (goal >= {GOAL_XARGS}x)   "
           f"loop/ours {r_l:.2f}x (goal >= {GOAL_LOOP}x)")
+    print(f"  CPU    ours {best['ours_cpu']:.3f} s in all processes, loop {best['loop_cpu']:.3f} s "
+          f"(load average now {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
     print(f"  peak RSS  verifying process {mb:.0f} MB, largest hashing worker {wmb:.0f} MB "
           f"(goal < {GOAL_RSS_MB} MB)")
     ok = r_x >= GOAL_XARGS and r_l >= GOAL_LOOP and max(mb, wmb) < GOAL_RSS_MB
