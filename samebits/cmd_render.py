@@ -313,8 +313,10 @@ def run_install(args: argparse.Namespace, out: Output) -> int:
                                 interpreter=python)
     verdict = run_verify_env(prefix, env.path, platform)
     identical = verdict.get("identical") is True
+    summary = {k: verdict[k] for k in ("identical", "digests", "findings", "kind", "format")
+               if k in verdict}
     payload = {**report.to_json(), "lockfile": str(env.path), "identical": identical,
-               "verify": verdict}
+               "verify": summary}
     text = (f"{prefix}: {env.name} ({platform}) installed: {len(report.conda)} conda, "
             f"{len(report.pip)} PyPI packages\n"
             f"verify env: {'identical' if identical else 'DRIFT'}"
