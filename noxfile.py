@@ -4,6 +4,7 @@
     nox -s tests [-- PYTEST ARGS]   the test suite (what CI runs)
     nox -s verify-gpu [-- ARGS]     facts + workloads + attestation for this machine
     nox -s bench [-- lock|verify-env|verify-gpu|oci]
+    nox -s fuzz                     >= 10,000 generated inputs per reader
     nox -s lint                     ruff
 """
 
@@ -45,6 +46,14 @@ def bench(session: nox.Session) -> None:
     """Benchmarks side by side with their baselines; name one to run it alone."""
     session.install("-e", ".[test]", TORCH)
     session.run("python", "-m", "tests.bench", *session.posargs)
+
+
+@nox.session
+def fuzz(session: nox.Session) -> None:
+    """The property/fuzz tests with >= 10,000 generated cases per reader (CI runs 150)."""
+    session.install("-e", ".[test]", TORCH)
+    session.run("pytest", "tests/test_fuzz.py", *session.posargs,
+                env={"SAMEBITS_FUZZ_PROFILE": "fuzz"})
 
 
 @nox.session

@@ -149,6 +149,8 @@ def parse_lock(path: Path) -> Lock:
                             hint="run `samebits lock` to create it") from None
     except OSError as exc:
         raise LockfileError(f"{path}: cannot read: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise LockfileError(f"{path}: not UTF-8 text (byte {exc.start})") from None
     try:
         parsed = parse_conda_lock_file(path)
     except yaml.YAMLError as exc:

@@ -32,6 +32,13 @@ def load_toml(path: Path, *, display: str) -> dict[str, Any]:
     except tomllib.TOMLDecodeError as exc:
         raise SpecError([Problem(file=display, key="", value=None,
                                  message=f"not valid TOML: {exc}")]) from None
+    except UnicodeDecodeError as exc:
+        raise SpecError([Problem(file=display, key="", value=None,
+                                 message=f"not UTF-8 text (byte {exc.start}): TOML is UTF-8")]
+                        ) from None
+    except IsADirectoryError:
+        raise SpecError([Problem(file=display, key="", value=None,
+                                 message="is a folder, not a spec file")]) from None
 
 
 def _dep_key(kind: str, entry: str) -> str:

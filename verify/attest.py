@@ -144,6 +144,8 @@ def read_attestation(path: Path) -> Attestation:
                          hint="make one with `samebits verify gpu --out FILE`") from None
     except OSError as exc:
         raise InputError(f"{path}: cannot read: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not UTF-8 text (byte {exc.start})") from None
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:

@@ -1,0 +1,175 @@
+"""Property and fuzz tests: the spec parser, the lockfile reader and the attestation reader.
+
+Whatever they are fed, they return a value or raise the samebits error for their input kind,
+whose message names the file; never another exception. CI runs a small sample (profile
+"ci"); `nox -s fuzz` runs the "fuzz" profile, >= 10,000 cases per reader
+(SAMEBITS_FUZZ_PROFILE=fuzz).
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from samebits.errors import InputError, LockfileError, SpecError
+from samebits.lockfile import parse_lock
+from samebits.spec import PLATFORMS, TABLE_KEYS, TOP_KEYS, EnvironmentSpec
+from samebits.specio import read_spec
+from verify.attest import parse_attestation, read_attestation
+
+settings.register_profile("ci", max_examples=150, deadline=None,
+                          suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                 HealthCheck.too_slow])
+settings.register_profile("fuzz", max_examples=10_000, deadline=None,
+                          suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                 HealthCheck.too_slow])
+settings.load_profile(os.environ.get("SAMEBITS_FUZZ_PROFILE", "ci"))
+
+ROOT = Path(__file__).resolve().parents[1]
+LOCK = ROOT / "lockfiles" / "hopper.conda-lock.yml"
+
+scalars = st.one_of(
+    st.text(max_size=12), st.integers(), st.booleans(),
+    st.floats(allow_nan=False), st.dates(), st.datetimes(timezones=st.just(dt.timezone.utc)),
+    st.sampled_from(["3.12", "12.4", "13.0", "2.28", "hopper", "cpu", "linux-64", "torch==2.13.0",
+                     "numpy >=2", "file:///nope", "https://pypi.org/simple", "2026-11-29"]),
+)
+values = st.recursive(scalars, lambda inner: st.one_of(
+    st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=8), inner, max_size=4)),
+    max_leaves=12)
+known_tables = {
+    name: st.dictionaries(st.sampled_from([*subkeys, "bogus"]), values, max_size=3)
+    for name, subkeys in TABLE_KEYS.items()
+}
+platforms = st.dictionaries(st.sampled_from([*PLATFORMS, "linux64", "osx-arm64"]),
+                            st.one_of(st.dictionaries(st.sampled_from(["glibc", "libc"]), values,
+                                                      max_size=2), values), max_size=3)
+spec_maps = st.fixed_dictionaries({}, optional={
+    **{k: values for k in TOP_KEYS}, **known_tables, "platforms": platforms,
+    "genration": values,
+})
+
+
+def _check_spec_error(exc: SpecError, file: str) -> None:
+    assert exc.problems, "a SpecError lists at least one problem"
+    for p in exc.problems:
+        assert p.file == file and isinstance(p.key, str) and p.message
+        assert str(p).startswith(file)
+
+
+@given(spec_maps)
+def test_spec_validation_never_crashes(data: dict[str, Any]) -> None:
+    """Any mapping validates or gives SpecError problems naming the file and the key."""
+    try:
+        spec = EnvironmentSpec.from_mapping(data, file="environments/f.toml")
+    except SpecError as exc:
+        _check_spec_error(exc, "environments/f.toml")
+    else:
+        assert spec.platforms and (spec.conda_dependencies or spec.pypi_requirements)
+
+
+@given(st.one_of(st.binary(max_size=200), st.text(max_size=200).map(str.encode)))
+def test_spec_file_bytes_never_crash(tmp_path: Path, blob: bytes) -> None:
+    """Arbitrary bytes in environments/x.toml give a SpecError naming that file."""
+    envs = tmp_path / "environments"
+    envs.mkdir(exist_ok=True)
+    (envs / "x.toml").write_bytes(blob)
+    try:
+        read_spec(envs / "x.toml", root=tmp_path)
+    except SpecError as exc:
+        assert exc.message.startswith("environments/x.toml") or \
+            "environments/x.toml" in exc.message
+
+
+def _mutate(doc: Any, data: st.DataObject, depth: int = 0) -> Any:
+    """Replace, delete or retype one node somewhere in ``doc``."""
+    if isinstance(doc, dict) and doc and depth < 6 and data.draw(st.booleans()):
+        key = data.draw(st.sampled_from(sorted(doc, key=str)))
+        action = data.draw(st.sampled_from(["descend", "delete", "replace"]))
+        if action == "delete":
+            del doc[key]
+        elif action == "replace":
+            doc[key] = data.draw(values)
+        else:
+            doc[key] = _mutate(doc[key], data, depth + 1)
+        return doc
+    if isinstance(doc, list) and doc and depth < 6 and data.draw(st.booleans()):
+        i = data.draw(st.integers(0, len(doc) - 1))
+        doc[i] = _mutate(doc[i], data, depth + 1)
+        return doc
+    return data.draw(values)
+
+
+_LOCK_DOC = yaml.safe_load(LOCK.read_text())
+
+
+@given(st.data())
+def test_lockfile_reader_never_crashes(tmp_path: Path, data: st.DataObject) -> None:
+    """A mutated lockfile parses or gives a LockfileError naming the file."""
+    doc = _mutate(copy.deepcopy(_LOCK_DOC), data)
+    path = tmp_path / "x.conda-lock.yml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    try:
+        parse_lock(path)
+    except LockfileError as exc:
+        assert exc.message.startswith(str(path))
+
+
+@given(st.binary(max_size=300))
+def test_lockfile_bytes_never_crash(tmp_path: Path, blob: bytes) -> None:
+    """Arbitrary bytes as a lockfile give a LockfileError naming the file."""
+    path = tmp_path / "y.conda-lock.yml"
+    path.write_bytes(blob)
+    try:
+        parse_lock(path)
+    except LockfileError as exc:
+        assert exc.message.startswith(str(path))
+
+
+@pytest.fixture(scope="module")
+def statement() -> dict[str, Any]:
+    """A statement built from this machine's real facts (no workloads run)."""
+    from verify.attest import build_statement
+    from verify.facts import detect
+
+    return build_statement(
+        facts=detect(), device="cpu", settings={"profile": "deterministic"},
+        workloads={"gemm_fp32": {"status": "ok", "sha256": "0" * 64, "outputs": []},
+                   "sdpa_cudnn": {"status": "unavailable", "detail": "cpu"}},
+        suite_version=1, environment={"environment": "e" * 64})
+
+
+@given(data=st.data())
+def test_attestation_reader_never_crashes(statement: dict[str, Any], data: st.DataObject) -> None:
+    """A mutated attestation parses or gives an InputError naming its source."""
+    doc = _mutate(copy.deepcopy(statement), data)
+    try:
+        parse_attestation(doc, source="paper/ref.json")
+    except InputError as exc:
+        assert exc.message.startswith("paper/ref.json")
+
+
+@given(st.binary(max_size=300))
+def test_attestation_bytes_never_crash(tmp_path: Path, blob: bytes) -> None:
+    """Arbitrary bytes as an attestation file give an InputError naming the file."""
+    path = tmp_path / "a.json"
+    path.write_bytes(blob)
+    try:
+        read_attestation(path)
+    except InputError as exc:
+        assert exc.message.startswith(str(path))
+
+
+def test_statement_round_trips(statement: dict[str, Any]) -> None:
+    """An unmutated statement parses back with its facts and workloads."""
+    att = parse_attestation(json.loads(json.dumps(statement)), source="s")
+    assert att.device == "cpu" and set(att.workloads) == {"gemm_fp32", "sdpa_cudnn"}
