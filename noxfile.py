@@ -37,7 +37,7 @@ def tests(session: nox.Session) -> None:
 @nox.session(name="verify-gpu")
 def verify_gpu(session: nox.Session) -> None:
     """Probe this machine, run the deterministic workloads, write an attestation."""
-    session.install("-e", ".", TORCH)
+    session.install("-e", ".[gpu]", TORCH)
     session.run("samebits", "verify", "gpu", *session.posargs)
 
 
