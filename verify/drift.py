@@ -72,6 +72,8 @@ def file_findings(manifest: Manifest) -> list[Finding]:
     for p in manifest.records.problems:
         out.append(Finding(kind="bad-record", path=p.record, detail=p.message,
                            package=_record_owner(manifest, p.record)))
+    for folder, why in manifest.unreadable:
+        out.append(Finding(kind="unreadable", path=folder, detail=f"folder not listed: {why}"))
     return sorted(out, key=Finding.sort_key)
 
 

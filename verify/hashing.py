@@ -22,6 +22,7 @@ import hashlib
 import heapq
 import multiprocessing
 import os
+import signal
 import sys
 import threading
 from collections.abc import Callable
@@ -100,6 +101,12 @@ def _hash_batch(batch: tuple[int, list[str], list[int]], elf: bool
     return b, [_hash(p, elf, n) for p, n in zip(paths, sizes, strict=True)]
 
 
+def _worker_init() -> None:
+    # Ctrl-C goes to the whole process group: the parent says "interrupted" and stops the
+    # workers; each worker printing its own KeyboardInterrupt traceback would only be noise.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def _context() -> multiprocessing.context.BaseContext:
     # fork starts a worker in a millisecond; Python 3.12+ warns when a process that has
     # threads forks, so there the fork server starts them (once, then forks from itself).
@@ -123,7 +130,8 @@ class FileHasher:
     def __init__(self, *, jobs: int | None = None, elf: bool = True) -> None:
         self.jobs = jobs or default_jobs()
         self.elf = elf
-        self._pool = _context().Pool(self.jobs) if self.jobs > 1 else None
+        self._pool = _context().Pool(self.jobs, initializer=_worker_init) \
+            if self.jobs > 1 else None
         self._paths: list[str] = []
         self._sizes: list[int] = []
         self._heap: list[tuple[int, int]] = []      # (-bytes, batch id) not yet submitted

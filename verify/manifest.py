@@ -74,6 +74,7 @@ class Manifest:
     kind: PrefixKind
     entries: tuple[Entry, ...]     # sorted by path
     records: Records
+    unreadable: tuple[tuple[str, str], ...] = ()  # folders the walk could not list: (path, why)
 
     def by_path(self) -> dict[str, Entry]:
         return {e.path: e for e in self.entries}
@@ -102,8 +103,9 @@ def build_manifest(prefix: Path, *, jobs: int | None = None, elf: bool = True,
     with FileHasher(jobs=jobs, elf=elf) as hasher:  # workers start now, while we are small
         walked: list[tuple[str, os.stat_result, str | None, int]] = []
         first_of_inode: dict[tuple[int, int], int] = {}
+        unreadable: list[tuple[str, str]] = []
         total = 0
-        for rel, st, target in _walk(str(prefix)):
+        for rel, st, target in _walk(str(prefix), unreadable):
             n = -1
             if stat.S_ISREG(st.st_mode):
                 inode = (st.st_dev, st.st_ino)
@@ -123,18 +125,22 @@ def build_manifest(prefix: Path, *, jobs: int | None = None, elf: bool = True,
                       records.claims.get(rel, ()), sps)
                for rel, st, target, n in walked]
     entries.sort(key=lambda e: os.fsencode(e.path))
-    return Manifest(prefix=prefix, kind=kind, entries=tuple(entries), records=records)
+    return Manifest(prefix=prefix, kind=kind, entries=tuple(entries), records=records,
+                    unreadable=tuple(sorted(unreadable)))
 
 
-def _walk(root: str) -> Iterator[tuple[str, os.stat_result, str | None]]:
-    """(relative path, lstat, link target) for everything below ``root`` but directories."""
+def _walk(root: str, unreadable: list[tuple[str, str]]
+          ) -> Iterator[tuple[str, os.stat_result, str | None]]:
+    """(relative path, lstat, link target) for everything below ``root`` but directories;
+    a folder that cannot be listed goes to ``unreadable`` (it may hide anything)."""
     cut = len(root) + 1
     stack = [root]
     while stack:
         folder = stack.pop()
         try:
             it = os.scandir(folder)
-        except OSError:
+        except OSError as exc:
+            unreadable.append((folder[cut:] or ".", exc.strerror or str(exc)))
             continue
         with it:
             for d in it:
