@@ -115,6 +115,9 @@ def weigh(report: Mapping[str, Any], attested: Mapping[str, str]) -> Step:
     if env_theirs and env_mine == env_theirs:
         notes.append("environment digest equal to the authors': the same files at the same "
                      "install path")
+    elif env_theirs and findings:
+        notes.append(f"environment digest {_short(env_mine)} differs from the authors' "
+                     f"{_short(env_theirs)}: see the drift")
     elif env_theirs:
         notes.append(f"environment digest {_short(env_mine)} differs from the authors' "
                      f"{_short(env_theirs)}: it covers the install path, which conda and pip "

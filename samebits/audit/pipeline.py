@@ -16,9 +16,10 @@ need it and every reason reaches the verdict, so one run reports every problem):
     compare      ``verify.compare.compare`` with the authors' attestation (and
                  ``output_errors`` when both sides saved their outputs) -> the runtime level
 
-attest: the lock's integrity, the preflight, ``verify env`` (drift refuses: an attestation
-of an environment that is not its lock's would not match what reviewers install), the suite,
-and the in-toto Statement, built by ``verify.attest`` exactly as ``verify gpu`` builds it.
+attest: the lock's integrity, ``verify env`` (drift refuses, before anything runs: an
+attestation of an environment that is not its lock's would not match what reviewers
+install), the preflight, the suite, and the in-toto Statement, built by ``verify.attest``
+exactly as ``verify gpu`` builds it.
 """
 
 from __future__ import annotations
@@ -134,6 +135,8 @@ def run_attest(req: AttestRequest, *, runtime_for: RuntimeFactory = Interpreter,
             raise LockfileError(f"{req.lockfile}: {len(missing)} package(s) without a hash: "
                                 + ", ".join(missing), hint="re-lock with `samebits lock`")
     where = envcheck.locate(req.prefix)
+    progress("verify env")
+    report = _attest_env(where, req.lockfile, platform)  # drift refuses before anything runs
     python = interpreter_for(where, req.python)
     runtime = runtime_for(python)
     progress("preflight")
@@ -143,8 +146,6 @@ def run_attest(req: AttestRequest, *, runtime_for: RuntimeFactory = Interpreter,
     problems = check(facts, device=device, requested=req.device, lock=needs)
     if problems:
         raise PreflightError(problems)
-    progress("verify env")
-    report = _attest_env(where, req.lockfile, platform)
     progress("workloads")
     measured = runtime.run(device=device, settings=req.settings, names=req.names,
                            save_outputs=req.save_outputs)

@@ -1,10 +1,10 @@
 """The audit report as one self-contained HTML page: inline CSS, no script, no network.
 
 ``render_html(document) -> str`` is pure and byte-stable. Top to bottom: the verdict banner
-(``#verdict``, coloured by level) with its reasons, the colour legend, the workloads x
-machines matrix (``#matrix``), the two machines' facts side by side with the differences
-highlighted (``#facts``), the steps, the environment digests, the drift list (``#drift``)
-and the commands to reproduce (``#commands``).
+(``#verdict``, coloured by level) with its reasons, the colour legend and the workloads x
+machines matrix (``#matrix``), the steps (``#steps``), the environment digests, the drift
+list (``#drift``), the two machines' facts side by side with the differences highlighted
+(``#facts``), and the commands to reproduce (``#commands``).
 """
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ def render_html(doc: Mapping[str, Any]) -> str:
         f"<li>environment <code>{_e(inp['prefix'])}</code> ({_e(inp['platform'])}); workloads "
         f"run by <code>{_e(inp['python'] or '-')}</code> on <code>{_e(inp['device'] or '-')}"
         f"</code> (the authors: <code>{_e(inp['authors_device'])}</code>)</li></ul>\n")
-    parts += [_matrix(doc), _facts(doc), _steps(doc), _environment(doc), _drift(doc),
+    parts += [_matrix(doc), _steps(doc), _environment(doc), _drift(doc), _facts(doc),
               _commands(doc),
               f"<p><small>samebits {_e(doc['samebits'])}, audit format {doc['format']}"
               "</small></p>\n</main></body></html>\n"]
@@ -143,8 +143,12 @@ def _facts(doc: Mapping[str, Any]) -> str:
                       "other": "differs, and may not change bits"},
                      {"class": DIFF_CLASS, "other": DIFF_OTHER})
     differ = [f["key"] for f in doc["facts"] if f["differs"]]
-    head = (f"<p>{len(differ)} fact(s) differ: <b>{_e(', '.join(differ))}</b>.</p>"
-            if differ else "<p>No recorded fact differs.</p>")
+    if differ:
+        head = f"<p>{len(differ)} fact(s) differ: <b>{_e(', '.join(differ))}</b>.</p>"
+    elif any(f["reviewer"] is not None for f in doc["facts"]):
+        head = "<p>No recorded fact differs.</p>"
+    else:
+        head = "<p>Only the authors' facts: the workloads did not run here.</p>"
     return ("<h2>The two machines</h2>\n" + head + legend +
             "<table id=\"facts\"><colgroup><col class=\"key\"><col class=\"cls\"><col>"
             "<col><col class=\"mark\"></colgroup><tr><th>fact</th><th>class</th><th>authors</th>"

@@ -40,80 +40,97 @@ def _cell(text: Any, limit: int = LONG) -> str:
 
 
 def render_markdown(doc: Mapping[str, Any]) -> str:
-    v = doc["verdict"]
-    inp = doc["inputs"]
+    out: list[str] = []
+    for section in (_verdict, _matrix, _steps, _environment, _drift, _machines, _commands):
+        out += section(doc)
+    out.append(f"samebits {doc['samebits']}, audit format {doc['format']}.")
+    return "\n".join(out) + "\n"
+
+
+def _verdict(doc: Mapping[str, Any]) -> list[str]:
+    v, inp = doc["verdict"], doc["inputs"]
     out = [f"# Paper audit: {v['title']}", "",
            f"**Verdict: `{v['level']}`** (exit {v['exit_code']}): {v['meaning']}.", ""]
     if v["reasons"]:
         out += ["Reasons:", "", *[f"- {r}" for r in v["reasons"]], ""]
     if v["notes"]:
         out += ["Notes:", "", *[f"- {n}" for n in v["notes"]], ""]
-    out += [f"- lockfile: `{inp['lockfile']['path']}` (sha256 `{inp['lockfile']['sha256']}`)",
-            f"- attestation: `{inp['attestation']['path']}` "
-            f"(sha256 `{inp['attestation']['sha256']}`)",
-            f"- environment: `{inp['prefix']}` ({inp['platform']}), workloads run by "
-            f"`{inp['python'] or '—'}` on `{inp['device'] or '—'}` "
-            f"(authors: `{inp['authors_device']}`)", ""]
+    return out + [
+        f"- lockfile: `{inp['lockfile']['path']}` (sha256 `{inp['lockfile']['sha256']}`)",
+        f"- attestation: `{inp['attestation']['path']}` "
+        f"(sha256 `{inp['attestation']['sha256']}`)",
+        f"- environment: `{inp['prefix']}` ({inp['platform']}), workloads run by "
+        f"`{inp['python'] or '—'}` on `{inp['device'] or '—'}` "
+        f"(authors: `{inp['authors_device']}`)", ""]
 
-    out += ["## Steps", "", "| # | step | status | summary |", "|---|---|---|---|"]
-    for i, s in enumerate(doc["steps"], 1):
-        out.append(f"| {i} | {s['name']} | {STATUS[s['status']]} | {_cell(s['summary'], 0)} |")
-    out.append("")
 
-    out += ["## Workloads × machines", "",
-            "| workload | authors | reviewer | result | attributed to | max error |",
-            "|---|---|---|---|---|---|"]
+def _matrix(doc: Mapping[str, Any]) -> list[str]:
+    out = ["## Workloads × machines", "",
+           "| workload | authors | reviewer | result | attributed to | max error |",
+           "|---|---|---|---|---|---|"]
     for w in doc["workloads"]:
         errs = "; ".join(f"{e['output']}: {e['max_abs']:.3g} ({e['max_ulp']} ulp)"
                          for e in w["errors"]) or "—"
         out.append(f"| {w['name']} | {digest(w['authors'])} | {digest(w['reviewer'])} | "
                    f"{CELL_WORDS[w['cell']]} | {', '.join(w['attributed_to']) or '—'} | "
                    f"{errs} |")
-    out += ["", "*differs, explained*: attributed to a recorded fact that differs and that "
-            "the workload is known to be sensitive to; *DIFFERS, UNEXPLAINED*: no such fact.",
-            ""]
+    return out + ["", "*differs, explained*: attributed to a recorded fact that differs and "
+                  "that the workload is known to be sensitive to; *DIFFERS, UNEXPLAINED*: no "
+                  "such fact.", ""]
 
-    differ = [f["key"] for f in doc["facts"] if f["differs"]]
-    out += ["## Machines", "",
-            (f"{len(differ)} fact(s) differ: {', '.join(differ)}." if differ else
-             "No recorded fact differs." if any(f["reviewer"] is not None for f in doc["facts"])
-             else "Only the authors' facts: the workloads did not run here."),
-            "Facts marked ≠ differ; **class** facts may legitimately change bits (they define "
-            "the equivalence class), the others may not.", "",
-            "| fact | class | authors | reviewer | |", "|---|---|---|---|---|"]
-    for f in doc["facts"]:
-        mark = "≠" if f["differs"] else ""
-        key = f"**{f['key']}**" if f["differs"] else f["key"]
-        out.append(f"| {key} | {'class' if f['class'] else ''} | {_cell(f['authors'])} | "
-                   f"{_cell(f['reviewer'])} | {mark} |")
-    out.append("")
 
+def _steps(doc: Mapping[str, Any]) -> list[str]:
+    out = ["## Steps", "", "| # | step | status | summary |", "|---|---|---|---|"]
+    for i, s in enumerate(doc["steps"], 1):
+        out.append(f"| {i} | {s['name']} | {STATUS[s['status']]} | {_cell(s['summary'], 0)} |")
+    return out + [""]
+
+
+def _environment(doc: Mapping[str, Any]) -> list[str]:
     env = doc["environment"]
-    out += ["## Environment", ""]
-    if env["checked"]:
-        out += [f"verify env: {'identical to the lock' if env['identical'] else 'DRIFT'}, "
-                f"{env['entries']:,} files ({env['prefix_kind']}).", "",
-                "| digest | this machine | attested |", "|---|---|---|"]
-        for k in ("environment", "packages"):
-            mine, theirs = env["digests"].get(k), env["attested"].get(k)
-            mark = " (equal)" if mine == theirs else ""
-            out.append(f"| {k} | `{mine}`{mark} | `{theirs or '—'}` |")
-        out.append("")
-    else:
-        out += ["Not checked (see the steps).", ""]
+    if not env["checked"]:
+        return ["## Environment", "", "Not checked (see the steps).", ""]
+    out = ["## Environment", "",
+           f"verify env: {'identical to the lock' if env['identical'] else 'DRIFT'}, "
+           f"{env['entries']:,} files ({env['prefix_kind']}).", "",
+           "| digest | this machine | attested |", "|---|---|---|"]
+    for k in ("environment", "packages"):
+        mine, theirs = env["digests"].get(k), env["attested"].get(k)
+        mark = " (equal)" if mine == theirs else ""
+        out.append(f"| {k} | `{mine}`{mark} | `{theirs or '—'}` |")
+    return out + [""]
 
-    out += ["## Drift", ""]
+
+def _drift(doc: Mapping[str, Any]) -> list[str]:
     d = doc["drift"]
     if not d["findings"] and not d["unresolved"]:
-        out += ["None: every file is the one the lock's packages recorded.", ""]
-    out += [f"- `{f['line']}`" for f in d["findings"]]
-    out += [f"- `{u['file']}` needs `{u['needed']}`: resolves nowhere on this host"
-            for u in d["unresolved"]]
-    if d["findings"] or d["unresolved"]:
-        out.append("")
+        return ["## Drift", "", "None: every file is the one the lock's packages recorded.", ""]
+    return ["## Drift", "", *[f"- `{f['line']}`" for f in d["findings"]],
+            *[f"- `{u['file']}` needs `{u['needed']}`: resolves nowhere on this host"
+              for u in d["unresolved"]], ""]
 
-    out += ["## Reproduce", "", "```sh"]
+
+def _machines(doc: Mapping[str, Any]) -> list[str]:
+    differ = [f["key"] for f in doc["facts"] if f["differs"]]
+    if differ:
+        head = f"{len(differ)} fact(s) differ: {', '.join(differ)}."
+    elif any(f["reviewer"] is not None for f in doc["facts"]):
+        head = "No recorded fact differs."
+    else:
+        head = "Only the authors' facts: the workloads did not run here."
+    out = ["## Machines", "", head, "",
+           "Facts marked ≠ differ; **class** facts may legitimately change bits (they define "
+           "the equivalence class), the others may not.", "",
+           "| fact | class | authors | reviewer | |", "|---|---|---|---|---|"]
+    for f in doc["facts"]:
+        key = f"**{f['key']}**" if f["differs"] else f["key"]
+        out.append(f"| {key} | {'class' if f['class'] else ''} | {_cell(f['authors'])} | "
+                   f"{_cell(f['reviewer'])} | {'≠' if f['differs'] else ''} |")
+    return out + [""]
+
+
+def _commands(doc: Mapping[str, Any]) -> list[str]:
+    out = ["## Reproduce", "", "```sh"]
     for c in doc["commands"]:
         out += [f"# {c['why']}", c["command"]]
-    out += ["```", "", f"samebits {doc['samebits']}, audit format {doc['format']}."]
-    return "\n".join(out) + "\n"
+    return out + ["```", ""]

@@ -1,0 +1,129 @@
+"""samebits.audit.verdict: the levels as data, decide, and the runtime judgement; pure."""
+
+from __future__ import annotations
+
+import pytest
+
+from samebits.audit.runtime import settings_of
+from samebits.audit.verdict import LEVELS, ORDER, Step, Verdict, decide, judge_runtime
+from samebits.errors import InputError
+from tests.test_facts import sample_facts
+from verify.attest import Attestation, build_statement, parse_attestation
+from verify.compare import compare
+
+DET = {"profile": "deterministic", "deterministic_algorithms": True,
+       "float32_matmul_precision": "highest", "cudnn_allow_tf32": False}
+
+
+def ok(digest: str) -> dict:
+    return {"status": "ok", "sha256": digest * 64,
+            "outputs": [{"name": "out", "dtype": "float32", "shape": [4], "sha256": digest * 64}]}
+
+
+BASE = {"gemm_fp32": ok("1"), "sum_fp32": ok("2"), "randn": ok("3")}
+
+
+def att(*, changed: dict | None = None, settings: dict = DET, source: str = "a.json",
+        **facts) -> Attestation:
+    doc = build_statement(facts=sample_facts(**facts), device="cpu", settings=settings,
+                          workloads={**BASE, **(changed or {})}, suite_version=1,
+                          environment={"environment": "e" * 64}, samebits_version="0.0.0")
+    return parse_attestation(doc, source=source)
+
+
+@pytest.mark.parametrize(("level", "code", "title"), [
+    ("bit-identical", 0, "Reproduced: runtime bit-identical"),
+    ("explained", 0, "Reproduced: runtime differs only where recorded facts explain it"),
+    ("environment-identical", 0, "Environment identical (runtime not checked)"),
+    ("not-reproduced", 1, "Not reproduced"),
+])
+def test_levels_are_data(level: str, code: int, title: str) -> None:
+    """Each level has its documented exit code and title."""
+    assert (LEVELS[level].exit_code, LEVELS[level].title) == (code, title)
+    assert level in ORDER
+
+
+@pytest.mark.parametrize(("level", "require", "code"), [
+    ("bit-identical", None, 0), ("explained", None, 0), ("environment-identical", None, 0),
+    ("not-reproduced", None, 1), ("explained", "bit-identical", 1),
+    ("explained", "explained", 0), ("environment-identical", "explained", 1),
+    ("bit-identical", "environment-identical", 0),
+])
+def test_require(level: str, require: str | None, code: int) -> None:
+    """--require LEVEL: any weaker verdict exits 1."""
+    assert Verdict(level=level).exit_code(require) == code
+
+
+STEP_OK = Step(name="lockfile", status="ok", summary="fine", notes=("a note",))
+STEP_BAD = Step(name="verify-env", status="failed", summary="drift", reasons=("x", "y"),
+                notes=("a note",))
+
+
+@pytest.mark.parametrize(("steps", "runtime", "level", "reasons"), [
+    ((STEP_OK,), "bit-identical", "bit-identical", ()),
+    ((STEP_OK,), "explained", "explained", ()),
+    ((STEP_OK,), None, "environment-identical", ()),
+    ((STEP_OK, STEP_BAD), "bit-identical", "not-reproduced", ("x", "y")),
+])
+def test_decide(steps, runtime, level, reasons) -> None:
+    """Any step's reason makes it not-reproduced; else the runtime's level, else environment."""
+    v = decide(steps, runtime=runtime)
+    assert (v.level, v.reasons, v.notes) == (level, reasons, ("a note",))
+
+
+def test_judge_identical() -> None:
+    """Equal bits: bit-identical, no reasons."""
+    assert judge_runtime(compare(att(), att(source="b"))) == ("bit-identical", (), ())
+
+
+def test_judge_thread_count_explains_sum() -> None:
+    """sum_fp32 is sensitive to the thread count: explained, with a note naming the facts."""
+    level, reasons, notes = judge_runtime(compare(
+        att(), att(changed={"sum_fp32": ok("f")}, threads_intra_op=1)))
+    assert (level, reasons) == ("explained", ())
+    assert notes == ("1 workload(s) differ, each explained by recorded facts: sum_fp32 "
+                     "(threads.intra_op)",)
+
+
+def test_judge_thread_count_does_not_explain_randn() -> None:
+    """randn is not sensitive to the thread count: a badge must not rest on that guess."""
+    level, reasons, _ = judge_runtime(compare(
+        att(), att(changed={"randn": ok("f")}, threads_intra_op=1)))
+    assert level == "not-reproduced"
+    assert reasons == ("randn differs, but none of the recorded facts that differ "
+                       "(threads.intra_op) is one it is known to be sensitive to",)
+
+
+def test_judge_same_class_is_unexplained() -> None:
+    """Same class, different bits: suspect a fault or undeclared drift."""
+    level, reasons, _ = judge_runtime(compare(att(), att(changed={"gemm_fp32": ok("f")})))
+    assert level == "not-reproduced"
+    assert reasons[0].startswith("different bits with no recorded fact to explain them: "
+                                 "gemm_fp32")
+
+
+def test_judge_unknown_workload() -> None:
+    """A workload only the authors ran (unknown here) is a reason."""
+    authors = att(changed={"gemm_fp64": ok("9")})
+    _, reasons, _ = judge_runtime(compare(authors, att(source="b")))
+    assert reasons == ("the authors ran workloads this samebits does not know: gemm_fp64 "
+                       "(another suite version?)",)
+
+
+@pytest.mark.parametrize(("settings", "expected"), [
+    (DET, ("deterministic", "highest", False)),
+    ({**DET, "float32_matmul_precision": "high", "cudnn_allow_tf32": True},
+     ("deterministic", "high", True)),
+    ({"profile": "default", "float32_matmul_precision": "medium"}, ("default", "medium", False)),
+])
+def test_settings_of(settings: dict, expected: tuple) -> None:
+    """The audit reruns the attestation's profile with its precision choices."""
+    s = settings_of(att(settings=settings))
+    assert (s.profile, s.float32_matmul_precision, s.cudnn_allow_tf32) == expected
+
+
+def test_settings_of_unknown_profile() -> None:
+    """A probe knob profile cannot be rerun by name: bad input, named."""
+    with pytest.raises(InputError, match=r"a\.json: predicate\.settings\.profile = "
+                                         r"'default\+cudnn\.deterministic'"):
+        settings_of(att(settings={**DET, "profile": "default+cudnn.deterministic"}))
