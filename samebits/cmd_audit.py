@@ -118,7 +118,8 @@ def run_attest(args: argparse.Namespace, out: Output) -> int:
                         names=select(args.only), settings=settings,
                         save_outputs=args.save_outputs)
     start = time.perf_counter()
-    result = attest(req, progress=out.info if not out.json else lambda s: None)
+    result = attest(req, progress=(lambda s: None) if out.json else
+                    (lambda s: out.info(f"attest: {s}")))
     atomic_write(args.out, result.data)
     seconds = time.perf_counter() - start
     digests = result.env_report["digests"]
@@ -132,7 +133,9 @@ def run_attest(args: argparse.Namespace, out: Output) -> int:
                                                  "digests": dict(digests)},
         "lockfile": str(args.lockfile) if args.lockfile else None,
         "workloads": dict(result.measured.workloads), "seconds": round(seconds, 3)}
-    width = max((len(n) for n in result.measured.workloads), default=8)
+    ran = {n: result.measured.workloads[n] for n in select(None)
+           if n in result.measured.workloads}  # catalog order
+    width = max((len(n) for n in ran), default=8)
     lines = [device_line(result.facts, result.device),
              f"environment {result.env_report['prefix']}: "
              + (f"identical to {args.lockfile}" if args.lockfile else "as its installers "
@@ -140,7 +143,7 @@ def run_attest(args: argparse.Namespace, out: Output) -> int:
              f"  environment sha256:{digests['environment']}",
              f"  packages    sha256:{digests['packages']}",
              *(f"  {n:<{width}}  {r['status']:<11}  {r.get('sha256', r.get('detail', ''))[:16]}"
-               for n, r in result.measured.workloads.items()),
+               for n, r in ran.items()),
              f"workloads: {', '.join(f'{v} {k}' for k, v in sorted(counts.items()))} in "
              f"{seconds:.1f} s (run by {result.python})",
              f"attestation: {args.out} (sha256 {sha256_hex(result.data)})"]

@@ -187,3 +187,31 @@ def test_workers_need_only_torch() -> None:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           cwd=Path(__file__).parent.parent, check=True)
     assert proc.stdout.strip() == "[]"
+
+
+def test_interpreter_missing(paper: Paper, tmp_path: Path,
+                             capsys: pytest.CaptureFixture[str]) -> None:
+    """An interpreter that is not there: the preflight fails, named with a hint; the
+    environment is still checked, the workloads are skipped; not reproduced (exit 1)."""
+    rc = main(["audit", "--lockfile", str(paper.lockfile), "--attestation",
+               str(paper.attestation), "--prefix", str(paper.prefix), "--python",
+               "/nonexistent/python", "--out", str(tmp_path / "out"), "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert (rc, doc["exit_code"], doc["verdict"]["level"]) == (1, 1, "not-reproduced")
+    assert doc["verdict"]["reasons"] == ["preflight: /nonexistent/python: no such interpreter"]
+    assert "pass --python with the environment's interpreter" in doc["verdict"]["notes"]
+    assert steps(doc) == {"lockfile": "ok", "preflight": "failed", "environment": "ok",
+                          "verify-env": "ok", "workloads": "skipped", "compare": "skipped"}
+    assert (tmp_path / "out" / "audit.html").is_file()
+
+
+def test_verify_env_api_matches_subprocess(paper: Paper) -> None:
+    """The running environment's path (verify env's Python API) and another prefix's
+    (`python -m verify env --json`) give the same report."""
+    from samebits.audit.envcheck import Located, verify_env
+
+    api = verify_env(Located(prefix=paper.prefix, running=True, how="running"),
+                     paper.lockfile, "linux-64")
+    sub = verify_env(Located(prefix=paper.prefix, running=False, how="located"),
+                     paper.lockfile, "linux-64")
+    assert api["identical"] is True and api == sub

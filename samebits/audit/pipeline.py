@@ -25,6 +25,7 @@ exactly as ``verify gpu`` builds it.
 from __future__ import annotations
 
 import platform as _platform
+import shutil
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -83,8 +84,8 @@ def unhashed(lock: Lock, platform: str) -> list[str]:
 
 def interpreter_for(where: envcheck.Located, given: str | None) -> str:
     """``--python``, else the environment's own ``bin/python``, else this one."""
-    if given:
-        return given
+    if given:  # absolute: the workers run in another folder
+        return str(Path(given).absolute()) if "/" in given else shutil.which(given) or given
     return sys.executable if where.running else str(where.prefix / "bin" / "python")
 
 
@@ -276,7 +277,8 @@ def run_audit(req: AuditRequest, *, runtime_for: RuntimeFactory = Interpreter,
             measured = runtime.run(device=device, settings=settings, names=names,
                                    save_outputs=save)
         except SamebitsError as exc:
-            steps += [failed("workloads", f"workloads: {exc.message}"),
+            steps += [failed("workloads", f"workloads: {exc.message}",
+                             notes=[exc.hint] if exc.hint else ()),
                       skipped("compare", "the workloads did not run")]
         else:
             steps.append(workloads_step(measured, device, authors))
@@ -331,7 +333,8 @@ def preflight_step(runtime: Runtime, requested: str, authors: Attestation,
         facts = runtime.facts()
         device = audit_device(facts, requested, authors)
     except SamebitsError as exc:
-        return failed("preflight", f"preflight: {exc.message}"), None
+        return failed("preflight", f"preflight: {exc.message}",
+                      notes=[exc.hint] if exc.hint else ()), None
     on_purpose = "cpu" if device == "cpu" and authors.device_type == "cpu" else requested
     problems = check(facts, device=device, requested=on_purpose, lock=needs)
     if problems:
