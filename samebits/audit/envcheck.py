@@ -92,7 +92,8 @@ def verify_step(where: Located, lockfile: Path, platform: str,
     return weigh(report, attested), report
 
 
-def weigh(report: Mapping[str, Any], attested: Mapping[str, str]) -> Step:
+def weigh(report: Mapping[str, Any], attested: Mapping[str, str], *,
+          against: str = "the lock") -> Step:
     """Reasons and notes from a ``verify env`` report and the attestation's subjects."""
     from verify.envreport import finding_line
 
@@ -102,7 +103,7 @@ def weigh(report: Mapping[str, Any], attested: Mapping[str, str]) -> Step:
     if findings:
         lines = [finding_line(finding_of(f)).strip() for f in findings]
         more = len(lines) - MAX_REASONS
-        reasons.append(f"environment drift: {len(findings)} finding(s) against the lock")
+        reasons.append(f"environment drift: {len(findings)} finding(s) against {against}")
         reasons.extend(f"drift: {line}" for line in lines[:MAX_REASONS])
         if more > 0:
             reasons.append(f"drift: ... and {more} more (see the drift list)")
@@ -134,9 +135,9 @@ def weigh(report: Mapping[str, Any], attested: Mapping[str, str]) -> Step:
     if findings:
         return Step(name="verify-env", status="failed", reasons=tuple(reasons),
                     notes=tuple(notes),
-                    summary=f"{what}: DRIFT, {len(findings)} finding(s) against the lock")
+                    summary=f"{what}: DRIFT, {len(findings)} finding(s) against {against}")
     return Step(name="verify-env", status="failed" if reasons else "ok", reasons=tuple(reasons),
-                notes=tuple(notes), summary=f"{what}: identical to the lock")
+                notes=tuple(notes), summary=f"{what}: identical to {against}")
 
 
 def finding_of(doc: Mapping[str, Any]) -> Any:

@@ -165,7 +165,8 @@ def _attest_env(where: envcheck.Located, lockfile: Path | None,
         from verify.envreport import report_json
 
         report = report_json(check_env(where.prefix, linkage=False))
-    step = envcheck.weigh(report, {})
+    step = envcheck.weigh(report, {}, against="the lock" if lockfile else
+                          "its installers' records")
     if step.reasons:
         raise AttestDriftError(
             f"{where.prefix} is not " + (f"the environment of {lockfile}" if lockfile else
