@@ -2,6 +2,7 @@
 
     nox -s lock [-- ENV ...]        solve environments/ into lockfiles/
     nox -s tests [-- PYTEST ARGS]   the test suite (what CI runs)
+    nox -s render [-- ENV ...]      lockfiles -> containers/<env>/ (conda files, Containerfile)
     nox -s verify-gpu [-- ARGS]     facts + workloads + attestation for this machine
     nox -s bench [-- lock|verify-env|verify-gpu|oci]
     nox -s fuzz                     >= 10,000 generated inputs per reader
@@ -25,6 +26,14 @@ def lock(session: nox.Session) -> None:
     """Solve every spec (or the ones named after --) into lockfiles/."""
     session.install("-e", ".")
     session.run("samebits", "lock", *session.posargs)
+
+
+@nox.session
+def render(session: nox.Session) -> None:
+    """Render lockfiles into containers/<env>/ (conda files, Containerfile); `-- ENV ...` for some."""
+    session.install("-e", ".")
+    session.run("samebits", "render", "conda", *session.posargs)
+    session.run("samebits", "render", "containerfile", *session.posargs)
 
 
 @nox.session

@@ -331,7 +331,8 @@ class _Validator:
         names: dict[str, str] = {}
         for dep in deps:
             try:
-                name = MatchSpec(dep).name.normalized
+                # strict: the parse the solver applies ("pytorch 2.4.0 cuda*" is ambiguous)
+                name = MatchSpec(dep, strict=True).name.normalized
             except Exception as exc:  # rattler raises its own InvalidMatchSpecError
                 self.add("conda.dependencies", dep, f"not a conda match spec: {exc}")
                 continue

@@ -205,3 +205,11 @@ def test_curated_specs_all_validate() -> None:
     for path in sorted((root / "environments").rglob("*.toml")):
         if path.name != "base.toml":
             assert read_spec(path, root=root).generation.name in path.stem
+
+
+def test_ambiguous_conda_spec_is_caught_before_solving() -> None:
+    """A match spec the solver would reject is a validation problem, with rattler's advice."""
+    data = edited(conda={"channels": ["c"], "dependencies": ["pytorch 2.4.0 cuda*"]})
+    assert problems(data) == [
+        f'{F}: conda.dependencies = "pytorch 2.4.0 cuda*": not a conda match spec: missing '
+        "range specifier for '2.4.0'. Did you mean '==2.4.0' or '2.4.0.*'?"]

@@ -102,6 +102,13 @@ async def solve_conda(spec: EnvironmentSpec, target: PlatformTarget, *,
         raise UnreachableError(
             f"{spec.file}: the conda solve for {target.platform} took over {timeout * 10:g} s",
             hint="raise --timeout or check the network") from None
+    except Exception as exc:
+        # py-rattler's Invalid*Error classes share no root but their module; anything else
+        # is a samebits bug and keeps its traceback.
+        if type(exc).__module__ != "exceptions":
+            raise
+        raise SolveError(f"{spec.file}: rattler refused the request ({type(exc).__name__}): "
+                         f"{exc}") from None
     return sorted((_locked(r, target.platform) for r in records), key=lambda p: p.name)
 
 
