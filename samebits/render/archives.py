@@ -20,6 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 _DRIVE = re.compile(r"^[A-Za-z]:[\\/]")
+# No single file in a CUDA/torch stack comes near this (libtorch_cuda.so is ~1.5 GiB); a member
+# that claims more is a corrupt or hostile archive, refused before anything is written.
+MAX_MEMBER_BYTES = 64 << 30
+# A wheel member inflating more than this many times over its compressed size is a zip bomb.
+MAX_RATIO = 1000
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -76,6 +81,8 @@ def _tar_member_problems(members: Iterable[tarfile.TarInfo], archive: str) -> It
             reason = f"hardlink to {m.linkname!r}: {bad}" if bad else None
         elif reason is None and not (m.isfile() or m.isdir()):
             reason = "device, fifo or other special file"
+        elif reason is None and m.size > MAX_MEMBER_BYTES:
+            reason = f"declared size {m.size} bytes is absurd (limit {MAX_MEMBER_BYTES})"
         if reason:
             yield BadMember(archive=archive, member=m.name, reason=reason)
 
@@ -88,9 +95,29 @@ def scan_conda(path: Path) -> list[BadMember]:
     components = ("pkg", "info") if path.name.endswith(".conda") else ("pkg",)
     out: list[BadMember] = []
     for component in components:
-        members = (m for _, m in stream_conda_component(str(path), component=component))
+        members = _members_until_broken(
+            (m for _, m in stream_conda_component(str(path), component=component)), path.name, out)
         out += _tar_member_problems(members, path.name)
     return out
+
+
+def _members_until_broken(members: Iterator[tarfile.TarInfo], archive: str,
+                          problems: list[BadMember]) -> Iterator[tarfile.TarInfo]:
+    """Yield members until the stream breaks; the break becomes one more problem, so what was
+    found before it (an absurd declared size, say) is still reported."""
+    last = ""
+    while True:
+        try:
+            m = next(members)
+        except StopIteration:
+            return
+        except (OSError, EOFError, tarfile.TarError, ValueError) as exc:
+            where = f"after {last}" if last else "at the start"
+            problems.append(BadMember(archive=archive, member="",
+                                      reason=f"unreadable archive ({where}): {exc}"))
+            return
+        last = m.name
+        yield m
 
 
 def scan_wheel(path: Path) -> list[BadMember]:
@@ -102,6 +129,12 @@ def scan_wheel(path: Path) -> list[BadMember]:
             reason = path_problem(info.filename.rstrip("/") or info.filename)
             if reason is None and (info.external_attr >> 16) & 0o170000 == 0o120000:
                 reason = "symlink entry (wheels hold regular files only)"
+            elif reason is None and info.file_size > MAX_MEMBER_BYTES:
+                reason = (f"declared size {info.file_size} bytes is absurd "
+                          f"(limit {MAX_MEMBER_BYTES})")
+            elif reason is None and info.file_size > MAX_RATIO * max(info.compress_size, 1 << 20):
+                reason = (f"inflates {info.compress_size} bytes to {info.file_size} "
+                          f"(over {MAX_RATIO}x): a zip bomb")
             if reason:
                 out.append(BadMember(archive=path.name, member=info.filename, reason=reason))
     return out
