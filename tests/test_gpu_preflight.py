@@ -115,3 +115,23 @@ def test_lock_needs_from_committed_lock(name: str, cuda, ccs, generation: str) -
     """The committed lockfiles' __cuda and compute capabilities are read for preflight."""
     needs = LockNeeds.read(ROOT / "lockfiles" / f"{name}.conda-lock.yml")
     assert (needs.cuda, needs.compute_capabilities, needs.generation) == (cuda, ccs, generation)
+
+
+@pytest.mark.parametrize(("env", "device", "expected"), [
+    ((("LD_LIBRARY_PATH", "/opt/env/lib:/usr/local/nvidia/lib64"),), "cpu", []),
+    ((("LD_LIBRARY_PATH", "/usr/local/cuda/lib64:/opt/env/lib"),), "cpu",
+     [Problem(check="library-path",
+              message="LD_LIBRARY_PATH points outside the environment (/opt/env): "
+                      "/usr/local/cuda/lib64; a library found there is loaded instead of the "
+                      "locked one",
+              hint="unset LD_LIBRARY_PATH (the environment finds its own libraries)")]),
+    ((("LD_PRELOAD", "/tmp/libfast.so"),), "cuda:0",
+     [Problem(check="preload", message="LD_PRELOAD=/tmp/libfast.so injects a library into "
+              "every process", hint="unset LD_PRELOAD")]),
+])
+def test_library_checks(env: tuple, device: str, expected: list[Problem]) -> None:
+    """Library search paths outside the environment and preloads are named, on CPU and GPU."""
+    facts = sample_facts(gpu=device != "cpu", env=env)
+    requested = "cpu" if device == "cpu" else "auto"
+    assert list(check(facts, device=device, requested=requested, lock=None,
+                      prefix="/opt/env")) == expected

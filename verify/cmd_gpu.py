@@ -118,7 +118,7 @@ def run_gpu(args: argparse.Namespace, out: Output) -> int:
     needs = LockNeeds.read(args.lockfile) if args.lockfile else None
     facts = detect()
     device = resolve_device(facts, args.device)
-    problems = check(facts, device=device, requested=args.device, lock=needs)
+    problems = check(facts, device=device, requested=args.device, lock=needs, prefix=sys.prefix)
     if problems:
         raise PreflightError(problems)
     settings = PROFILES[args.profile].with_precision(matmul=args.matmul_precision,

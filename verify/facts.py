@@ -40,7 +40,7 @@ NUMERIC_ENV_PREFIXES = ("CUBLAS_", "CUBLASLT_", "CUDNN_", "CUDA_", "NCCL_", "TOR
                         "PYTORCH_", "OMP_", "KMP_", "GOMP_", "MKL_", "DNNL_", "ONEDNN_",
                         "OPENBLAS_", "NVIDIA_TF32_OVERRIDE")
 NUMERIC_ENV_NAMES = ("ATEN_CPU_CAPABILITY", "PYTHONHASHSEED", "NVIDIA_VISIBLE_DEVICES",
-                     "LD_PRELOAD")
+                     "LD_PRELOAD", "LD_LIBRARY_PATH")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -9,6 +9,11 @@
                    fail with "no kernel image is available for execution on the device"
     lock-gpu       the lock targets other compute capabilities than this GPU's
     cpu-only-torch a CPU-only torch on a machine whose driver sees GPUs
+    library-path   LD_LIBRARY_PATH names folders outside the environment (and outside the
+                   driver's own): a library there is loaded instead of the locked one
+    preload        LD_PRELOAD injects a library into every process
+
+The two library checks apply to the CPU too; they need the environment's ``prefix``.
 
 ``PreflightError`` (exit 1) carries them all. It extends the tree of ``samebits.errors``:
 
@@ -95,11 +100,39 @@ def resolve_device(facts: Facts, requested: str) -> str:
     raise UsageError(f"--device {requested!r}: expected auto, cpu, cuda or cuda:N")
 
 
+# Where the NVIDIA container runtime mounts the driver's user-space libraries: on
+# LD_LIBRARY_PATH in every CUDA image, and holding no CUDA runtime of its own.
+DRIVER_LIB_DIRS = ("/usr/local/nvidia/lib", "/usr/local/nvidia/lib64")
+
+
+def library_problems(facts: Facts, prefix: str) -> list[Problem]:
+    """LD_LIBRARY_PATH folders outside ``prefix`` and LD_PRELOAD: other bits than the lock's."""
+    env = dict(facts.env)
+    out = []
+    root = prefix.rstrip("/") + "/"
+    outside = [d for d in env.get("LD_LIBRARY_PATH", "").split(":")
+               if d and not (d.rstrip("/") + "/").startswith(root)
+               and d.rstrip("/") not in DRIVER_LIB_DIRS]
+    if outside:
+        out.append(Problem(
+            check="library-path",
+            message=f"LD_LIBRARY_PATH points outside the environment ({prefix}): "
+                    f"{', '.join(outside)}; a library found there is loaded instead of the "
+                    "locked one",
+            hint="unset LD_LIBRARY_PATH (the environment finds its own libraries)"))
+    if env.get("LD_PRELOAD"):
+        out.append(Problem(
+            check="preload",
+            message=f"LD_PRELOAD={env['LD_PRELOAD']} injects a library into every process",
+            hint="unset LD_PRELOAD"))
+    return out
+
+
 def check(facts: Facts, *, device: str, requested: str = "auto",
-          lock: LockNeeds | None = None) -> tuple[Problem, ...]:
+          lock: LockNeeds | None = None, prefix: str | None = None) -> tuple[Problem, ...]:
+    problems: list[Problem] = library_problems(facts, prefix) if prefix else []
     if requested == "cpu":  # attesting the CPU on purpose: the GPU side is not in question
-        return ()
-    problems: list[Problem] = []
+        return tuple(problems)
     driver = facts.driver
     if driver is not None and lock is not None and lock.cuda and _older(driver.cuda, lock.cuda):
         problems.append(Problem(
