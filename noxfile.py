@@ -5,6 +5,7 @@
     nox -s render [-- ENV ...]      lockfiles -> containers/<env>/ (conda files, Containerfile)
     nox -s verify-gpu [-- ARGS]     facts + workloads + attestation for this machine
     nox -s bench [-- lock|verify-env|verify-gpu|oci]
+    nox -s audit -- PAPER/ [ARGS]   install a paper's lock, verify it, compare with its attestation
     nox -s fuzz                     >= 10,000 generated inputs per reader
     nox -s lint                     ruff
 """
@@ -55,6 +56,16 @@ def bench(session: nox.Session) -> None:
     """Benchmarks side by side with their baselines; name one to run it alone."""
     session.install("-e", ".[test]", TORCH)
     session.run("python", "-m", "tests.bench", *session.posargs)
+
+
+@nox.session
+def audit(session: nox.Session) -> None:
+    """Audit a paper folder (conda-lock.yml, reference.attestation.json, outputs/): install its
+    lock into build/audit/env and write the verdict and reports to build/audit."""
+    paper, *extra = session.posargs or ["paper"]
+    session.install("-e", ".")
+    session.run("samebits", "audit", paper, "--install", "build/audit/env", "--replace",
+                "--out", "build/audit", *extra)
 
 
 @nox.session

@@ -144,7 +144,8 @@ def run_attest(req: AttestRequest, *, runtime_for: RuntimeFactory = Interpreter,
     facts = runtime.facts()
     device = resolve_device(facts, req.device)
     needs = LockNeeds.read(req.lockfile) if req.lockfile else None
-    problems = check(facts, device=device, requested=req.device, lock=needs)
+    problems = check(facts, device=device, requested=req.device, lock=needs,
+                     prefix=str(where.prefix))
     if problems:
         raise PreflightError(problems)
     progress("workloads")
@@ -248,7 +249,8 @@ def run_audit(req: AuditRequest, *, runtime_for: RuntimeFactory = Interpreter,
     elif runtime is None:
         pre, device = skipped("preflight", "no environment to run in"), None
     else:
-        pre, device = preflight_step(runtime, req.device, authors, needs)
+        pre, device = preflight_step(runtime, req.device, authors, needs,
+                                     prefix=str(where.prefix) if where else None)
     steps.append(pre)
     if req.install is None:
         steps.append(env_step)
@@ -327,7 +329,7 @@ def audit_device(facts: Facts, requested: str, authors: Attestation) -> str:
 
 
 def preflight_step(runtime: Runtime, requested: str, authors: Attestation,
-                   needs: LockNeeds) -> tuple[Step, str | None]:
+                   needs: LockNeeds, *, prefix: str | None = None) -> tuple[Step, str | None]:
     from verify.cmd_gpu import device_line
 
     try:
@@ -337,7 +339,7 @@ def preflight_step(runtime: Runtime, requested: str, authors: Attestation,
         return failed("preflight", f"preflight: {exc.message}",
                       notes=[exc.hint] if exc.hint else ()), None
     on_purpose = "cpu" if device == "cpu" and authors.device_type == "cpu" else requested
-    problems = check(facts, device=device, requested=on_purpose, lock=needs)
+    problems = check(facts, device=device, requested=on_purpose, lock=needs, prefix=prefix)
     if problems:
         return Step(name="preflight", status="failed", summary=device_line(facts, device),
                     reasons=tuple(f"preflight: {p.message}" for p in problems),
