@@ -172,3 +172,12 @@ def test_ownership_categories_of_a_conda_prefix(pristine: Installed) -> None:
     assert cats[f"{SP}/sbtest/__pycache__/__init__.cpython-311.pyc"] == ("cache", SBTEST)
     assert cats[VFA_META] == ("meta", "<installer>")
     assert cats["CACHEDIR.TAG"] == ("meta", "<installer>")
+
+
+def test_hardlinks_inside_the_prefix_are_hashed_once_and_both_listed(fresh_env: Installed) -> None:
+    """A second name for a file (a hardlink) is an entry of its own with the same hash."""
+    os.link(fresh_env.prefix / "share/vfa/data.txt", fresh_env.prefix / "share/vfa/again.txt")
+    entries = build_manifest(fresh_env.prefix, jobs=2).by_path()
+    one, two = entries["share/vfa/data.txt"], entries["share/vfa/again.txt"]
+    assert one.sha256 == two.sha256 is not None
+    assert (one.category, two.category) == ("package", "unowned")

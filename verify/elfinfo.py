@@ -66,9 +66,15 @@ def read_elf_info(stream: BinaryIO) -> ElfInfo:
 
 
 def _dynamic(elf):  # -> DynamicSection | DynamicSegment | None
-    for i in range(elf.num_sections()):
-        if elf._get_section_header(i)["sh_type"] == "SHT_DYNAMIC":
-            return elf.get_section(i)
+    header = getattr(elf, "_get_section_header", None)  # pyelftools' own, stable since 0.2x
+    if header is None:  # pragma: no cover - a pyelftools without it: the slow public way
+        for section in elf.iter_sections():
+            if section["sh_type"] == "SHT_DYNAMIC":
+                return section
+    else:
+        for i in range(elf.num_sections()):
+            if header(i)["sh_type"] == "SHT_DYNAMIC":
+                return elf.get_section(i)
     for segment in elf.iter_segments():
         if segment["p_type"] == "PT_DYNAMIC":
             return segment

@@ -95,10 +95,10 @@ def _hash(path: str, elf: bool, size: int) -> tuple[str | None, ElfInfo | None, 
         os.close(fd)
 
 
-def _hash_batch(batch: tuple[int, list[str], list[int]], elf: bool
+def _hash_batch(batch: tuple[int, str, list[str], list[int]], elf: bool
                 ) -> tuple[int, list[tuple]]:
-    b, paths, sizes = batch
-    return b, [_hash(p, elf, n) for p, n in zip(paths, sizes, strict=True)]
+    b, root, paths, sizes = batch
+    return b, [_hash(root + p, elf, n) for p, n in zip(paths, sizes, strict=True)]
 
 
 def _worker_init() -> None:
@@ -127,9 +127,10 @@ class FileHasher:
     largest first. A context manager, so the workers always stop.
     """
 
-    def __init__(self, *, jobs: int | None = None, elf: bool = True) -> None:
+    def __init__(self, *, jobs: int | None = None, elf: bool = True, root: str = "") -> None:
         self.jobs = jobs or default_jobs()
         self.elf = elf
+        self.root = root  # every path added is relative to it (sent once per batch)
         self._pool = _context().Pool(self.jobs, initializer=_worker_init) \
             if self.jobs > 1 else None
         self._paths: list[str] = []
@@ -155,7 +156,7 @@ class FileHasher:
             self._pool = None
 
     def add(self, path: str, size: int) -> int:
-        """Queue one file; returns its index in what ``wait`` returns."""
+        """Queue ``root + path``; returns its index in what ``wait`` returns."""
         i = len(self._paths)
         self._paths.append(path)
         self._sizes.append(size)
@@ -174,8 +175,11 @@ class FileHasher:
         if self._pool is not None:
             self._submit(len(self._heap))
 
-    def wait(self, advance: Callable[[int], None] = lambda n: None) -> list[Hashed]:
-        """One Hashed per added path, in the order they were added."""
+    def wait(self, advance: Callable[[int], None] = lambda n: None,
+             each: Callable[[int, Hashed], None] | None = None) -> list[Hashed]:
+        """One Hashed per added path, in the order they were added. ``each(index, hashed)``
+        is called as each file's result comes in, so the caller can use the time the
+        workers still need for the rest; ``advance(nbytes)`` as each batch does."""
         self.no_more()
         out: list[Hashed | None] = [None] * len(self._paths)
         make = Hashed._make
@@ -188,7 +192,9 @@ class FileHasher:
                 raise hashed
             nbytes, idx = self._batches[b]
             for i, h in zip(idx, hashed, strict=True):  # type: ignore[call-overload]
-                out[i] = make(h)
+                out[i] = result = make(h)
+                if each is not None:
+                    each(i, result)
             advance(nbytes)
         return out  # type: ignore[return-value]
 
@@ -207,9 +213,9 @@ class FileHasher:
                 room = 2 * self.jobs - self._running
             self._submit(room)
 
-    def _work(self, b: int) -> tuple[int, list[str], list[int]]:
+    def _work(self, b: int) -> tuple[int, str, list[str], list[int]]:
         idx = self._batches[b][1]
-        return b, [self._paths[i] for i in idx], [self._sizes[i] for i in idx]
+        return b, self.root, [self._paths[i] for i in idx], [self._sizes[i] for i in idx]
 
     def _submit(self, n: int) -> None:
         assert self._pool is not None

@@ -100,7 +100,7 @@ def build_manifest(prefix: Path, *, jobs: int | None = None, elf: bool = True,
     """Walk, hash and attribute every file under ``prefix``."""
     prefix = Path(os.path.abspath(prefix))
     kind = prefix_kind(prefix)
-    with FileHasher(jobs=jobs, elf=elf) as hasher:  # workers start now, while we are small
+    with FileHasher(jobs=jobs, elf=elf, root=f"{prefix}/") as hasher:  # workers start now
         walked: list[tuple[str, os.stat_result, str | None, int]] = []
         first_of_inode: dict[tuple[int, int], int] = {}
         unreadable: list[tuple[str, str]] = []
@@ -108,24 +108,42 @@ def build_manifest(prefix: Path, *, jobs: int | None = None, elf: bool = True,
         for rel, st, target in _walk(str(prefix), unreadable):
             n = -1
             if stat.S_ISREG(st.st_mode):
-                inode = (st.st_dev, st.st_ino)
-                n = first_of_inode.get(inode, -1)
-                if n < 0:  # a hardlink to a file already seen is hashed once
-                    n = first_of_inode[inode] = hasher.add(f"{prefix}/{rel}", st.st_size)
+                if st.st_nlink > 1:  # another name for a file already seen is hashed once
+                    inode = (st.st_dev, st.st_ino)
+                    n = first_of_inode.get(inode, -1)
+                if n < 0:
+                    n = hasher.add(rel, st.st_size)
                     total += st.st_size
+                    if st.st_nlink > 1:
+                        first_of_inode[(st.st_dev, st.st_ino)] = n
             walked.append((rel, st, target, n))
         hasher.no_more()
         records = read_records(prefix)  # while the workers hash
+        claims = records.claims
+        sps = tuple(sp + "/" for sp in site_packages(prefix))
+        entries: list[Entry | None] = [None] * len(walked)
+        users: dict[int, int | list[int]] = {}  # hash index -> position(s) in walked
+        for pos, (rel, st, target, n) in enumerate(walked):
+            if n < 0:
+                entries[pos] = _entry(kind, rel, st, target, None, claims.get(rel, ()), sps)
+            elif n in users:  # hardlinks: one hash, several entries
+                had = users[n]
+                users[n] = [*(had if isinstance(had, list) else [had]), pos]
+            else:
+                users[n] = pos
+
+        def each(n: int, h: Hashed) -> None:  # entries are made while the workers hash
+            who = users[n]
+            for pos in who if isinstance(who, list) else (who,):
+                rel, st, target, _ = walked[pos]
+                entries[pos] = _entry(kind, rel, st, target, h, claims.get(rel, ()), sps)
+
         bar = progress("hashing (MB)", total / 1e6) if progress else \
             nullcontext(lambda n=1: None)
         with bar as advance:
-            hashed = hasher.wait(lambda nbytes: advance(nbytes / 1e6))
-    sps = tuple(sp + "/" for sp in site_packages(prefix))
-    entries = [_entry(kind, rel, st, target, hashed[n] if n >= 0 else None,
-                      records.claims.get(rel, ()), sps)
-               for rel, st, target, n in walked]
-    entries.sort(key=lambda e: os.fsencode(e.path))
-    return Manifest(prefix=prefix, kind=kind, entries=tuple(entries), records=records,
+            hasher.wait(lambda nbytes: advance(nbytes / 1e6), each)
+    done = sorted((e for e in entries if e is not None), key=lambda e: os.fsencode(e.path))
+    return Manifest(prefix=prefix, kind=kind, entries=tuple(done), records=records,
                     unreadable=tuple(sorted(unreadable)))
 
 

@@ -128,7 +128,7 @@ def site_packages(prefix: Path) -> list[str]:
 def read_records(prefix: Path) -> Records:
     prefix = Path(prefix)
     packages: list[Package] = []
-    claims: dict[str, list[Claim]] = {}
+    claims: dict[str, tuple[Claim, ...]] = {}
     problems: list[Problem] = []
     meta = prefix / "conda-meta"
     if meta.is_dir():
@@ -144,14 +144,14 @@ def read_records(prefix: Path) -> Records:
                     continue  # a conda package's Python metadata: conda-meta speaks for it
                 _read_dist(prefix, sp, dist, packages, claims, problems)
     return Records(packages=tuple(sorted(packages, key=lambda p: (p.manager, p.name.lower()))),
-                   claims={k: tuple(v) for k, v in claims.items()},
+                   claims=claims,
                    problems=tuple(problems))
 
 
 # ------------------------------------------------------------------------------------ conda
 
 def _read_conda(prefix: Path, rel: str, packages: list[Package],
-                claims: dict[str, list[Claim]], problems: list[Problem]) -> None:
+                claims: dict[str, tuple[Claim, ...]], problems: list[Problem]) -> None:
     try:
         doc = json.loads((prefix / rel).read_bytes())
         name, version, build = doc["name"], doc["version"], doc["build"]
@@ -175,7 +175,8 @@ def _read_conda(prefix: Path, rel: str, packages: list[Package],
             problems.append(Problem(record=rel, message=f"bad paths_data entry: {_why(exc)}"))
             continue
         if claim is not None:
-            claims.setdefault(posixpath.normpath(entry["_path"]), []).append(claim)
+            path = posixpath.normpath(entry["_path"])
+            claims[path] = (*claims.get(path, ()), claim)
 
 
 def _conda_claim(pid: str, entry: dict[str, Any], cache: Path | None) -> Claim | None:
@@ -214,7 +215,7 @@ def _conda_claim(pid: str, entry: dict[str, Any], cache: Path | None) -> Claim |
 # -------------------------------------------------------------------------------------- pip
 
 def _read_dist(prefix: Path, sp: str, dist: str, packages: list[Package],
-               claims: dict[str, list[Claim]], problems: list[Problem]) -> None:
+               claims: dict[str, tuple[Claim, ...]], problems: list[Problem]) -> None:
     base = prefix / dist
     headers = _headers(base / "METADATA")
     name, version = headers.get("name"), headers.get("version")
@@ -254,8 +255,10 @@ def _read_dist(prefix: Path, sp: str, dist: str, packages: list[Package],
         unhashed = None
         if sha is None:
             unhashed = "no hash in RECORD" if not value else f"RECORD hash {value.split('=')[0]}"
-        claims.setdefault(path, []).append(Claim(
-            pid, "file", sha, int(size) if size.isdigit() else None, None, None, unhashed))
+        claim = Claim(pid, "file", sha, int(size) if size.isdigit() else None, None, None,
+                      unhashed)
+        had = claims.get(path)
+        claims[path] = (claim,) if had is None else (*had, claim)
 
 
 def _inside(prefix: Path, sp: str, path: str) -> str | None:

@@ -14,9 +14,12 @@ and times, in interleaved rounds after one warm-up round (page cache hot for eve
 processes start in milliseconds). Each figure is the best of the rounds. Peak RSS: the
 verifying process, and the largest hashing worker.
 
-    --venv DIR    the venv to use (default build/bench/torch-venv)
-    --rounds N    timed rounds (default 3)
-    --jobs N      hashing processes and xargs -P (default: available cores)
+    --venv=DIR    the venv to use (default build/bench/torch-venv)
+    --rounds=N    timed rounds (default 3)
+    --jobs=N      hashing processes and xargs -P (default: available cores)
+
+(``python -m tests.bench`` passes on only the arguments that start with a dash: write
+``--rounds=5``, not ``--rounds 5``.)
 """
 
 from __future__ import annotations
