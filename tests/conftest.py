@@ -9,7 +9,7 @@ import pytest
 from tests.fakechannel import build_cuda_channel
 
 # Fixture modules shared by several test files.
-pytest_plugins = ["tests.lock_fixtures", "tests.render_fixtures"]
+pytest_plugins = ["tests.lock_fixtures", "tests.render_fixtures", "tests.verify_fixtures"]
 
 
 @pytest.fixture(scope="session")

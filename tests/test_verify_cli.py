@@ -20,6 +20,7 @@ from tests.verify_fixtures import (  # noqa: F401  (fixtures)
     fresh_env,
     pristine,
     rattler_cache,
+    rattler_install,
     vchannel,
     wheel,
 )
@@ -157,3 +158,26 @@ def test_running_environment_is_the_default(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert (doc["prefix"], doc["prefix_kind"], doc["identical"]) == (str(env), "venv", True)
     assert {e["category"] for e in doc["manifest"]} == {"scaffold"}
+
+
+def test_unresolved_library_is_named_and_exits_1(
+        vchannel: Path, rattler_cache: Path, tmp_path: Path,
+        capsysbinary: pytest.CaptureFixture[bytes]) -> None:
+    """Identical files but a library nobody ships: exit 1, the file and package named;
+    --no-linkage skips the check and exits 0."""
+    from verify.linkage import host_library_dirs
+
+    if any(os.path.exists(os.path.join(d, "libcudart.so.11.0")) for d in host_library_dirs()):
+        pytest.skip("this host has libcudart.so.11.0 in its default library folders")
+    prefix = tmp_path / "env"
+    rattler_install(vchannel, ["python 3.11.*", "needy"], prefix, rattler_cache)
+    rc, out, _ = run(capsysbinary, "--prefix", str(prefix))
+    text = out.decode()
+    assert rc == 1
+    assert ("  lib/libneedy.so [conda:needy-1.0-h0_0] needs libcudart.so.11.0: "
+            "cannot open shared object file") in text.splitlines()
+    assert text.splitlines()[-1] == (
+        "result: identical files, but libraries do not resolve (exit 1)")
+    rc, out, _ = run(capsysbinary, "--prefix", str(prefix), "--no-linkage", "--json")
+    doc = json.loads(out)
+    assert rc == 0 and doc["linkage"] == {"checked": False} and doc["ok"] is True

@@ -1,15 +1,17 @@
 """Hash many files fast: sha256 in worker processes, streaming, constant memory.
 
 ``FileHasher`` starts ``jobs`` worker processes when it is created (before the caller builds
-anything large, so each worker is small), ``start(paths, sizes)`` hands them every file at once
-and returns at once, and ``wait()`` gives one ``Hashed`` per path, in order. Between the two
-the caller does its own work (reading the installers' records) while the workers hash.
+anything large, so each worker is small). The walk calls ``add(path, size)`` for each file and
+the workers start hashing at once; ``no_more()`` ends the input, the caller does its own work
+(reading the installers' records, making entries in ``wait``'s ``each`` callback) while the
+workers finish, and ``wait()`` gives one ``Hashed`` per path, in order.
 
-Files go out longest first (the largest-processing-time rule: one 400 MB library must not
-start last and finish alone), small files in batches of a few hundred so the per-file cost is
-paid in the workers, not in pickling. Each worker reads through one 1 MiB buffer, so memory
-stays flat whatever the file sizes. Processes rather than threads: hashlib releases the GIL
-while it hashes, but opening, reading and closing 20,000 small files is Python work too.
+Large files go out first (the largest-processing-time rule: one 400 MB library must not start
+last and finish alone; while the walk runs only two batches per worker are queued, so one found
+late still jumps ahead), small files in batches of a few hundred so the per-file cost is paid in
+the workers, not in pickling. Each worker reads through one 1 MiB buffer, so memory stays flat
+whatever the file sizes. Processes rather than threads: hashlib releases the GIL while it
+hashes, but opening, reading and closing 20,000 small files is Python work too.
 
 A worker that meets an ELF file (``\\x7fELF``) also reads its dynamic section with pyelftools
 while the file is hot in the page cache (``verify.elfinfo``), so the linkage check costs no
