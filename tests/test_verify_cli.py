@@ -54,7 +54,7 @@ def test_drift_exits_1_and_names_file_and_package(
     assert rc == 1
     assert any(ln.startswith("  modified        share/vfa/data.txt [conda:vfa-1.0-h0_0]: "
                              "sha256 ") for ln in lines)
-    assert lines[-1] == "result: DRIFT: 1 findings (exit 1)"
+    assert lines[-1] == "result: DRIFT: 1 finding (exit 1)"
 
 
 BAD_INPUT = [

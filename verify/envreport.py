@@ -169,17 +169,17 @@ def report_text(r: EnvReport) -> str:
     s = summary(r)
     cats = s["categories"]
     lines = [f"verify env {m.prefix} ({m.kind}" + (f", {r.platform})" if r.platform else ")")]
-    owned = [f"{cats.get('package', 0):,} from {len(m.records.packages)} packages "
+    owned = [f"{cats.get('package', 0):,} from {_n(len(m.records.packages), 'package')} "
              f"({s['packages']['conda']} conda, {s['packages']['pip']} pip)"]
-    for cat, label in (("scaffold", "venv scaffolding"), ("base", "interpreter files"),
-                       ("cache", "bytecode caches"), ("meta", "installer records"),
+    for cat, label in (("scaffold", "venv scaffolding"), ("base", "interpreter"),
+                       ("cache", "bytecode cache"), ("meta", "installer records"),
                        ("unowned", "unowned")):
         if cats.get(cat):
             owned.append(f"{cats[cat]:,} {label}")
     lines.append(f"  entries    {s['entries']:,} ({_size(s['bytes'])}): " + ", ".join(owned))
     if s["unhashed"]:
-        lines.append(f"  unhashed   {s['unhashed']:,} package files whose record has no hash "
-                     "(listed in the manifest, not checkable)")
+        lines.append(f"  unhashed   {_n(s['unhashed'], 'package file')} recorded without a hash "
+                     "(in the manifest and the digest, not checkable)")
     if r.lockfile:
         lines.append(f"  lockfile   {r.lockfile} ({r.platform}): {r.locked_packages} packages")
     if r.reference:
@@ -191,7 +191,7 @@ def report_text(r: EnvReport) -> str:
     for note in r.notes:
         lines.append(f"  note: {note}")
     if r.findings:
-        lines.append(f"findings: {len(r.findings)}")
+        lines.append(f"findings: {len(r.findings):,}")
         lines.extend(f"  {finding_line(f)}" for f in r.findings)
     if r.linkage is not None:
         lk = r.linkage
@@ -209,7 +209,7 @@ def report_text(r: EnvReport) -> str:
     elif r.identical:
         verdict = "identical files, but libraries do not resolve"
     else:
-        verdict = f"DRIFT: {len(r.findings)} findings"
+        verdict = f"DRIFT: {_n(len(r.findings), 'finding')}"
     lines.append(f"result: {verdict} (exit {r.exit_code})")
     return "\n".join(lines)
 
@@ -233,6 +233,10 @@ def finding_line(f: Finding) -> str:
     extra = f" ({f.detail})" if f.detail else ""
     src = f" <{f.source}>" if f.source not in ("record", "lockfile") else ""
     return f"{head}: {tail}{extra}{src}".replace(": ()", "")
+
+
+def _n(count: int, noun: str) -> str:
+    return f"{count:,} {noun}" + ("" if count == 1 else "s")
 
 
 def _short(h: str | None) -> str:
