@@ -28,6 +28,30 @@ def sha256_hex(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def read_json(path: Path, *, what: str = "file", hint: str | None = None) -> Any:
+    """The JSON document at ``path``; any failure is an ``InputError`` naming the path.
+
+    ``what`` names the kind of file in "no such ...", ``hint`` says how to make one.
+    """
+    from samebits.errors import InputError
+
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such {what}", hint=hint) from None
+    except IsADirectoryError:
+        raise InputError(f"{path}: is a folder, not a {what}") from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read: {exc.strerror}") from None
+    try:
+        return json.loads(data.decode())
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}: not JSON: {exc}") from None
+
+
 def atomic_write(path: Path, data: bytes | str, *, mode: int = 0o644) -> None:
     """Write ``data`` to ``path`` so readers see the old file or the new one, never a torn one.
 

@@ -183,5 +183,5 @@ def test_output_errors(tmp_path: Path) -> None:
     (stats,) = output_errors(tmp_path / "a", tmp_path / "b")["sum_fp32"]
     assert (stats.output, stats.max_ulp, stats.differing) == ("sum", 1, 1)
     assert output_errors(tmp_path / "a", tmp_path / "c") == {}
-    with pytest.raises(InputError, match="no saved outputs here"):
+    with pytest.raises(InputError, match="no such saved-outputs index"):
         output_errors(tmp_path / "a", tmp_path / "missing")

@@ -19,14 +19,13 @@ so equal results give equal bytes (no timestamps, no host names, no absolute pat
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from samebits import __version__
-from samebits._io import canonical_json
+from samebits._io import canonical_json, read_json
 from samebits.errors import InputError
 from verify.facts import Facts
 
@@ -136,18 +135,6 @@ def parse_attestation(doc: Any, *, source: str) -> Attestation:
 
 
 def read_attestation(path: Path) -> Attestation:
-    path = Path(path)
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such attestation",
-                         hint="make one with `samebits verify gpu --out FILE`") from None
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read: {exc.strerror}") from None
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{path}: not UTF-8 text (byte {exc.start})") from None
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{path}: not JSON: {exc}") from None
+    doc = read_json(path, what="attestation",
+                    hint="make one with `samebits verify gpu --out FILE`")
     return parse_attestation(doc, source=str(path))

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 from pathlib import Path
 
-from samebits._io import atomic_write, canonical_json
+from samebits._io import atomic_write, canonical_json, read_json
 from samebits.errors import EXIT_DIFFERENT, EXIT_OK, InputError
 from samebits.ui import Output
 from verify.fleet import analyse, format_report
@@ -71,12 +70,8 @@ def run_fleet(args: argparse.Namespace, out: Output) -> int:
 
 
 def run_fleet_report(args: argparse.Namespace, out: Output) -> int:
-    try:
-        doc = json.loads(Path(args.report).read_text())
-    except FileNotFoundError:
-        raise InputError(f"{args.report}: no such file") from None
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{args.report}: not JSON: {exc}") from None
+    doc = read_json(args.report, what="fleet report",
+                    hint="write one with `torchrun ... -m verify fleet --out FILE`")
     fmt = doc.get("format") if isinstance(doc, dict) else None
     if not isinstance(doc, dict) or fmt != 1 or "ranks" not in doc:
         raise InputError(f"{args.report}: format = {fmt!r}: not a samebits fleet report "

@@ -26,13 +26,12 @@ result goes into ``compare(errors=...)`` for the max absolute error and ULP dist
 from __future__ import annotations
 
 import fnmatch
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from samebits._io import compact_json, sha256_hex
+from samebits._io import compact_json, read_json, sha256_hex
 from samebits.errors import InputError
 from verify.attest import Attestation
 from verify.workloads.catalog import BY_NAME, NAMES
@@ -257,13 +256,8 @@ _INT_VIEW = {"float16": "int16", "bfloat16": "int16", "float32": "int32", "float
 
 def _read_index(root: Path) -> dict[str, Any]:
     path = Path(root) / "outputs.json"
-    try:
-        doc = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise InputError(f"{path}: no saved outputs here",
-                         hint="run `samebits verify gpu --save-outputs DIR`") from None
-    except (OSError, json.JSONDecodeError) as exc:
-        raise InputError(f"{path}: unreadable: {exc}") from None
+    doc = read_json(path, what="saved-outputs index",
+                    hint="run `samebits verify gpu --save-outputs DIR`")
     fmt = doc.get("format") if isinstance(doc, dict) else None
     if fmt != 1:
         raise InputError(f"{path}: format = {fmt!r}: this samebits reads format 1")

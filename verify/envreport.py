@@ -18,13 +18,13 @@ A report is also a reference: ``verify env --against report.json`` compares ever
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from samebits._io import read_json
 from samebits.errors import InputError
 from verify.drift import Finding
 from verify.linkage import LinkageReport
@@ -137,13 +137,8 @@ def _json_finding(f: Finding) -> dict[str, Any]:
 
 def load_reference(path: Path) -> Reference:
     """An earlier report, read back as the entries to compare with."""
-    try:
-        doc = json.loads(Path(path).read_bytes())
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file",
-                         hint="write one with `samebits verify env --json > FILE`") from None
-    except (OSError, ValueError) as exc:
-        raise InputError(f"{path}: not a JSON report: {exc}") from None
+    doc = read_json(path, what="report",
+                    hint="write one with `samebits verify env --json > FILE`")
     if not isinstance(doc, dict) or doc.get("kind") != REPORT_KIND:
         raise InputError(f"{path}: not a `verify env` report (kind = {doc.get('kind')!r})"
                          if isinstance(doc, dict) else f"{path}: not a `verify env` report")
