@@ -31,7 +31,7 @@ def lock(session: nox.Session) -> None:
 
 @nox.session
 def render(session: nox.Session) -> None:
-    """Render lockfiles into containers/<env>/ (conda files, Containerfile); `-- ENV ...` for some."""
+    """Render lockfiles into containers/<env>/ (conda files, Containerfile); `-- ENV` for some."""
     session.install("-e", ".")
     session.run("samebits", "render", "conda", *session.posargs)
     session.run("samebits", "render", "containerfile", *session.posargs)
