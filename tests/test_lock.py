@@ -254,3 +254,19 @@ def test_exclude_newer_on_the_conda_part(project: TmpProject, cutoff: str, pytho
     lock_ok(project)
     (pkg,) = [p for p in parse_lock(project.lockfile("env")).packages if p.name == "python"]
     assert pkg.version == python
+
+
+def test_libyaml_and_pure_python_emit_the_same_lock() -> None:
+    """The lock's bytes do not depend on whether PyYAML was built with libyaml."""
+    import yaml
+
+    from samebits.lockfile import dump_yaml, lock_to_dict
+
+    if not getattr(yaml, "__with_libyaml__", False):
+        pytest.skip("PyYAML without libyaml: only the pure-Python emitter exists here")
+    doc = lock_to_dict(parse_lock(Path(__file__).parents[1] / "lockfiles/hopper.conda-lock.yml"))
+    doc["metadata"]["custom_metadata"].update({
+        "samebits.tricky": "13.0", "samebits.star": "*", "samebits.empty": "",
+        "samebits.unicode": "Grüße", "samebits.colon": "a: b", "samebits.yes": "yes",
+        "samebits.long": "x" * 5000})
+    assert dump_yaml(doc, dumper=yaml.CSafeDumper) == dump_yaml(doc, dumper=yaml.SafeDumper)

@@ -25,7 +25,7 @@ from tests.fakechannel import build_cuda_channel
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORDS_PER_SUBDIR = 20_000
-FILLERS = [f"filler-{i}" for i in range(0, 40, 4)]
+FILLERS = [f"filler-{i}" for i in range(0, 50, 5)]
 
 
 def synthetic_channel(root: Path) -> Path:
@@ -40,7 +40,9 @@ def synthetic_channel(root: Path) -> Path:
         while len(packages) < RECORDS_PER_SUBDIR:
             i, v = divmod(n, 10)
             name = f"filler-{i}"
-            deps = [f"filler-{j} >=1.{rng.randrange(5)}" for j in (i + 1, i + 3) if j < 1990]
+            # chains of five: an environment of realistic size (tens of packages) chosen
+            # from a channel of realistic breadth (every record is read and considered)
+            deps = [f"filler-{i + 1} >=1.{rng.randrange(5)}"] if i % 5 != 4 else []
             if subdir != "noarch":
                 deps.append("__glibc >=2.17")
             fn = f"{name}-1.{v}.0-h{subdir[:5].replace('-', '')}_0.tar.bz2"
