@@ -106,8 +106,9 @@ async def _lock_all(project: Project, ids: list[str], out: Output, *, timeout: f
             r = results[env_id]
             counts = ", ".join(f"{k} {v}" for k, v in r["packages"].items())
             lines.append(f"{env_id}: {r['state']} {r['lockfile']} ({counts} packages)")
-    for env_id, exc in sorted(errors, key=lambda e: e[0]):
-        out.error(_prefixed(env_id, exc)) if not out.json else None
+    if not out.json:  # in --json mode the errors are part of the one document
+        for env_id, exc in sorted(errors, key=lambda e: e[0]):
+            out.error(_prefixed(env_id, exc))
     payload = {"locked": dict(sorted(results.items())),
                "errors": {i: e.to_json() for i, e in sorted(errors, key=lambda e: e[0])}}
     out.emit(payload, "\n".join(lines))
