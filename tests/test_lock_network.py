@@ -102,3 +102,19 @@ def test_committed_locks_reproduce(tmp_path: Path) -> None:
     assert len(fresh) == 6
     for path in fresh:
         assert path.read_bytes() == (ROOT / "lockfiles" / path.name).read_bytes(), path.name
+
+
+def test_refused_channel_is_unreachable_at_once(project: TmpProject) -> None:
+    """A channel whose host refuses the connection is named unreachable at once, exit 4."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again when the block ends: connections are refused
+    project.spec("env", 'generation = "cpu"\npython = "3.12"\n[platforms.linux-64]\n'
+                 f'glibc = "2.28"\n[conda]\nchannels = ["http://127.0.0.1:{port}/chan"]\n'
+                 'dependencies = ["numpy"]\n')
+    start = time.monotonic()
+    res = project.samebits("lock", "--timeout", "20")
+    assert res.returncode == 4
+    assert f"channel http://127.0.0.1:{port}/chan (http://127.0.0.1:{port}/chan) is " \
+           "unreachable: [Errno 111] Connection refused" in res.stderr
+    assert time.monotonic() - start < 15

@@ -37,8 +37,10 @@ def probe_channels(channels: Sequence[str], subdir: str, *, timeout: float) -> N
             continue  # it answered; the solve will report what is missing
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
+            timed_out = isinstance(reason, TimeoutError) or "timed out" in str(reason)
+            what = f"did not answer within {timeout:g} s" if timed_out else "is unreachable"
             raise UnreachableError(
-                f"channel {ch} ({url}) did not answer within {timeout:g} s: {reason}",
+                f"channel {ch} ({url}) {what}: {reason}",
                 hint="check the network or the channel name; locks that need it are solved "
                 "where it is reachable",
             ) from None
