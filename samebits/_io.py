@@ -7,8 +7,9 @@ import hashlib
 import json
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 
 def canonical_json(obj: Any) -> bytes:
@@ -58,14 +59,21 @@ def atomic_write(path: Path, data: bytes | str, *, mode: int = 0o644) -> None:
     The bytes go to a temporary file in the same folder, are flushed to disk, then renamed over
     ``path``; a crash or a kill at any point leaves the previous file intact.
     """
-    if isinstance(data, str):
-        data = data.encode()
+    with atomic_writer(path, mode=mode) as f:
+        f.write(data.encode() if isinstance(data, str) else data)
+
+
+@contextlib.contextmanager
+def atomic_writer(path: Path, *, mode: int = 0o644) -> Iterator[BinaryIO]:
+    """``atomic_write`` for a stream: write to the yielded file; on a clean exit it is flushed
+    to disk and renamed over ``path``, on an exception it is removed and ``path`` is untouched.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            yield f
             f.flush()
             os.fsync(f.fileno())
         os.chmod(tmp, mode)

@@ -18,7 +18,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from samebits._io import atomic_write
+from samebits._io import atomic_write, atomic_writer
 from samebits.errors import EXIT_DIFFERENT, EXIT_OK, LockfileError, UsageError
 from samebits.lockfile import LOCK_SUFFIX
 from samebits.project import Project
@@ -270,24 +270,11 @@ def run_oci(args: argparse.Namespace, out: Output) -> int:
 
 def write_oci_archive(layout: Path, dest: Path, *, epoch: int) -> None:
     """The layout as an (uncompressed) oci-archive tarball, deterministic, written atomically."""
-    import tempfile
-
     from samebits.render.tarball import scan_prefix, tar_chunks
 
-    dest = Path(dest)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            for chunk in tar_chunks(layout, scan_prefix(layout), root="", mtime=epoch):
-                f.write(chunk)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, dest)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    with atomic_writer(dest) as f:
+        for chunk in tar_chunks(layout, scan_prefix(layout), root="", mtime=epoch):
+            f.write(chunk)
 
 
 def _host_platform() -> str:
