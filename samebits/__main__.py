@@ -1,5 +1,5 @@
 import sys
 
-from samebits.cli import main
+from samebits.app.cli import main
 
 sys.exit(main())

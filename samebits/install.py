@@ -20,7 +20,7 @@ check is the one ``--require-hashes`` makes, done here before anything is unpack
 Containerfile, which runs inside the image, uses pip with --require-hashes --no-deps.
 
 ``install_prefix`` writes into the folder it is given (the caller stages and renames it) and
-returns an ``InstallReport``; ``samebits.cmd_render`` runs ``verify env`` on the result.
+returns an ``InstallReport``; ``samebits.app.cmd_render`` runs ``verify env`` on the result.
 """
 
 from __future__ import annotations

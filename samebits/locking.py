@@ -2,7 +2,7 @@
 
     plan -> (per platform, concurrently) conda solve + PyPI solve -> post-solve checks -> Lock
 
-Nothing is written here; ``samebits.cli`` writes the text atomically once every platform has
+Nothing is written here; ``samebits.app.cli`` writes the text atomically once every platform has
 solved, so a failure leaves the previous lockfile as it was.
 """
 

@@ -6,13 +6,14 @@ Progress bars appear only when stderr is a terminal and --json is off.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from samebits.errors import SamebitsError
+from samebits.errors import EXIT_BAD_INPUT, SamebitsError
 
 
 class Output:
@@ -72,3 +73,30 @@ def _stderr_console():
     from rich.console import Console
 
     return Console(stderr=True)
+
+
+def run_cli(parser: argparse.ArgumentParser, argv: Sequence[str]) -> int:
+    """Parse ``argv`` and run the chosen command's ``func(args, out)``: the one edge where
+    ``SamebitsError`` becomes ``error: ...`` (or ``{"error": ...}`` with --json) and an exit
+    code. ``samebits`` and ``python -m verify`` both end here."""
+    args = parser.parse_args(list(argv))
+    out = Output(json_mode=getattr(args, "json", False), quiet=getattr(args, "quiet", False))
+    try:
+        return int(args.func(args, out))
+    except SamebitsError as exc:
+        out.error(exc)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted\n")
+        return 130
+    except BrokenPipeError:
+        return EXIT_BAD_INPUT
+
+
+def common_options() -> argparse.ArgumentParser:
+    """The options every command takes (``--json``, ``--quiet``), as an argparse parent."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--json", action="store_true",
+                        help="print one JSON document on stdout instead of text")
+    common.add_argument("-q", "--quiet", action="store_true", help="no progress or notes")
+    return common

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from samebits.audit.report_html import CELL_COLOURS, render_html
-from samebits.audit.report_md import render_markdown
-from samebits.audit.verdict import LEVELS
+from samebits.app.audit.report_html import CELL_COLOURS, render_html
+from samebits.app.audit.report_md import render_markdown
+from samebits.app.audit.verdict import LEVELS
 from tests.audit_fixtures import (  # noqa: F401  (fixtures)
     TAMPERED,
     Run,

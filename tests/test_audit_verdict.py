@@ -1,11 +1,11 @@
-"""samebits.audit.verdict: the levels as data, decide, and the runtime judgement; pure."""
+"""samebits.app.audit.verdict: the levels as data, decide, and the runtime judgement; pure."""
 
 from __future__ import annotations
 
 import pytest
 
-from samebits.audit.runtime import settings_of
-from samebits.audit.verdict import LEVELS, ORDER, Step, Verdict, decide, judge_runtime
+from samebits.app.audit.runtime import settings_of
+from samebits.app.audit.verdict import LEVELS, ORDER, Step, Verdict, decide, judge_runtime
 from samebits.errors import InputError
 from tests.test_facts import sample_facts
 from verify.attest import Attestation, build_statement, parse_attestation

@@ -14,7 +14,8 @@ import torch
 from samebits.errors import InputError
 from tests.test_facts import H200, sample_facts
 from verify.attest import Attestation, build_statement, parse_attestation
-from verify.compare import class_id, compare, error_stats, output_errors
+from verify.compare import class_id, compare
+from verify.errorstats import error_stats, output_errors
 from verify.facts import DriverFacts
 from verify.workloads import tensor_bytes
 

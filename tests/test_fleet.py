@@ -21,18 +21,20 @@ ONLY = "gemm_fp32,sum_fp32,randn"
 
 
 def _env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != "SAMEBITS_TEST_FLIP_BIT"}
-    env.update(extra)
-    return env
+    return {**os.environ, **extra}
 
 
-def torchrun(tmp: Path, nproc: int, **env: str) -> tuple[subprocess.CompletedProcess, dict]:
+def torchrun(tmp: Path, nproc: int, *, fault: str | None = None
+             ) -> tuple[subprocess.CompletedProcess, dict]:
+    """`torchrun -m verify fleet` on ``nproc`` gloo ranks; with ``fault="WORKLOAD@RANK"`` the
+    ranks run `tests.fleet_fault`, which flips one output bit on that rank."""
     out = tmp / "fleet.json"
+    module = ["-m", "tests.fleet_fault", fault] if fault else ["-m", "verify", "fleet"]
     res = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--standalone",
-         f"--nproc-per-node={nproc}", "-m", "verify", "fleet", "--only", ONLY,
+         f"--nproc-per-node={nproc}", *module, "--only", ONLY,
          "--no-env-digest", "--out", str(out), "--html", str(tmp / "fleet.html")],
-        cwd=ROOT, capture_output=True, text=True, timeout=300, env=_env(**env))
+        cwd=ROOT, capture_output=True, text=True, timeout=300, env=_env())
     assert out.exists(), res.stderr[-3000:]
     return res, json.loads(out.read_text())
 
@@ -58,7 +60,7 @@ def test_two_ranks_agree_and_the_report_is_byte_stable(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_injected_bit_flip_names_exactly_that_rank(tmp_path: Path) -> None:
     """A one-bit fault on rank 2 of 3 makes rank 2, and only rank 2, the suspect."""
-    res, report = torchrun(tmp_path, 3, SAMEBITS_TEST_FLIP_BIT="sum_fp32@2")
+    res, report = torchrun(tmp_path, 3, fault="sum_fp32@2")
     assert res.returncode != 0  # rank 0 exits 1: a suspect
     assert report["verdict"] == "suspects"
     assert [(s["rank"], s["workloads"]) for s in report["suspects"]] == [(2, ["sum_fp32"])]

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from samebits.cli import main
+from samebits.app.cli import main
 
 SUBSET = "gemm_fp32,gemm_splitk_fp32,conv2d_fp32,sum_fp32,layernorm_fp32,randn,train_cnn_adamw"
 SMALL = "gemm_fp32,conv2d_fp32,sum_fp32,index_add"

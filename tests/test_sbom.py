@@ -1,4 +1,4 @@
-"""samebits.audit.sbom: a valid CycloneDX 1.6 document, every package hashed, byte-stable."""
+"""samebits.app.audit.sbom: a valid CycloneDX 1.6 document, every package hashed, byte-stable."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from samebits.audit.sbom import SERIAL_NAMESPACE, render_sbom, sbom_timestamp
+from samebits.app.audit.sbom import SERIAL_NAMESPACE, render_sbom, sbom_timestamp
 from samebits.lockfile import LockedPackage
 
 CHANNEL = "https://conda.anaconda.org/conda-forge"

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from samebits._io import canonical_json
-from samebits.cli import main
+from samebits.app.cli import main
 from tests.verify_fixtures import (  # noqa: F401  (fixtures)
     SP_REL,
     Installed,

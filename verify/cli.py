@@ -11,19 +11,13 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from samebits.ui import common_options, run_cli
+
 SUBCOMMANDS = ("env", "gpu", "compare", "fleet")
 
 
 def _modules() -> list:
-    out = []
-    for name in SUBCOMMANDS:
-        modname = f"verify.cmd_{name}"
-        try:
-            out.append(importlib.import_module(modname))
-        except ModuleNotFoundError as exc:
-            if exc.name != modname:
-                raise
-    return out
+    return [importlib.import_module(f"verify.cmd_{name}") for name in SUBCOMMANDS]
 
 
 def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
@@ -35,7 +29,20 @@ def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
         module.add_parser(vsub, parents)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    from samebits.cli import main as samebits_main
+def build_parser() -> argparse.ArgumentParser:
+    """``python -m verify``'s own parser: the verify subcommands alone, nothing of the
+    composition layer (``samebits.app``), so it runs wherever samebits' core does."""
+    parser = argparse.ArgumentParser(
+        prog="python -m verify",
+        description="Verify an environment (env), a machine's numerics (gpu), compare "
+        "attestations (compare), check a fleet (fleet). The same as `samebits verify ...`.",
+        epilog="exit codes: 0 ok, 1 difference found, 2 bad input, 5 tool failed. "
+        "See README.md.")
+    sub = parser.add_subparsers(dest="verify_command", metavar="SUBCOMMAND", required=True)
+    for module in _modules():
+        module.add_parser(sub, [common_options()])
+    return parser
 
-    return samebits_main(["verify", *(sys.argv[1:] if argv is None else argv)])
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return run_cli(build_parser(), list(sys.argv[1:] if argv is None else argv))

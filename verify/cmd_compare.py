@@ -14,7 +14,8 @@ from typing import Any
 from samebits.errors import EXIT_DIFFERENT, EXIT_OK, UsageError
 from samebits.ui import Output
 from verify.attest import read_attestation
-from verify.compare import FactDiff, Report, compare, output_errors
+from verify.compare import FactDiff, Report, compare
+from verify.errorstats import output_errors
 
 VERDICT_LINE = {
     "identical": "IDENTICAL: every workload both ran gave the same bits",

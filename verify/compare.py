@@ -19,8 +19,9 @@ Verdicts (``Report.verdict``):
                  ``GROUPS``); when none of those differ, to every differing class fact, flagged
                  ``expected=False``
 
-``compare`` is pure; ``output_errors`` reads two ``--save-outputs`` folders (torch) and its
-result goes into ``compare(errors=...)`` for the max absolute error and ULP distance.
+``compare`` is pure; ``verify.errorstats.output_errors`` reads two ``--save-outputs`` folders
+(torch) and its result goes into ``compare(errors=...)`` for the max absolute error and ULP
+distance.
 """
 
 from __future__ import annotations
@@ -28,12 +29,12 @@ from __future__ import annotations
 import fnmatch
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal
 
-from samebits._io import compact_json, read_json, sha256_hex
+from samebits._io import compact_json, sha256_hex
 from samebits.errors import InputError
 from verify.attest import Attestation
+from verify.errorstats import OutputError
 from verify.workloads.catalog import BY_NAME, NAMES
 
 Verdict = Literal["identical", "explained", "unexplained"]
@@ -75,15 +76,6 @@ class FactDiff:
     key: str
     a: Any
     b: Any
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class OutputError:
-    output: str
-    max_abs: float
-    max_ulp: int
-    differing: int
-    total: int
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -247,77 +239,3 @@ def compare(a: Attestation, b: Attestation, *,
         only_in_a=tuple(sorted(set(a.workloads) - set(b.workloads))),
         only_in_b=tuple(sorted(set(b.workloads) - set(a.workloads))),
     )
-
-
-# ------------------------------------------------------------------ saved outputs (the edge)
-
-_INT_VIEW = {"float16": "int16", "bfloat16": "int16", "float32": "int32", "float64": "int64"}
-
-
-def _read_index(root: Path) -> dict[str, Any]:
-    path = Path(root) / "outputs.json"
-    doc = read_json(path, what="saved-outputs index",
-                    hint="run `samebits verify gpu --save-outputs DIR`")
-    fmt = doc.get("format") if isinstance(doc, dict) else None
-    if fmt != 1:
-        raise InputError(f"{path}: format = {fmt!r}: this samebits reads format 1")
-    return doc["workloads"]
-
-
-def output_errors(dir_a: Path, dir_b: Path) -> dict[str, tuple[OutputError, ...]]:
-    """Max absolute error and ULP distance of every saved output whose bytes differ."""
-    import torch
-
-    idx_a, idx_b = _read_index(dir_a), _read_index(dir_b)
-    out: dict[str, tuple[OutputError, ...]] = {}
-    for name in sorted(set(idx_a) & set(idx_b)):
-        errs = []
-        for output, ea in idx_a[name].items():
-            eb = idx_b[name].get(output)
-            if eb is None or ea["sha256"] == eb["sha256"] or ea["dtype"] != eb["dtype"] or (
-                    ea["shape"] != eb["shape"]):
-                continue
-            dtype = getattr(torch, ea["dtype"])
-            ta = _load(Path(dir_a) / ea["file"], dtype)
-            tb = _load(Path(dir_b) / eb["file"], dtype)
-            errs.append(error_stats(output, ta, tb))
-        if errs:
-            out[name] = tuple(errs)
-    return out
-
-
-def _load(path: Path, dtype: Any) -> Any:
-    import torch
-
-    try:
-        data = bytearray(path.read_bytes())
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read saved output: {exc.strerror}") from None
-    return torch.frombuffer(data, dtype=dtype) if data else torch.empty(0, dtype=dtype)
-
-
-def error_stats(output: str, a: Any, b: Any) -> OutputError:
-    """Max |a-b| and the largest distance in units in the last place, element by element."""
-    import torch
-
-    name = str(a.dtype).removeprefix("torch.")
-    if name in _INT_VIEW:
-        ia, ib = (_ordered(t, getattr(torch, _INT_VIEW[name])) for t in (a, b))
-        diff = torch.nan_to_num((a.double() - b.double()).abs(), nan=float("inf"))
-    else:  # integers and bools: the distance is the difference
-        ia, ib = a.long(), b.long()
-        diff = (ia - ib).abs().double()
-    ulp = (ia - ib).abs()
-    return OutputError(output=output, max_abs=float(diff.max()) if diff.numel() else 0.0,
-                       max_ulp=int(ulp.max()) if ulp.numel() else 0,
-                       differing=int((ia != ib).sum()), total=int(a.numel()))
-
-
-def _ordered(t: Any, int_dtype: Any) -> Any:
-    """Float bits as integers that count ULPs: sign-magnitude mapped onto a number line."""
-    import torch
-
-    i = t.contiguous().view(int_dtype).long()
-    bits = torch.iinfo(int_dtype).bits
-    mag = i & ((1 << (bits - 1)) - 1)
-    return torch.where(i < 0, -mag, mag)

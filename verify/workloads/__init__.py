@@ -20,7 +20,7 @@ cuDNN attention on a CPU), ``refused`` (deterministic mode has no deterministic 
 AdaptiveAvgPool2d backward on CUDA) or ``error`` (anything else; the message is kept).
 
 With ``save_outputs=DIR`` the raw bytes go to ``DIR/<workload>/<output>.bin`` and an index to
-``DIR/outputs.json`` (format 1) that ``verify.compare.output_errors`` reads.
+``DIR/outputs.json`` (format 1) that ``verify.errorstats.output_errors`` reads.
 
 The family modules (gemm, conv, attention, reductions, scatter, rng, training) import torch;
 ``catalog`` does not.
@@ -40,7 +40,6 @@ from typing import Any, Literal
 
 from samebits._io import atomic_write, canonical_json
 from samebits.errors import UsageError
-from verify import faults
 from verify.facts import Facts
 from verify.workloads.catalog import BY_NAME, CATALOG, NAMES, SUITE_VERSION
 from verify.workloads.settings import DETERMINISTIC, Settings
@@ -167,7 +166,7 @@ def _run_one(name: str, fn: Any, ctx: Any) -> tuple[WorkloadResult, dict[str, An
             "deterministic" in msg or "CUBLAS_WORKSPACE_CONFIG" in msg)
         return WorkloadResult(name=name, status="refused" if refused else "error",
                               detail=msg[:300]), {}
-    raw = faults.inject(name, {k: tensor_bytes(t) for k, t in tensors.items()})
+    raw = {k: tensor_bytes(t) for k, t in tensors.items()}
     outputs = tuple(OutputDigest(name=k, dtype=str(t.dtype).removeprefix("torch."),
                                  shape=tuple(t.shape), sha256=hashlib.sha256(raw[k]).hexdigest())
                     for k, t in tensors.items())

@@ -18,7 +18,7 @@ says afterwards, and that, not the request, goes into the attestation.
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import MISSING, asdict, dataclass, fields, replace
 from typing import Any, Literal
 
 from samebits.errors import InputError
@@ -59,6 +59,10 @@ class Settings:
         names = {f.name for f in fields(cls)}
         if set(data) - names:
             raise InputError(f"unknown settings {sorted(set(data) - names)}")
+        missing = sorted(f.name for f in fields(cls) if f.name not in data
+                         and f.default is MISSING and f.default_factory is MISSING)
+        if missing:
+            raise InputError(f"settings without {', '.join(missing)}")
         return cls(**data)
 
 

@@ -26,7 +26,7 @@ from typing import Any
 
 from samebits import __version__
 from samebits._io import sha256_hex
-from samebits.audit.pipeline import OUTPUTS, REVIEWER_ATTESTATION, Audit
+from samebits.app.audit.pipeline import OUTPUTS, REVIEWER_ATTESTATION, Audit
 from verify.attest import Attestation
 from verify.compare import class_facts, flat_facts
 from verify.workloads.catalog import BY_NAME, NAMES
@@ -153,7 +153,7 @@ def environment(a: Audit) -> dict[str, Any]:
 
 
 def drift(report: Mapping[str, Any] | None) -> dict[str, Any]:
-    from samebits.audit.envcheck import finding_of
+    from samebits.app.audit.envcheck import finding_of
     from verify.envreport import finding_line
 
     if report is None:

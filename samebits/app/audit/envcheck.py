@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from samebits.audit.verdict import Step, failed
+from samebits.app.audit.verdict import Step, failed
 from samebits.errors import SamebitsError
 from verify.attest import Attestation
 

@@ -17,7 +17,6 @@ Modules, one job each:
 
     verdict     the levels and their exit codes (data), steps, the runtime judgement: pure
     runtime     the interpreter that runs the workloads (``python -m verify.workloads``)
-    _outputs    a worker: max errors between two saved-output folders, in that interpreter
     envcheck    locate or install the environment; ``verify env`` it; its digests vs attested
     pipeline    the ordered steps of ``attest`` and ``audit``
     document    the audit document: facts side by side, workloads x machines, drift, commands

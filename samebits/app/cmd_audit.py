@@ -6,9 +6,9 @@
         --attestation paper/reference.attestation.json [--prefix ENV | --install ENV]
     samebits audit paper/            # the folder's *conda-lock.yml, *.attestation.json, outputs/
 
-The pipelines are ``samebits.audit.pipeline``'s; this module reads the arguments, writes
+The pipelines are ``samebits.app.audit.pipeline``'s; this module reads the arguments, writes
 every file atomically (the reports, the SBOM, the reviewer's attestation under ``--out``) and
-turns the results into text or --json. Exit codes: ``samebits.audit.verdict``.
+turns the results into text or --json. Exit codes: ``samebits.app.audit.verdict``.
 """
 
 from __future__ import annotations
@@ -105,8 +105,8 @@ def _env_args(p: argparse.ArgumentParser) -> None:
 # ------------------------------------------------------------------------------ attest
 
 def run_attest(args: argparse.Namespace, out: Output) -> int:
-    from samebits.audit.pipeline import AttestRequest
-    from samebits.audit.pipeline import run_attest as attest
+    from samebits.app.audit.pipeline import AttestRequest
+    from samebits.app.audit.pipeline import run_attest as attest
     from verify.cmd_gpu import device_line
     from verify.workloads import select
     from verify.workloads.settings import PROFILES
@@ -185,9 +185,9 @@ def _one(folder: Path, patterns: list[str], what: str) -> Path:
 
 
 def run_audit(args: argparse.Namespace, out: Output) -> int:
-    from samebits.audit.document import build_document
-    from samebits.audit.pipeline import AuditRequest
-    from samebits.audit.pipeline import run_audit as audit
+    from samebits.app.audit.document import build_document
+    from samebits.app.audit.pipeline import AuditRequest
+    from samebits.app.audit.pipeline import run_audit as audit
 
     lockfile, attestation, outputs = paper_inputs(args)
     req = AuditRequest(lockfile=lockfile, attestation=attestation, out=args.out,
@@ -207,10 +207,10 @@ def run_audit(args: argparse.Namespace, out: Output) -> int:
 
 def write_reports(result: Any, doc: dict[str, Any], folder: Path) -> dict[str, str]:
     """Every report file under ``folder``, atomically; name -> path."""
-    from samebits.audit.pipeline import REVIEWER_ATTESTATION
-    from samebits.audit.report_html import render_html
-    from samebits.audit.report_md import render_markdown
-    from samebits.audit.sbom import render_sbom, sbom_timestamp
+    from samebits.app.audit.pipeline import REVIEWER_ATTESTATION
+    from samebits.app.audit.report_html import render_html
+    from samebits.app.audit.report_md import render_markdown
+    from samebits.app.audit.sbom import render_sbom, sbom_timestamp
 
     files: dict[str, tuple[Path, bytes | str]] = {
         "json": (folder / "audit.json", canonical_json(doc)),

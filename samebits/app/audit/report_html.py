@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from html import escape
 from typing import Any
 
-from samebits.audit.report_md import CELL_WORDS, digest, short
-from samebits.audit.verdict import LEVELS
+from samebits.app.audit.report_md import CELL_WORDS, digest, short
+from samebits.app.audit.verdict import LEVELS
 
 CELL_COLOURS = {"same": "#cdeccf", "explained": "#ffe3a3", "unexplained": "#f5a3a3",
                 "not-run": "#e4e4e4", "absent": "#d9c8f0", "skipped": "#f0f0f0"}

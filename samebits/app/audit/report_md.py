@@ -1,6 +1,6 @@
 """The audit report in Markdown: the verdict first, then what a reviewer checks it against.
 
-``render_markdown(document) -> str`` is pure (``samebits.audit.document`` builds the input);
+``render_markdown(document) -> str`` is pure (``samebits.app.audit.document`` builds the input);
 GitHub-flavoured tables, no HTML, byte-stable for an equal document.
 """
 

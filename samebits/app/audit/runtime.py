@@ -9,8 +9,8 @@ whatever torch ``samebits`` itself happens to import. Each call starts::
 (the same worker ``verify gpu --probe`` uses; ``--only ""`` only probes the facts) with
 ``PYTHONPATH`` pointing at a folder that holds just this samebits' ``samebits/`` and
 ``verify/`` packages, so the environment needs torch and nothing else. The error statistics
-of saved outputs (``verify.compare.output_errors``, torch again) run the same way
-(``samebits.audit._outputs``).
+of saved outputs (``verify.errorstats.output_errors``, torch again) run the same way
+(``verify.errorstats``).
 
 ``Runtime`` is the interface the pipeline takes; tests may pass another.
 """
@@ -28,7 +28,7 @@ from typing import Any, Protocol
 
 from samebits.errors import InputError, ToolError
 from verify.attest import Attestation
-from verify.compare import OutputError
+from verify.errorstats import OutputError
 from verify.facts import Facts
 from verify.workloads.settings import DETERMINISTIC, PROFILES, Settings
 
@@ -103,7 +103,7 @@ class Interpreter:
                         settings=doc["settings"], workloads=doc["workloads"])
 
     def output_errors(self, a: Path, b: Path) -> dict[str, tuple[OutputError, ...]]:
-        doc = self._worker(["-m", "samebits.audit._outputs", str(Path(a).absolute()),
+        doc = self._worker(["-m", "verify.errorstats", str(Path(a).absolute()),
                             str(Path(b).absolute())], what="comparing saved outputs")
         return {name: tuple(OutputError(**e) for e in errs) for name, errs in doc.items()}
 

@@ -32,9 +32,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from samebits.audit import envcheck
-from samebits.audit.runtime import Interpreter, Measured, Runtime, settings_of
-from samebits.audit.verdict import Level, Step, Verdict, decide, failed, judge_runtime, skipped
+from samebits.app.audit import envcheck
+from samebits.app.audit.runtime import Interpreter, Measured, Runtime, settings_of
+from samebits.app.audit.verdict import Level, Step, Verdict, decide, failed, judge_runtime, skipped
 from samebits.errors import EXIT_DIFFERENT, LockfileError, SamebitsError, UsageError
 from samebits.lockfile import Lock, lock_digest, parse_lock
 from verify.attest import (

@@ -1,0 +1,93 @@
+"""What torch reports about itself and the GPUs it sees: build, CUDA runtime, cuDNN, NCCL,
+the cuBLAS it loaded, arch list, and per device its properties; ``merge_gpus`` joins torch's
+devices with the driver's by UUID."""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Any
+
+from verify.facts.model import GpuFacts, TorchFacts
+
+
+def cudnn_str(v: int) -> str:
+    """91900 -> "9.19.0"; 8902 -> "8.9.2" (cuDNN changed its encoding at 9)."""
+    if v >= 90000:
+        return f"{v // 10000}.{v % 10000 // 100}.{v % 100}"
+    return f"{v // 1000}.{v % 1000 // 100}.{v % 100}"
+
+
+def _uuid(u: str) -> str:
+    return u.removeprefix("GPU-").lower()
+
+
+def torch_facts(torch: Any, *, cuda_ok: bool) -> TorchFacts:
+    return TorchFacts(
+        version=torch.__version__,
+        git_version=torch.version.git_version,
+        build_config=torch.__config__.show(),
+        cuda=torch.version.cuda,
+        cudnn=cudnn_str(torch.backends.cudnn.version())
+        if torch.backends.cudnn.is_available() else None,
+        nccl=_nccl(torch) if cuda_ok else None,
+        cublas=_cublas_version() if cuda_ok else None,
+        arch_list=tuple(torch.cuda.get_arch_list()),
+        cpu_capability=torch.backends.cpu.get_cpu_capability(),
+        cuda_available=cuda_ok,
+    )
+
+
+def _nccl(torch: Any) -> str | None:
+    try:
+        v = torch.cuda.nccl.version()
+    except (AttributeError, RuntimeError):
+        return None
+    return ".".join(str(x) for x in v) if isinstance(v, tuple) else str(v)
+
+
+def _cublas_version() -> str | None:
+    """cublasGetProperty on the libcublas torch loaded; None when it cannot be found."""
+    try:
+        with open("/proc/self/maps") as f:
+            paths = {line.split()[-1] for line in f if "libcublas.so" in line}
+        path = next(iter(sorted(paths)), None)
+        if path is None:
+            return None
+        lib = ctypes.CDLL(path)
+        parts = []
+        for prop in (0, 1, 2):  # MAJOR_VERSION, MINOR_VERSION, PATCH_LEVEL
+            value = ctypes.c_int()
+            if lib.cublasGetProperty(prop, ctypes.byref(value)) != 0:
+                return None
+            parts.append(str(value.value))
+        return ".".join(parts)
+    except (OSError, AttributeError):
+        return None
+
+
+def torch_gpus(torch: Any) -> list[dict[str, Any]]:
+    out = []
+    for i in range(torch.cuda.device_count()):
+        p = torch.cuda.get_device_properties(i)
+        out.append({"torch_index": i, "name": p.name, "uuid": _uuid(str(getattr(p, "uuid", ""))),
+                    "compute_capability": f"{p.major}.{p.minor}",
+                    "sm_count": p.multi_processor_count, "memory_bytes": p.total_memory})
+    return out
+
+
+def merge_gpus(found: list[dict[str, Any]], seen: list[dict[str, Any]]) -> tuple[GpuFacts, ...]:
+    """Join the driver's list with torch's by UUID; either side may be empty."""
+    by_uuid = {_uuid(g["uuid"]): g for g in seen}
+    rows = found or [{**g, "index": g["torch_index"], "ecc": None, "mig": None} for g in seen]
+    out = []
+    for row in rows:
+        t = by_uuid.get(_uuid(row["uuid"]), {})
+        out.append(GpuFacts(
+            index=row["index"], torch_index=t.get("torch_index"), name=row["name"],
+            uuid=_uuid(row["uuid"]),
+            compute_capability=row["compute_capability"] or t.get("compute_capability", ""),
+            sm_count=t.get("sm_count"),
+            memory_bytes=row.get("memory_bytes") or t.get("memory_bytes"),
+            ecc=row.get("ecc"), mig=row.get("mig"),
+        ))
+    return tuple(out)
