@@ -3,8 +3,9 @@
     samebits render conda [ENV ...] [--platform P] [--check]      containers/<env>/<P>.explicit.txt
                                                                    containers/<env>/<P>.environment.yml
     samebits render containerfile [ENV ...] [--base REF@sha256:D]  containers/<env>/Containerfile
+    samebits render nix [ENV ...] [--platform P] [--check]        containers/<env>/*.nix
     samebits render oci ENV --platform P [--base oci:DIR@sha256:D] [--out DIR] [--archive FILE]
-    samebits install ENV --prefix DIR [--platform P] [--python PY]
+    samebits install ENV --prefix DIR [--platform P] [--python PY] [--from-nix [--store URI]]
 
 ENV is an environment id (``hopper``, ``conda-forge/hopper``: lockfiles/<id>.conda-lock.yml) or
 a lockfile path. The renderers are pure (samebits.render.*); this module reads the locks, writes
@@ -60,6 +61,20 @@ def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
     _out_args(f)
     f.set_defaults(func=run_containerfile)
 
+    n = rsub.add_parser(
+        "nix", parents=parents, help="Nix expressions: every artifact checked by Nix itself",
+        description="Write containers/<env>/lock.nix (every locked artifact: url, sha256), "
+        "default.nix (one fixed-output derivation per artifact with Nix's builtin fetcher, "
+        "no nixpkgs needed; `nix-build containers/ENV -A all` realises the whole lock) and "
+        "flake.nix (for nixpkgs users: wheels installed with autoPatchelfHook, a dev shell, "
+        "an OCI image; not built here).",
+        epilog="exit codes: 0 written or fresh, 1 stale (--check), 2 bad input")
+    _names(n)
+    n.add_argument("--platform", action="append", metavar="P",
+                   help="only this platform (repeatable; default: every platform of the lock)")
+    _out_args(n)
+    n.set_defaults(func=run_nix)
+
     o = rsub.add_parser(
         "oci", parents=parents, help="a bit-reproducible OCI image layout",
         description="Install the lock's platform, verify it, and write an OCI image layout "
@@ -95,6 +110,12 @@ def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
     i.add_argument("--python", metavar="PATH",
                    help="for a lock without conda Python: the interpreter of the venv "
                    "(default: pythonX.Y on PATH)")
+    i.add_argument("--from-nix", action="store_true",
+                   help="take every archive from the Nix store (realised by `nix-build "
+                   "containers/ENV -A all`), hash-checked, and install offline")
+    i.add_argument("--store", metavar="URI",
+                   help="with --from-nix: a local store other than the default "
+                   "(/path or local?root=/path)")
     _install_args(i)
     i.set_defaults(func=run_install)
 
@@ -209,6 +230,15 @@ def run_conda(args: argparse.Namespace, out: Output) -> int:
     return _write_files(out, rendered, check=args.check)
 
 
+def run_nix(args: argparse.Namespace, out: Output) -> int:
+    from samebits.render.nix import nix_files
+
+    project, envs = _envs(args)
+    rendered = {str(_out_root(args, project) / env.name):
+                nix_files(env, args.platform or env.platforms) for env in envs}
+    return _write_files(out, rendered, check=args.check)
+
+
 def run_containerfile(args: argparse.Namespace, out: Output) -> int:
     from samebits.render.containerfile import containerfile_files
 
@@ -283,6 +313,21 @@ def _host_platform() -> str:
     return str(rattler.Platform.current())
 
 
+def _fill_cache_from_nix(env: LockedEnv, platform: str, cache: Path, store: str | None) -> None:
+    """Every locked archive of ``platform`` from the Nix store into the install cache, each
+    one hash-checked: the install that follows needs no network."""
+    from samebits.errors import InputError
+    from samebits.nixstore import NixStore, fill_cache
+
+    problems = fill_cache([*env.conda(platform), *env.pip(platform)], cache, NixStore(store))
+    if problems:
+        raise InputError(f"{len(problems)} locked archive"
+                         + ("" if len(problems) == 1 else "s")
+                         + " not in the Nix store as locked:\n  " + "\n  ".join(problems),
+                         hint=f"realise them: nix-build containers/{env.name} -A all "
+                         f"--argstr platform {platform}")
+
+
 def run_install(args: argparse.Namespace, out: Output) -> int:
     from samebits.install import host_interpreter, install_prefix, run_verify_env
     from samebits.render.publish import staged_dir
@@ -295,6 +340,10 @@ def run_install(args: argparse.Namespace, out: Output) -> int:
                                                    for p in env.conda(platform)):
         python = host_interpreter(env.python, args.python)
     prefix = Path(args.prefix).absolute()
+    if args.from_nix:
+        _fill_cache_from_nix(env, platform, _cache(args), args.store)
+    elif args.store:
+        raise UsageError("--store goes with --from-nix")
     with staged_dir(prefix, replace=args.replace) as stage:
         report = install_prefix(env, platform, stage, final=str(prefix), cache=_cache(args),
                                 interpreter=python)
