@@ -103,6 +103,10 @@ def test_every_url_and_hash_is_the_locks(render_project: RenderProject, rendered
         for f in ("flake.nix", "default.nix"):
             proc = nix("nix-instantiate", "--parse", str(folder / f), env=nix_env)
             assert proc.returncode == 0, proc.stderr
+            text = (folder / f).read_text()
+            # every artifact comes from lock.nix: no URL or hash of its own
+            assert "import ./lock.nix" in text
+            assert "file://" not in text and "sha256 = \"" not in text
 
 
 def test_nix_build_realises_every_artifact(render_project: RenderProject, rendered: Path,
