@@ -51,6 +51,12 @@ def _read_text(path: Path) -> str:
         raise LockfileError(f"{path}: not UTF-8 text (byte {exc.start})") from None
 
 
+def lock_format(path: Path) -> str:
+    """The format of the lockfile at ``path`` (``samebits.foreign.FORMATS``), without reading
+    it further."""
+    return sniff(Path(path), _read_text(Path(path)))
+
+
 def load_lock(path: Path, options: ReadOptions | None = None) -> LoadedLock:
     """``path`` in any format samebits reads, as a ``Lock`` (converted when foreign)."""
     path = Path(path)
@@ -65,3 +71,42 @@ def load_lock(path: Path, options: ReadOptions | None = None) -> LoadedLock:
 
 def read_lock(path: Path, options: ReadOptions | None = None) -> Lock:
     return load_lock(path, options).lock
+
+
+# ------------------------------------------------------------------ the command-line edge
+
+NAME_SUFFIXES = (".conda-lock.yml", ".pixi.lock", ".lock", ".toml", ".txt", ".yml", ".yaml")
+GENERIC_NAMES = ("", "pixi", "uv", "pylock", "requirements", "conda-lock")
+
+
+def lock_name(loaded: LoadedLock) -> str:
+    """An environment name for a lockfile given by path: its file name without the format's
+    suffix (``esmvalcore.pixi.lock`` -> ``esmvalcore``; a bare ``pixi.lock`` or ``uv.lock``
+    takes its folder's name), plus the pixi environment when it is not ``default``."""
+    path = loaded.path
+    name = path.name
+    for suffix in NAME_SUFFIXES:
+        if name.endswith(suffix):
+            name = name[: -len(suffix)]
+            break
+    if name in GENERIC_NAMES or name.startswith("pylock."):
+        name = name[len("pylock."):] if name.startswith("pylock.") else ""
+        name = name or path.absolute().parent.name or "lock"
+    env = loaded.lock.meta("lock-environment")
+    return f"{name}-{env}" if env and env != "default" else name
+
+
+def add_read_flags(p: Any) -> None:
+    """``--lock-env`` and ``--lock-python``: how to read a lock of another format."""
+    p.add_argument("--lock-env", metavar="NAME",
+                   help="a pixi.lock's environment (default: default)")
+    p.add_argument("--lock-python", metavar="X.Y",
+                   help="for uv.lock, pylock.toml and requirements.txt: the Python the wheels "
+                   "are chosen for (default: see the command's help)")
+
+
+def read_options(args: Any, *, platforms: tuple[str, ...] = (),
+                 python: str | None = None) -> ReadOptions:
+    """ReadOptions from parsed flags; ``python`` is the command's default for --lock-python."""
+    return ReadOptions(environment=getattr(args, "lock_env", None), platforms=platforms,
+                       python=getattr(args, "lock_python", None) or python)

@@ -79,6 +79,14 @@ class Conversion:
             out += [f"    {d}" for d in self.dropped]
         return out
 
+    def one_line_notes(self) -> list[str]:
+        """The same, one self-contained line each (for a report's notes)."""
+        chosen = ", ".join(f"{k} {v}" for k, v in self.choices)
+        out = [f"lockfile read as {self.format}" + (f" ({chosen})" if chosen else "")]
+        out += [f"{self.format}: {n}" for n in self.notes]
+        out += [f"not carried over from the {self.format}: {d}" for d in self.dropped]
+        return out
+
     def to_json(self) -> dict[str, Any]:
         return {"format": self.format, "source": self.source, "choices": dict(self.choices),
                 "dropped": [d.to_json() for d in self.dropped], "notes": list(self.notes)}

@@ -77,7 +77,7 @@ def read_pixi(path: Path, text: str, *, source: str, options: ReadOptions) -> Co
     conda_python = next((p.version for p in packages
                          if p.manager == "conda" and p.name == "python"), None)
     custom = {"samebits.converted-from": f"pixi.lock v{version}",
-              "samebits.environment": env_name}
+              "samebits.lock-environment": env_name}
     if conda_python:
         custom["samebits.python"] = ".".join(conda_python.split(".")[:2])
     kept = [p.name for p in platforms if not wanted or p.name in wanted]
