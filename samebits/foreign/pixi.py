@@ -104,7 +104,7 @@ def _platform_packages(locked: list, platform: str) -> tuple[list[LockedPackage]
             out.append(LockedPackage(
                 name=r.name.normalized, version=str(r.version), manager="conda",
                 platform=platform, url=r.url, md5=r.md5.hex() if r.md5 else None,
-                sha256=r.sha256.hex() if r.sha256 else None, build=r.build,
+                sha256=r.sha256.hex() if r.sha256 else None, build=str(r.build),
                 dependencies=conda_dependencies(r.depends)))
         elif isinstance(p, PypiLockedPackage):
             pypi.append(p)

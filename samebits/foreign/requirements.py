@@ -131,8 +131,9 @@ def parse(path: Path, text: str, *, source: str, depth: int = 0,
                                 "hash-checking mode needs an exact version)")
             continue
         if not hashes:
-            got.problems.append(f"{where}: {req.name}=={specs[0].version}: no --hash (pip's "
-                                "hash-checking mode needs one on every requirement)")
+            if not bad:
+                got.problems.append(f"{where}: {req.name}=={specs[0].version}: no --hash "
+                                    "(pip's hash-checking mode needs one on every requirement)")
             continue
         got.pins.append(Pinned(line=n, file=source, name=req.name, version=specs[0].version,
                                hashes=frozenset(hashes), marker=marker))
