@@ -17,7 +17,7 @@ from typing import Any
 
 from samebits.errors import LockfileError
 from samebits.foreign import read_foreign, sniff
-from samebits.foreign.model import Conversion, ReadOptions
+from samebits.foreign.model import DEFAULT_GLIBC, Conversion, ReadOptions
 from samebits.lockfile import Lock, parse_lock
 
 __all__ = ["LoadedLock", "ReadOptions", "load_lock", "read_lock"]
@@ -96,13 +96,14 @@ def lock_name(loaded: LoadedLock) -> str:
     return f"{name}-{env}" if env and env != "default" else name
 
 
-def add_read_flags(p: Any) -> None:
+def add_read_flags(p: Any, *, python_default: str = "this interpreter's") -> None:
     """``--lock-env`` and ``--lock-python``: how to read a lock of another format."""
     p.add_argument("--lock-env", metavar="NAME",
                    help="a pixi.lock's environment (default: default)")
     p.add_argument("--lock-python", metavar="X.Y",
                    help="for uv.lock, pylock.toml and requirements.txt: the Python the wheels "
-                   "are chosen for (default: see the command's help)")
+                   f"are chosen for (default: {python_default}); the glibc floor is "
+                   f"{DEFAULT_GLIBC}")
 
 
 def read_options(args: Any, *, platforms: tuple[str, ...] = (),

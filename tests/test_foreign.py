@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from samebits.errors import LockfileError, UsageError
 from samebits.foreign.model import ReadOptions
@@ -351,3 +353,25 @@ def test_render_conda_of_real_pixi(esm_pixi: Path, tmp_path: Path) -> None:
     entries, listed = _pixi_truth(esm_pixi, "default", "linux-64")
     want = sorted(f"{x['conda']}#{entries[x['conda']]['md5']}" for x in listed if "conda" in x)
     assert sorted(lines) == want
+
+
+@settings(max_examples=300, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.sampled_from(["pixi.lock", "uv.lock", "pylock.toml", "requirements.txt",
+                        "env.txt"]),
+       st.sampled_from([
+           (DATA / "pixi" / "v6.pixi.lock").read_text(), (PYPI / "uv.lock").read_text(),
+           (PYPI / "pylock.toml").read_text(),
+           "# platform: linux-64\n@EXPLICIT\nhttps://c/linux-64/a-1-h0_0.conda#" + "0" * 32]),
+       st.integers(min_value=0, max_value=4000), st.text(max_size=40))
+def test_readers_fail_only_with_named_errors(tmp_path: Path, name: str, base: str, cut: int,
+                                             junk: str) -> None:
+    """A cut and spliced lock of any format: a Lock, or an error naming the file; no crash."""
+    path = tmp_path / name
+    path.write_text(base[:cut] + junk + base[cut + len(junk):], encoding="utf-8")
+    try:
+        load_lock(path, ReadOptions(platforms=("linux-64",), python="3.12",
+                                    environment=None))
+    except (LockfileError, UsageError) as exc:
+        assert str(path) in exc.message or exc.message.startswith(("platform", "--lock")), \
+            exc.message

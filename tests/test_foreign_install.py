@@ -71,3 +71,31 @@ def test_lock_diff_explicit_against_its_lock(tmp_path: Path) -> None:
     assert other.returncode == 1
     assert other.stdout.splitlines()[0] == "linux-64: 3 added, 32 removed, 0 changed"
     assert "  + six 1.17.0 (pip)" in other.stdout.splitlines()
+
+
+def test_install_conda_explicit_of_a_lock(tmp_path: Path) -> None:
+    """conda-lock's explicit rendering of a conda+PyPI lock installs through samebits install
+    to the same packages as the lock itself (local channel and wheels: offline)."""
+    import subprocess
+
+    from tests.fakechannel import build_cuda_channel
+    from tests.fakewheels import write_wheels
+    from tests.render_fixtures import render_wheels, write_project
+
+    project = write_project(tmp_path / "proj", build_cuda_channel(tmp_path / "channel"),
+                            write_wheels(tmp_path / "wheels", render_wheels()))
+    proc = subprocess.run([sys.executable, "-m", "conda_lock", "render", "--kind", "explicit",
+                           "-p", "linux-64", "--filename-template", "gpu-{platform}.txt",
+                           str(project.lockfile("gpu"))], cwd=tmp_path, capture_output=True,
+                          text=True)
+    assert proc.returncode == 0, proc.stderr
+    digests = []
+    for source in (str(project.lockfile("gpu")), str(tmp_path / "gpu-linux-64.txt")):
+        proc = run_cli("install", source, "--prefix", str(tmp_path / "env"), "--platform",
+                       "linux-64", "--cache-dir", str(tmp_path / "cache"), "--replace",
+                       "--json", cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr + proc.stdout
+        doc = json.loads(proc.stdout)
+        assert doc["identical"] is True, doc["verify"]
+        digests.append(doc["verify"]["digests"])
+    assert digests[0] == digests[1]

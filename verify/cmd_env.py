@@ -53,7 +53,7 @@ def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
                    "else the prefix's conda subdir, else this machine's)")
     p.add_argument("--against", type=Path, metavar="REPORT",
                    help="compare every file with an earlier `verify env --json` report")
-    add_read_flags(p)
+    add_read_flags(p, python_default="the prefix's Python")
     p.add_argument("--no-linkage", action="store_true",
                    help="skip resolving ELF files' shared libraries")
     p.add_argument("--jobs", type=int, metavar="N",

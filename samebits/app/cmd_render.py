@@ -127,7 +127,7 @@ def _install_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--replace", action="store_true", help="replace an existing output")
     if not any(a.dest == "root" for a in p._actions):
         _project_args(p)
-    add_read_flags(p)
+    add_read_flags(p, python_default="the --python interpreter's, else this interpreter's")
 
 
 # ------------------------------------------------------------------ finding locks
