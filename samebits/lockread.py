@@ -11,10 +11,11 @@ over. Commands show it (``conversion_lines``) and put it in their ``--json`` out
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from samebits._io import sha256_hex
 from samebits.errors import LockfileError
 from samebits.foreign import read_foreign, sniff
 from samebits.foreign.model import DEFAULT_GLIBC, Conversion, ReadOptions
@@ -65,7 +66,11 @@ def load_lock(path: Path, options: ReadOptions | None = None) -> LoadedLock:
     if fmt == "conda-lock":
         return LoadedLock(path=path, format=fmt, lock=parse_lock(path))
     got = read_foreign(path, text, fmt=fmt, options=options or ReadOptions())
-    return LoadedLock(path=path, format=got.conversion.format, lock=got.lock,
+    # the input a converted lock was made from is the file: its sha256 is what renderings
+    # name as conda-lock's per-platform input hash
+    digest = sha256_hex(text.encode())
+    lock = replace(got.lock, content_hash={p: digest for p in got.lock.platforms})
+    return LoadedLock(path=path, format=got.conversion.format, lock=lock,
                       conversion=got.conversion)
 
 
