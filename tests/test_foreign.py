@@ -112,6 +112,18 @@ def test_pixi_other_versions_refused_by_name(tmp_path: Path, version: str, messa
                               "later write version 7)")
 
 
+def test_pixi_wheel_with_md5_only_is_carried_unhashed(tmp_path: Path) -> None:
+    """A PyPI entry with an md5 and no sha256 (found by the fuzz test): carried without a
+    sha256, so install refuses it, instead of py-rattler's AttributeError."""
+    text = (DATA / "pixi" / "v6.pixi.lock").read_text().replace(
+        "sha256: 4721f391ed90541fddacab5acf947aa0d3dc7d27b2e1e8eda2be8970586c3274",
+        "md5: 00000000000000000000000000000000")
+    path = tmp_path / "pixi.lock"
+    path.write_text(text)
+    six = next(p for p in load_lock(path).lock.packages if p.name == "six")
+    assert six.sha256 is None
+
+
 def test_pixi_unknown_environment_lists_them() -> None:
     """--lock-env with a name the file lacks: a usage error naming every environment."""
     with pytest.raises(UsageError) as err:
@@ -301,6 +313,7 @@ def test_requirements_every_problem_listed(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("name, text, fmt", [
     ("x.conda-lock.yml", "version: 1\nmetadata: {}\npackage: []\n", "conda-lock"),
+    ("bad.yml", "version: 1\npackage: 3\n", "conda-lock"),  # conda-lock's parser says why
     ("pixi.lock", "version: 7\nenvironments: {}\npackages: []\n", "pixi.lock"),
     ("env.txt", "# platform: linux-64\n@EXPLICIT\n", "conda explicit"),
     ("uv.lock", 'version = 1\n[[package]]\nname = "a"\n', "uv.lock"),

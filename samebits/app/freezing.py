@@ -37,7 +37,7 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from packaging.version import InvalidVersion, Version
 
 from samebits.foreign.simpleindex import IndexFile, project_files
-from samebits.foreign.target import Target, min_glibc
+from samebits.foreign.target import min_glibc
 from samebits.lockfile import LockedPackage, conda_dependencies
 from samebits.spec import GLIBC_FLOORS
 from verify.records import Package, read_records
@@ -337,7 +337,3 @@ def freeze(prefix: Path, *, kind: str, index: str,
                                    if p.manager == "conda"))
     return Frozen(facts=facts, packages=tuple(packages), findings=tuple(findings),
                   channels=channels), problems
-
-
-def target_of(facts: Facts) -> Target:
-    return Target(platform=facts.platform, python=facts.python, glibc=facts.glibc)

@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from samebits.errors import LockfileError
@@ -37,12 +38,12 @@ def sniff(path: Path, text: str) -> str:
     from samebits.foreign.requirements import is_hashed_requirements
 
     name = Path(path).name
-    head = text.lstrip()[:4096]
-    if name.endswith((".conda-lock.yml", "conda-lock.yml", "conda-lock.yaml")) or (
-            "metadata:" in head and "package:" in text and "environments:" not in head):
+    if name.endswith(("conda-lock.yml", "conda-lock.yaml")):
         return "conda-lock"
     if is_pixi(text):
         return "pixi.lock"
+    if re.search(r"^(metadata|package):", text, re.M) or name.endswith((".yml", ".yaml")):
+        return "conda-lock"  # or a broken one: conda-lock's parser says what is wrong
     if is_explicit(text):
         return "conda explicit"
     if name.endswith(".toml") or name == "uv.lock" or "[[package" in text:

@@ -120,13 +120,22 @@ def _platform_packages(locked: list, platform: str) -> tuple[list[LockedPackage]
             dropped.append(Dropped(platform=platform, name=p.name, version=_version(p),
                                    source=str(p.location), reason=_why_not(p.location)))
             continue
-        hashes = p.hashes
-        sha = hashes.sha256.hex() if hashes is not None and hashes.sha256 else None
+        sha = _pypi_sha256(p)
         out.append(LockedPackage(
             name=str(canonicalize_name(p.name)), version=str(p.version), manager="pip",
             platform=platform, url=p.location, sha256=sha,
             dependencies=_pypi_deps(p.requires_dist, names)))
     return out, dropped
+
+
+def _pypi_sha256(p) -> str | None:
+    """The wheel's sha256; py-rattler raises AttributeError for an entry with an md5 only."""
+    try:
+        hashes = p.hashes
+        digest = hashes.sha256 if hashes is not None else None
+    except AttributeError:
+        return None
+    return digest.hex() if digest else None
 
 
 def _version(p) -> str | None:
