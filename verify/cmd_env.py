@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from samebits._io import canonical_json
 from samebits.errors import UsageError
+from samebits.lockread import ReadOptions, add_read_flags
 from samebits.ui import Output
 
 if TYPE_CHECKING:
@@ -43,12 +44,16 @@ def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
     p.add_argument("--prefix", type=Path, metavar="P",
                    help="the environment to check (default: the running one, sys.prefix)")
     p.add_argument("--lockfile", type=Path, metavar="L",
-                   help="compare the installed packages with this conda-lock file")
+                   help="compare the installed packages with this lockfile: conda-lock, "
+                   "pixi.lock, uv.lock, pylock.toml, requirements.txt with --hash or a conda "
+                   "explicit file (converted on read; --lock-python defaults to the prefix's "
+                   "Python)")
     p.add_argument("--platform", metavar="P",
                    help="the lock platform to compare with (default: the lock's only one, "
                    "else the prefix's conda subdir, else this machine's)")
     p.add_argument("--against", type=Path, metavar="REPORT",
                    help="compare every file with an earlier `verify env --json` report")
+    add_read_flags(p, python_default="the prefix's Python")
     p.add_argument("--no-linkage", action="store_true",
                    help="skip resolving ELF files' shared libraries")
     p.add_argument("--jobs", type=int, metavar="N",
@@ -63,7 +68,8 @@ def run_env(args: argparse.Namespace, out: Output) -> int:
         raise UsageError(f"--jobs {args.jobs}: must be at least 1")
     report = check_env((args.prefix or Path(sys.prefix)).absolute(), lockfile=args.lockfile,
                        platform=args.platform, against=args.against, jobs=args.jobs,
-                       linkage=not args.no_linkage, progress=out.progress)
+                       linkage=not args.no_linkage, progress=out.progress,
+                       read=ReadOptions(environment=args.lock_env, python=args.lock_python))
     if out.json:
         sys.stdout.flush()
         sys.stdout.buffer.write(canonical_json(report_json(report)))
@@ -75,9 +81,10 @@ def run_env(args: argparse.Namespace, out: Output) -> int:
 
 def check_env(prefix: Path, *, lockfile: Path | None = None, platform: str | None = None,
               against: Path | None = None, jobs: int | None = None, linkage: bool = True,
-              progress: Any = None) -> EnvReport:
-    """Everything ``verify env`` checks, as an ``EnvReport`` (also ``samebits audit``'s API)."""
-    from samebits.lockfile import parse_lock
+              progress: Any = None, read: ReadOptions | None = None) -> EnvReport:
+    """Everything ``verify env`` checks, as an ``EnvReport`` (also ``samebits audit``'s API).
+    ``read`` says how to read a lockfile of another format (converted on read)."""
+    from samebits.lockread import load_lock
     from verify.digest import digests
     from verify.drift import file_findings, merge, reference_findings
     from verify.envreport import EnvReport, load_reference
@@ -86,13 +93,14 @@ def check_env(prefix: Path, *, lockfile: Path | None = None, platform: str | Non
     from verify.manifest import build_manifest, prefix_kind
 
     prefix_kind(prefix)  # a bad prefix fails before the lockfile is even read
-    lock = parse_lock(lockfile) if lockfile else None
+    loaded = load_lock(lockfile, _read_options(read, prefix, platform)) if lockfile else None
+    lock = loaded.lock if loaded else None
     reference = load_reference(against) if against else None
 
     manifest = build_manifest(prefix, jobs=jobs, elf=linkage, progress=progress)
     platform = platform or _default_platform(lock, manifest)
     groups = [file_findings(manifest)]
-    notes: list[str] = []
+    notes = loaded.conversion.one_line_notes() if loaded and loaded.conversion else []
     locked = None
     if lock is not None:
         if platform not in lock.platforms:
@@ -117,6 +125,20 @@ def check_env(prefix: Path, *, lockfile: Path | None = None, platform: str | Non
         linkage=links, platform=platform, locked_packages=locked,
         lockfile=str(lockfile) if lockfile else None,
         reference=reference, notes=tuple(notes))
+
+
+def _read_options(read: ReadOptions | None, prefix: Path, platform: str | None) -> ReadOptions:
+    """The prefix's own Python line is the default for a universal Python lock."""
+    from dataclasses import replace
+
+    from verify.records import site_packages
+
+    read = read or ReadOptions()
+    if read.python is None:
+        lines = [sp.split("/")[1][len("python"):] for sp in site_packages(prefix)]
+        if len(lines) == 1:
+            read = replace(read, python=lines[0])
+    return replace(read, platforms=(platform,)) if platform and not read.platforms else read
 
 
 def _default_platform(lock, manifest) -> str:

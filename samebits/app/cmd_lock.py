@@ -12,6 +12,7 @@ from samebits.errors import EXIT_DIFFERENT, EXIT_OK, LockfileError, SamebitsErro
 from samebits.lockdiff import diff_locks, format_diff
 from samebits.lockfile import parse_lock
 from samebits.locking import DEFAULT_TIMEOUT, lock_one
+from samebits.lockread import add_read_flags, load_lock, read_options
 from samebits.project import Project
 from samebits.specio import read_spec
 from samebits.ui import Output
@@ -44,12 +45,21 @@ def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
 
     d = sub.add_parser(
         "lock-diff", parents=parents, help="compare two lockfiles (also spelled `lock diff`)",
-        description="List added, removed and changed packages per platform between two lockfiles.",
-        epilog="exit codes: 0 identical, 1 different, 2 bad input",
+        description="List added, removed and changed packages per platform between two "
+        "lockfiles, each in any format samebits reads: conda-lock, pixi.lock (v6, v7), "
+        "uv.lock, pylock.toml, requirements.txt with --hash, a conda explicit file (e.g. a "
+        "`samebits freeze` lock against the pixi.lock it came from).",
+        epilog="exit codes: 0 identical, 1 different, 2 bad input, 4 an index did not answer "
+        "(requirements.txt)",
         prog="samebits lock diff",
     )
     d.add_argument("old", type=Path)
     d.add_argument("new", type=Path)
+    d.add_argument("--platform", action="append", metavar="P",
+                   help="compare only this platform (repeatable; also the platforms a uv.lock, "
+                   "pylock.toml or requirements.txt is read for; default linux-64 and "
+                   "linux-aarch64 for those)")
+    add_read_flags(d)
     d.set_defaults(func=run_diff)
 
 
@@ -153,7 +163,16 @@ def _check(project: Project, ids: list[str], out: Output) -> int:
 
 
 def run_diff(args: argparse.Namespace, out: Output) -> int:
-    doc = diff_locks(parse_lock(args.old), parse_lock(args.new))
-    doc = {"old": str(args.old), "new": str(args.new), **doc}
+    platforms = tuple(args.platform or ())
+    options = read_options(args, platforms=platforms)
+    old, new = load_lock(args.old, options), load_lock(args.new, options)
+    for loaded in (old, new):
+        for line in loaded.conversion_lines():
+            out.info(line)
+    doc = diff_locks(old.lock, new.lock, platforms=platforms)
+    doc = {"old": str(args.old), "new": str(args.new), **doc,
+           "formats": {"old": old.format, "new": new.format},
+           "conversions": {k: v.conversion_json() for k, v in (("old", old), ("new", new))
+                           if v.conversion is not None}}
     out.emit(doc, format_diff(doc))
     return EXIT_OK if doc["identical"] else EXIT_DIFFERENT

@@ -22,6 +22,7 @@ from typing import Any
 from samebits._io import atomic_write, atomic_writer
 from samebits.errors import EXIT_DIFFERENT, EXIT_OK, LockfileError, UsageError
 from samebits.lockfile import LOCK_SUFFIX
+from samebits.lockread import LoadedLock, ReadOptions, add_read_flags, lock_name, read_options
 from samebits.project import Project
 from samebits.render.source import DEFAULT_PREFIX, LockedEnv, load_locked_env
 from samebits.ui import Output
@@ -122,8 +123,10 @@ def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
 
 def _names(p: argparse.ArgumentParser) -> None:
     p.add_argument("names", nargs="*", metavar="ENV",
-                   help="environment ids or lockfile paths (default: every lockfile)")
+                   help="environment ids or lockfile paths, in any format samebits reads "
+                   "(default: every lockfile)")
     _project_args(p)
+    add_read_flags(p)
 
 
 def _project_args(p: argparse.ArgumentParser) -> None:
@@ -145,6 +148,7 @@ def _install_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--replace", action="store_true", help="replace an existing output")
     if not any(a.dest == "root" for a in p._actions):
         _project_args(p)
+    add_read_flags(p, python_default="the --python interpreter's, else this interpreter's")
 
 
 # ------------------------------------------------------------------ finding locks
@@ -153,24 +157,38 @@ def _project(args: argparse.Namespace) -> Project:
     return Project.at(args.root, lockfiles=args.lockfiles)
 
 
-def locked_env(name: str, project: Project) -> LockedEnv:
-    """An environment id or a lockfile path -> the parsed lock."""
+def locked_env(name: str, project: Project, options: ReadOptions | None = None) -> LockedEnv:
+    """An environment id or a lockfile path (any format ``load_lock`` reads) -> the lock."""
     path = Path(name)
-    if name.endswith(LOCK_SUFFIX) or (path.suffix in (".yml", ".yaml") and path.exists()):
+    lock = project.lock_path(name)
+    if name.endswith(LOCK_SUFFIX) or (path.is_file() and not lock.exists()):
         env = load_locked_env(path, name=path.name.removesuffix(LOCK_SUFFIX),
-                              root=project.root)
+                              root=project.root, options=options)
         recorded = env.lock.meta("environment")
+        if env.conversion is not None:
+            recorded = lock_name(LoadedLock(path=path, format=env.conversion.format,
+                                            lock=env.lock))
         return env if not recorded else LockedEnv(name=recorded, path=env.path,
                                                   origin=env.origin, digest=env.digest,
-                                                  lock=env.lock)
-    lock = project.lock_path(name)
+                                                  lock=env.lock, conversion=env.conversion)
     if lock.exists():
         return load_locked_env(lock, name=name, root=project.root)
     if project.spec_path(name).exists():
         raise LockfileError(f"{name}: no lockfile {lock}",
                             hint=f"run `samebits lock {name}` first")
     known = ", ".join(_all_lock_ids(project)) or "none"
-    raise UsageError(f"unknown environment '{name}' (no {lock}); known: {known}")
+    raise UsageError(f"unknown environment '{name}' (no {lock}); known: {known}",
+                     hint="or give a lockfile's path (conda-lock, pixi.lock, uv.lock, "
+                     "pylock.toml, requirements.txt with --hash, conda explicit)")
+
+
+def show_conversion(out: Output, env: LockedEnv) -> dict[str, Any] | None:
+    """A converted lock's conversion, on stderr (and returned for --json)."""
+    if env.conversion is None:
+        return None
+    for line in env.conversion.lines():
+        out.info(line)
+    return env.conversion.to_json()
 
 
 def _all_lock_ids(project: Project) -> list[str]:
@@ -180,12 +198,16 @@ def _all_lock_ids(project: Project) -> list[str]:
                   for p in project.lockfiles.rglob(f"*{LOCK_SUFFIX}"))
 
 
-def _envs(args: argparse.Namespace) -> tuple[Project, list[LockedEnv]]:
+def _envs(args: argparse.Namespace, out: Output) -> tuple[Project, list[LockedEnv]]:
     project = _project(args)
     names = args.names or [i for i in _all_lock_ids(project) if "/" not in i]
     if not names:
         raise UsageError(f"{project.lockfiles}: no lockfiles", hint="run `samebits lock` first")
-    return project, [locked_env(n, project) for n in names]
+    options = read_options(args, platforms=tuple(getattr(args, "platform", None) or ()))
+    envs = [locked_env(n, project, options) for n in names]
+    for env in envs:
+        show_conversion(out, env)
+    return project, envs
 
 
 # ------------------------------------------------------------------ text renderings
@@ -220,7 +242,7 @@ def _out_root(args: argparse.Namespace, project: Project) -> Path:
 def run_conda(args: argparse.Namespace, out: Output) -> int:
     from samebits.render.conda import conda_files
 
-    project, envs = _envs(args)
+    project, envs = _envs(args, out)
     rendered: dict[str, dict[str, str]] = {}
     for env in envs:
         files: dict[str, str] = {}
@@ -242,7 +264,7 @@ def run_nix(args: argparse.Namespace, out: Output) -> int:
 def run_containerfile(args: argparse.Namespace, out: Output) -> int:
     from samebits.render.containerfile import containerfile_files
 
-    project, envs = _envs(args)
+    project, envs = _envs(args, out)
     for ref, flag in ((args.base, "--base"), (args.micromamba, "--micromamba")):
         if ref and "@sha256:" not in ref:
             raise UsageError(f'{flag} "{ref}": pin it by digest (IMAGE@sha256:<64 hex>)',
@@ -268,7 +290,8 @@ def run_oci(args: argparse.Namespace, out: Output) -> int:
     from samebits.render.tarball import source_date_epoch
 
     project = _project(args)
-    env = locked_env(args.name, project)
+    env = locked_env(args.name, project, read_options(args, platforms=(args.platform,)))
+    show_conversion(out, env)
     platform = env.check_platform(args.platform)
     if not args.prefix.startswith("/") or args.prefix.rstrip("/") in ("", "/"):
         raise UsageError(f'--prefix "{args.prefix}": must be an absolute path below /')
@@ -328,13 +351,34 @@ def _fill_cache_from_nix(env: LockedEnv, platform: str, cache: Path, store: str 
                          f"--argstr platform {platform}")
 
 
+def _python_version(interpreter: str | None) -> str | None:
+    """``X.Y.Z`` of ``--python``, the Python a uv.lock/pylock/requirements lock is read for."""
+    if not interpreter:
+        return None
+    import subprocess
+
+    try:
+        proc = subprocess.run([interpreter, "-c", "import sys; print('%d.%d.%d' % "
+                               "sys.version_info[:3])"], capture_output=True, text=True,
+                              timeout=30)
+    except OSError as exc:
+        raise UsageError(f'--python "{interpreter}": cannot run: {exc.strerror}') from None
+    if proc.returncode != 0:
+        raise UsageError(f'--python "{interpreter}": exited {proc.returncode}: '
+                         f"{proc.stderr.strip()[:200]}")
+    return proc.stdout.strip()
+
+
 def run_install(args: argparse.Namespace, out: Output) -> int:
     from samebits.install import host_interpreter, install_prefix, run_verify_env
     from samebits.render.publish import staged_dir
 
     project = _project(args)
-    env = locked_env(args.name, project)
-    platform = env.check_platform(args.platform or _host_platform())
+    platform = args.platform or _host_platform()
+    options = read_options(args, platforms=(platform,), python=_python_version(args.python))
+    env = locked_env(args.name, project, options)
+    conversion = show_conversion(out, env)
+    platform = env.check_platform(platform)
     python = None
     if env.python and env.pip(platform) and not any(p.name == "python"
                                                    for p in env.conda(platform)):
@@ -347,12 +391,18 @@ def run_install(args: argparse.Namespace, out: Output) -> int:
     with staged_dir(prefix, replace=args.replace) as stage:
         report = install_prefix(env, platform, stage, final=str(prefix), cache=_cache(args),
                                 interpreter=python)
-    verdict = run_verify_env(prefix, env.path, platform)
+    read_flags = []
+    if env.conversion is not None:
+        read_flags = [*(["--lock-env", options.environment] if options.environment else []),
+                      *(["--lock-python", options.python] if options.python else [])]
+    verdict = run_verify_env(prefix, env.path, platform, read_flags=read_flags)
     identical = verdict.get("identical") is True
     summary = {k: verdict[k] for k in ("identical", "digests", "findings", "kind", "format")
                if k in verdict}
     payload = {**report.to_json(), "lockfile": str(env.path), "identical": identical,
                "verify": summary}
+    if conversion is not None:
+        payload["conversion"] = conversion
     text = (f"{prefix}: {env.name} ({platform}) installed: {len(report.conda)} conda, "
             f"{len(report.pip)} PyPI packages\n"
             f"verify env: {'identical' if identical else 'DRIFT'}"

@@ -36,7 +36,8 @@ from samebits.app.audit import envcheck
 from samebits.app.audit.runtime import Interpreter, Measured, Runtime, settings_of
 from samebits.app.audit.verdict import Level, Step, Verdict, decide, failed, judge_runtime, skipped
 from samebits.errors import EXIT_DIFFERENT, LockfileError, SamebitsError, UsageError
-from samebits.lockfile import Lock, lock_digest, parse_lock
+from samebits.lockfile import Lock, lock_digest
+from samebits.lockread import ReadOptions, read_lock
 from verify.attest import (
     Attestation,
     LockInfo,
@@ -125,8 +126,8 @@ class Attested:
 
 def run_attest(req: AttestRequest, *, runtime_for: RuntimeFactory = Interpreter,
                progress: Callable[[str], None] = lambda s: None) -> Attested:
-    lock = parse_lock(req.lockfile) if req.lockfile else None
     platform = req.platform or host_platform()
+    lock = read_lock(req.lockfile, ReadOptions(platforms=(platform,))) if req.lockfile else None
     if lock is not None:
         if platform not in lock.platforms:
             raise UsageError(f"{req.lockfile}: no platform {platform} "
@@ -220,9 +221,9 @@ def run_audit(req: AuditRequest, *, runtime_for: RuntimeFactory = Interpreter,
         raise UsageError("--prefix and --install: pass one (an environment, or where to "
                          "install one)")
     authors = read_attestation(req.attestation)
-    lock = parse_lock(req.lockfile)
-    digest = lock_digest(req.lockfile)
     platform = req.platform or host_platform()
+    lock = read_lock(req.lockfile, ReadOptions(platforms=(platform,)))
+    digest = lock_digest(req.lockfile)
     if platform not in lock.platforms:
         raise UsageError(f"{req.lockfile}: no platform {platform} (it has "
                          f"{', '.join(lock.platforms)})", hint="pass --platform")
