@@ -255,7 +255,7 @@ def run_conda(args: argparse.Namespace, out: Output) -> int:
 def run_nix(args: argparse.Namespace, out: Output) -> int:
     from samebits.render.nix import nix_files
 
-    project, envs = _envs(args)
+    project, envs = _envs(args, out)
     rendered = {str(_out_root(args, project) / env.name):
                 nix_files(env, args.platform or env.platforms) for env in envs}
     return _write_files(out, rendered, check=args.check)
