@@ -74,6 +74,31 @@ def test_real_pixi_v7_keeps_every_hash(esm_pixi: Path, env: str) -> None:
                                                    "artifact is locked")
 
 
+@pytest.mark.parametrize("env", ["default", "test"])
+def test_real_pixi_v6_keeps_every_hash(env: str) -> None:
+    """A pixi.lock version 6 written by pixi itself (its own test project, with PyPI wheels and
+    a git dependency): every conda package keeps URL, sha256 and md5, every PyPI wheel its URL
+    and sha256, and the git checkout is named as not carried, per platform."""
+    path = DATA / "pixi" / "pixi-test-project-export.pixi.lock"
+    loaded = load_lock(path, ReadOptions(environment=env))
+    assert loaded.format == "pixi.lock v6"
+    assert loaded.lock.platforms == ("linux-64", "osx-64", "osx-arm64")
+    for platform in loaded.lock.platforms:
+        entries, listed = _pixi_truth(path, env, platform)
+        conda = {p.url: p for p in loaded.lock.packages_for(platform, "conda")}
+        assert sorted(conda) == sorted(x["conda"] for x in listed if "conda" in x)
+        for url, p in conda.items():
+            assert (p.sha256, p.md5) == (entries[url]["sha256"], entries[url]["md5"]), url
+        wheels = [x["pypi"] for x in listed if x.get("pypi", "").startswith("https://")]
+        pip = {p.url: p for p in loaded.lock.packages_for(platform, "pip")}
+        assert sorted(pip) == sorted(wheels) and len(wheels) >= 3
+        for url, p in pip.items():
+            assert p.sha256 == entries[url]["sha256"], url
+    dropped = [(d.platform, d.name) for d in loaded.conversion.dropped]
+    assert dropped == [(plat, "test-git-subdir-roundtrip") for plat in loaded.lock.platforms]
+    assert all("a VCS checkout" in d.reason for d in loaded.conversion.dropped)
+
+
 def test_pixi_v6_pypi_wheels_keep_url_and_hash() -> None:
     """A v6 file: conda packages with both hashes, PyPI wheels with URL and sha256."""
     loaded = load_lock(DATA / "pixi" / "v6.pixi.lock")
