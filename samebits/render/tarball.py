@@ -23,7 +23,7 @@ import struct
 import tarfile
 import zlib
 from collections import deque
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
@@ -148,9 +148,11 @@ def ancestors(root: str) -> list[str]:
 
 
 def tar_chunks(prefix: Path, entries: Iterable[Entry], *, root: str, mtime: int,
-               block: int = BLOCK) -> Iterator[bytes]:
+               block: int = BLOCK,
+               open_file: Callable[[Entry], BinaryIO] | None = None) -> Iterator[bytes]:
     """The tar stream of ``entries`` (sorted) under ``root``, in blocks of exactly ``block``
-    bytes (the last one shorter): block boundaries depend on the content alone."""
+    bytes (the last one shorter): block boundaries depend on the content alone. A file's
+    bytes come from ``prefix / entry.path``, or from ``open_file(entry)`` when given."""
     buf = bytearray()
     total = 0
 
@@ -170,7 +172,7 @@ def tar_chunks(prefix: Path, entries: Iterable[Entry], *, root: str, mtime: int,
         buf += tar_header(f"{base}/{entry.path}" if base else entry.path, entry, mtime)
         if entry.kind == "file":
             remaining = entry.size
-            with open(prefix / entry.path, "rb") as f:
+            with (open_file(entry) if open_file else open(prefix / entry.path, "rb")) as f:
                 while remaining:
                     data = f.read(min(remaining, block))
                     if not data:
