@@ -89,7 +89,11 @@ def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
         "`verify env` on it.",
         epilog="exit codes: 0 installed and identical, 1 installed but verify found drift, "
         "2 bad input (hash mismatch, unsafe archive), 4 unreachable, 5 a tool failed")
-    i.add_argument("name", metavar="ENV", help="environment id or lockfile path")
+    i.add_argument("name", nargs="?", metavar="ENV",
+                   help="environment id or lockfile path (not with --from-bundle)")
+    i.add_argument("--from-bundle", type=Path, metavar="FILE",
+                   help="install offline from a `samebits bundle` tar: its lock and archives, "
+                   "every hash checked, unpacked into the cache first")
     i.add_argument("--prefix", type=Path, required=True, help="the folder to create")
     i.add_argument("--platform", help="default: this machine's")
     i.add_argument("--python", metavar="PATH",
@@ -288,7 +292,15 @@ def run_install(args: argparse.Namespace, out: Output) -> int:
     from samebits.render.publish import staged_dir
 
     project = _project(args)
-    env = locked_env(args.name, project)
+    if args.from_bundle is not None:
+        from samebits.app.cmd_bundle import unpack_for_install
+
+        env = unpack_for_install(args.from_bundle, args.name, project=project, out=out,
+                                 platform=args.platform or _host_platform(), cache=_cache(args))
+    elif args.name is None:
+        raise UsageError("install needs ENV (an environment id or a lockfile) or --from-bundle")
+    else:
+        env = locked_env(args.name, project)
     platform = env.check_platform(args.platform or _host_platform())
     python = None
     if env.python and env.pip(platform) and not any(p.name == "python"
