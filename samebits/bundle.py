@@ -22,6 +22,8 @@ umask, time zone, clock or cache of the machine that writes it.
 
 Archives are read once: each is hashed as it streams into the tar and checked against the lock
 (sha256, and md5 where the lock has one); a mismatch stops the write and nothing is left.
+``samebits.bundleprep`` gathers the inputs (cache, containers/<env>/); this module is the
+layout, the small files and the writer.
 """
 
 from __future__ import annotations
@@ -126,49 +128,6 @@ def by_archive(packages: Sequence[LockedPackage]) -> dict[str, list[LockedPackag
     for p in packages:
         out.setdefault(archive_path(p), []).append(p)
     return dict(sorted(out.items()))
-
-
-def locate(packages: Sequence[LockedPackage], cache: Path) -> tuple[Archive, ...]:
-    """Every archive in ``cache`` (present: ``fetch_missing`` first), its size, and its sha256
-    (the lock's, or, locked by md5 alone, hashed here)."""
-    out = []
-    for path, group in by_archive(packages).items():
-        source = cache / path
-        sha = group[0].sha256 or file_sha256(source)
-        out.append(Archive(path=path, source=source, size=source.stat().st_size, sha256=sha,
-                           md5=group[0].md5, packages=tuple(group)))
-    return tuple(out)
-
-
-def file_sha256(path: Path) -> str:
-    sha = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            sha.update(chunk)
-    return sha.hexdigest()
-
-
-def fetch_missing(packages: Sequence[LockedPackage], cache: Path,
-                  note: Callable[[str], None] = lambda s: None) -> int:
-    """Fetch the archives ``cache`` lacks (hash-checked and scanned by ``samebits.install``);
-    how many were fetched."""
-    from samebits.install import fetch_all
-
-    missing = [group[0] for path, group in by_archive(packages).items()
-               if not (cache / path).is_file()]
-    if missing:
-        note(f"fetching {len(missing)} archive(s) the cache {cache} lacks")
-        fetch_all(missing, cache)
-    return len(missing)
-
-
-def read_containers(folder: Path) -> dict[str, bytes]:
-    """Every regular file under ``folder`` (containers/<env>/), by '/'-path; none if absent."""
-    if not folder.is_dir():
-        return {}
-    return {p.relative_to(folder).as_posix(): p.read_bytes()
-            for p in sorted(folder.rglob("*"))
-            if p.is_file() and not p.is_symlink() and not p.name.startswith(".")}
 
 
 def stale_containers(env: LockedEnv, platforms: Sequence[str], found: Mapping[str, bytes],

@@ -16,8 +16,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from samebits._io import sha256_hex
-from samebits.errors import EXIT_DIFFERENT, EXIT_OK, InputError, UsageError
+from samebits.errors import EXIT_DIFFERENT, EXIT_OK, UsageError
 from samebits.project import Project
 from samebits.render.source import LockedEnv
 from samebits.ui import Output
@@ -66,17 +65,9 @@ def run_bundle(args: argparse.Namespace, out: Output) -> int:
 
 def run_write(args: argparse.Namespace, out: Output) -> int:
     from samebits.app.cmd_render import locked_env
-    from samebits.bundle import (
-        fetch_missing,
-        locate,
-        locked_packages,
-        plan,
-        read_containers,
-        stale_containers,
-        write_bundle,
-    )
+    from samebits.bundle import write_bundle
+    from samebits.bundleprep import prepare
     from samebits.install import default_cache_dir
-    from samebits.render.conda import conda_files
 
     project = Project.at(args.root, lockfiles=args.lockfiles)
     env = locked_env(args.name, project)
@@ -84,23 +75,9 @@ def run_write(args: argparse.Namespace, out: Output) -> int:
     dest = args.out or project.root / "build" / f"{env.slug}.bundle.tar"
     if dest.exists() and not args.replace:
         raise UsageError(f"{dest}: already exists", hint="pass --replace to overwrite it")
-    cache = args.cache_dir or default_cache_dir()
-    packages = locked_packages(env, platforms)
-    with out.progress("fetching archives the cache lacks", total=None):
-        fetch_missing(packages, cache, note=out.info)
-    archives = locate(packages, cache)
-    folder = project.root / "containers" / env.name
-    found = read_containers(folder)
-    fresh = {n: t for plat in platforms for n, t in conda_files(env, plat).items()}
-    stale = stale_containers(env, platforms, found, fresh)
-    if stale:
-        raise InputError(f"{folder} was not rendered from {env.origin}:\n  " + "\n  ".join(stale),
-                         hint=f"re-render it (nox -s render -- {env.name}) and bundle again")
-    lock_bytes = env.path.read_bytes()
-    if sha256_hex(lock_bytes) != env.digest:
-        raise InputError(f"{env.path}: changed while it was being bundled")
-    bundle = plan(env, platforms, lock_bytes=lock_bytes, archives=archives,
-                  containers={**found, **{n: t.encode() for n, t in fresh.items()}})
+    with out.progress("fetching what the cache lacks", total=None):
+        bundle = prepare(env, platforms, cache=args.cache_dir or default_cache_dir(),
+                         containers=project.root / "containers" / env.name, note=out.info)
     total = bundle.archive_bytes
     out.info(f"bundle: {len(bundle.archives)} archives, {total:,} bytes -> {dest}")
     with out.progress(f"bundle {env.name}", total=total) as advance:
