@@ -13,12 +13,12 @@
                                      the sha256, else the md5), so an extracted bundle is a cache
 
 The metadata comes first and the archives last, so a reader that streams the tar knows every
-expected hash before the first archive arrives (``samebits.bundleread``). The tar is the
-``samebits.render.tarball`` stream: entries in this fixed order, mtime 0, uid/gid 0 with no
-names, modes 0755/0644, PAX headers only where a path needs one; uncompressed (the archives are
-compressed already). Its bytes depend on the lock, the bundled platforms, the project's
-containers/<env>/ files and the samebits version (recorded in bundle.json): not on the folder,
-umask, time zone, clock or cache of the machine that writes it.
+expected hash before the first archive arrives (``samebits.bundleread``). The tar is
+``samebits.render.tarball``'s stream (``tar_pieces``): entries in this fixed order, mtime 0,
+uid/gid 0 with no names, modes 0755/0644, PAX headers only where a path needs one;
+uncompressed (the archives are compressed already). Its bytes depend on the lock, the bundled
+platforms, the project's containers/<env>/ files and the samebits version (recorded in
+bundle.json): not on the folder, umask, time zone, clock or cache of the machine that writes it.
 
 Archives are read once: each is hashed as it streams into the tar and checked against the lock
 (sha256, and md5 where the lock has one); a mismatch stops the write and nothing is left.
@@ -30,7 +30,9 @@ from __future__ import annotations
 
 import hashlib
 import io
+import queue
 import re
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,7 +43,7 @@ from samebits._io import atomic_writer, canonical_json
 from samebits.errors import InputError, LockfileError
 from samebits.lockfile import LockedPackage
 from samebits.render.source import LockedEnv
-from samebits.render.tarball import Entry, tar_chunks
+from samebits.render.tarball import Entry, tar_pieces
 
 BUNDLE_FORMAT = 1
 BUNDLE_KIND = "samebits.bundle"
@@ -287,21 +289,47 @@ def tar_stream(bundle: BundlePlan) -> Iterator[bytes]:
             return _Checked(archives[entry.path])  # type: ignore[return-value]
         return io.BytesIO(bundle.files[entry.path])
 
-    return tar_chunks(Path("."), bundle.entries(), root=bundle.root, mtime=MTIME,
+    return tar_pieces(Path("."), bundle.entries(), root=bundle.root, mtime=MTIME,
                       open_file=open_file)
 
 
 def write_bundle(bundle: BundlePlan, dest: Path, *,
                  advance: Callable[[int], None] = lambda n: None) -> BundleResult:
     """Stream the tar into ``dest`` atomically (nothing is left if any archive fails its
-    hash); ``advance(n)`` after each block of n bytes."""
+    hash); ``advance(n)`` after each block of n bytes.
+
+    Two threads, so that two cores work and neither waits on the disk alone: this one reads
+    and hashes the archives into tar blocks, a writer writes the blocks and hashes the tar
+    (hashlib and file writes release the GIL). The queue between them is bounded (32 MiB)."""
     sha = hashlib.sha256()
     size = 0
+    blocks: queue.Queue[bytes | None] = queue.Queue(maxsize=32)
+    failed: list[BaseException] = []
+
+    def writer(f: BinaryIO) -> None:
+        try:
+            while (block := blocks.get()) is not None:
+                f.write(block)
+                sha.update(block)
+        except BaseException as exc:  # reported by the reading side, which stops
+            failed.append(exc)
+            while blocks.get() is not None:  # drain so the reader never blocks
+                pass
+
     with atomic_writer(dest) as f:
-        for chunk in tar_stream(bundle):
-            f.write(chunk)
-            sha.update(chunk)
-            size += len(chunk)
-            advance(len(chunk))
+        thread = threading.Thread(target=writer, args=(f,), name="bundle-writer", daemon=True)
+        thread.start()
+        try:
+            for chunk in tar_stream(bundle):
+                if failed:
+                    break
+                blocks.put(chunk)
+                size += len(chunk)
+                advance(len(chunk))
+        finally:
+            blocks.put(None)
+            thread.join()
+        if failed:
+            raise failed[0]
     return BundleResult(sha256=sha.hexdigest(), size=size, archives=len(bundle.archives),
                         archive_bytes=bundle.archive_bytes)
