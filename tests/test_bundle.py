@@ -263,6 +263,25 @@ def test_install_from_bundle_offline_gives_the_network_digest(
     assert offline["lockfile"].startswith(str(tmp_path / "fresh-cache" / "bundles"))
 
 
+def test_extracted_bundle_is_an_install_cache(render_project: RenderProject,
+                                             package_cache: Path, gpu_bundle: Path,
+                                             tmp_path: Path) -> None:
+    """Extracted with tar, the bundle's folder serves `samebits install --cache-dir` for its
+    own lock, whose URLs resolve nowhere: identical. (gpu_bundle filled the shared cache.)"""
+    lock = _offline_lock(render_project, tmp_path)
+    bundle = tmp_path / "paper.bundle.tar"
+    made = render_project.samebits("bundle", str(lock), "--platform", "linux-64", "--out",
+                                   str(bundle), "--cache-dir", str(package_cache))
+    assert made.returncode == 0, made.stderr
+    subprocess.run(["tar", "-xf", str(bundle), "-C", str(tmp_path)], check=True)
+    root = tmp_path / "gpu.bundle"
+    proc = render_project.samebits("install", str(root / "gpu.conda-lock.yml"), "--prefix",
+                                   str(tmp_path / "env"), "--platform", "linux-64",
+                                   "--cache-dir", str(root))
+    assert proc.returncode == 0, proc.stderr
+    assert "verify env: identical" in proc.stdout
+
+
 def test_install_from_bundle_refuses_a_corrupted_archive(render_project: RenderProject,
                                                          gpu_bundle: Path,
                                                          tmp_path: Path) -> None:

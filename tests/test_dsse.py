@@ -341,3 +341,17 @@ def test_verify_gpu_bad_key_fails_before_running(tmp_path: Path,
     assert capsys.readouterr().err.splitlines()[0] == (
         f"error: {tmp_path}/nokey: no such private key")
     assert not out.exists()
+
+
+def test_openssl_made_keys_sign_and_verify(tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """A key pair made by `openssl genpkey -algorithm ed25519` signs and verifies."""
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is not installed")
+    key = tmp_path / "ossl"
+    subprocess.run(["openssl", "genpkey", "-algorithm", "ed25519", "-out", str(key)], check=True)
+    subprocess.run(["openssl", "pkey", "-in", str(key), "-pubout", "-out", f"{key}.pub"],
+                   check=True)
+    path = signed(tmp_path, key)
+    assert in_toto_verifies(path, Path(f"{key}.pub"))
+    assert check(path, Path(f"{key}.pub"), capsys)[0] == 0
