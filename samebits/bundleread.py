@@ -23,10 +23,12 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import lzma
 import os
 import posixpath
 import tarfile
 import tempfile
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -85,6 +87,10 @@ class Scan:
         return not self.problems
 
 
+# What a damaged (or damaged and compressed) tar raises while it is read.
+DAMAGED = (tarfile.TarError, EOFError, OSError, zlib.error, lzma.LZMAError)
+
+
 def _members(path: Path) -> Iterator[tuple[tarfile.TarInfo, tarfile.TarFile]]:
     try:
         tf = tarfile.open(path, "r:*")  # noqa: SIM115 (closed below, after the last member)
@@ -93,15 +99,25 @@ def _members(path: Path) -> Iterator[tuple[tarfile.TarInfo, tarfile.TarFile]]:
                          "--platform P --out FILE`") from None
     except IsADirectoryError:
         raise InputError(f"{path}: is a folder, not a bundle") from None
-    except (tarfile.TarError, OSError) as exc:
+    except DAMAGED as exc:
         raise InputError(f"{path}: not a tar archive ({exc})") from None
     with tf:
-        try:
-            for member in tf:
-                yield member, tf
-        except tarfile.TarError as exc:
-            raise InputError(f"{path}: the tar is damaged after {len(tf.members)} members "
-                             f"({exc})") from None
+        while True:
+            try:
+                member = tf.next()
+            except DAMAGED as exc:
+                raise InputError(f"{path}: the tar is damaged after {len(tf.members)} members "
+                                 f"({exc})") from None
+            if member is None:
+                return
+            yield member, tf
+
+
+def _read(f: BinaryIO, n: int, source: str) -> bytes:
+    try:
+        return f.read(n)
+    except DAMAGED as exc:
+        raise InputError(f"{source}: the tar is damaged ({exc})") from None
 
 
 def _where(st: _State, name: str) -> str | None:
@@ -160,10 +176,10 @@ def _read_lock(st: _State, data: bytes) -> None:
                                     label=f"{p.manager}:{p.name} {p.version}")
 
 
-def _hash_stream(f: BinaryIO, *, md5: bool, out: BinaryIO | None,
+def _hash_stream(f: BinaryIO, *, md5: bool, out: BinaryIO | None, source: str,
                  advance: Callable[[int], None]) -> tuple[str, str | None]:
     sha, m = hashlib.sha256(), (hashlib.md5() if md5 else None)
-    while chunk := f.read(CHUNK):
+    while chunk := _read(f, CHUNK, source):
         sha.update(chunk)
         if m is not None:
             m.update(chunk)
@@ -245,7 +261,8 @@ def scan(path: Path, *, cache: Path | None = None, platform: str | None = None,
             with contextlib.ExitStack() as stack:
                 out = stack.enter_context(_Staged(dest)) if dest is not None else None
                 sha, md5 = _hash_stream(f, md5=exp is None or exp.md5 is not None,
-                                        out=out.file if out else None, advance=advance)
+                                        out=out.file if out else None, source=st.source,
+                                        advance=advance)
                 problem = _archive_problem(rel, exp, sha, md5)
                 if problem:
                     st.problems.append(problem)
@@ -253,7 +270,7 @@ def scan(path: Path, *, cache: Path | None = None, platform: str | None = None,
                     out.commit()
             st.digests[rel] = sha
             continue
-        data = f.read()
+        data = _read(f, -1, st.source)
         advance(len(data))
         st.digests[rel] = hashlib.sha256(data).hexdigest()
         st.small[rel] = data

@@ -23,10 +23,10 @@ give the same file.
 
 Failures (``samebits.errors`` for the rest):
 
-    SamebitsError
-    ├── InputError        exit 2: unreadable key or envelope, not a DSSE envelope
+    InputError            exit 2: unreadable key or envelope, not a DSSE envelope
     └── SignatureError    exit 1: not signed by this key, a signature that does not verify,
                           a payload or signature that is not the base64 that was signed
+                          (bad input too, so every reader's ``except InputError`` holds)
 """
 
 from __future__ import annotations
@@ -41,14 +41,14 @@ from pathlib import Path
 from typing import Any
 
 from samebits._io import canonical_json
-from samebits.errors import EXIT_DIFFERENT, InputError, SamebitsError
+from samebits.errors import EXIT_DIFFERENT, InputError
 
 IN_TOTO_PAYLOAD_TYPE = "application/vnd.in-toto+json"
 ENVELOPE_KEYS = ("payload", "payloadType", "signatures")
 SIGNATURE_KEYS = ("keyid", "sig")
 
 
-class SignatureError(SamebitsError):
+class SignatureError(InputError):
     """A signed document whose signature does not hold for the key given."""
 
     exit_code = EXIT_DIFFERENT
@@ -232,12 +232,6 @@ def parse_envelope(doc: Any, *, source: str) -> Envelope:
     missing = [k for k in ENVELOPE_KEYS if k not in doc]
     if missing:
         raise InputError(f"{source}: not a DSSE envelope: no {', '.join(missing)}")
-    unknown = sorted(str(k) for k in doc if k not in ENVELOPE_KEYS)
-    unknown += sorted(f"signatures[{i}].{k}" for i, s in enumerate(doc["signatures"])
-                      if isinstance(s, Mapping) for k in s if k not in SIGNATURE_KEYS)
-    if unknown:
-        raise InputError(f"{source}: not a DSSE envelope: unknown field "
-                         f"{', '.join(unknown)[:80]}")
     kind, payload, sigs = doc["payloadType"], doc["payload"], doc["signatures"]
     if not isinstance(kind, str) or not isinstance(payload, str):
         raise InputError(f"{source}: payloadType and payload must be strings")
@@ -245,6 +239,12 @@ def parse_envelope(doc: Any, *, source: str) -> Envelope:
             isinstance(s, Mapping) and isinstance(s.get("sig"), str)
             and isinstance(s.get("keyid", ""), str) for s in sigs):
         raise InputError(f"{source}: signatures: expected a list of {{keyid, sig}} objects")
+    unknown = sorted(str(k) for k in doc if k not in ENVELOPE_KEYS)
+    unknown += sorted(f"signatures[{i}].{k}" for i, s in enumerate(sigs)
+                      for k in s if k not in SIGNATURE_KEYS)
+    if unknown:
+        raise InputError(f"{source}: not a DSSE envelope: unknown field "
+                         f"{', '.join(unknown)[:80]}")
     try:
         body = _b64decode(payload)
     except ValueError as exc:
