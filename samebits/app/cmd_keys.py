@@ -42,8 +42,12 @@ def run_keygen(args: argparse.Namespace, out: Output) -> int:
             raise UsageError(f"{path}: already exists; samebits never overwrites a key",
                              hint="pick another --out, or move the old pair away first")
     private, public = generate_keypair()
-    atomic_write(public_path, public, mode=0o644)
     atomic_write(private_path, private, mode=0o600)
+    try:
+        atomic_write(public_path, public, mode=0o644)
+    except BaseException:
+        private_path.unlink()  # a pair or nothing
+        raise
     keyid = load_public_key(public_path).keyid
     payload = {"private_key": str(private_path), "public_key": str(public_path),
                "keyid": keyid, "algorithm": "ed25519"}
