@@ -176,7 +176,7 @@ def readme(env: LockedEnv, platforms: Sequence[str], lock_name: str, root: str,
         "Check it (needs only coreutils):",
         f"    tar -xf BUNDLE.tar && cd {root} && sha256sum -c --quiet SHA256SUMS",
         "",
-        "Install it with samebits (pip install samebits), offline:",
+        f"Install it with samebits ({__version__}, named in bundle.json, or later), offline:",
         "    samebits bundle --check BUNDLE.tar",
         f"    samebits install --from-bundle BUNDLE.tar --prefix /path/to/env --platform "
         f"{platforms[0]}",
@@ -229,7 +229,7 @@ def plan(env: LockedEnv, platforms: Sequence[str], *, lock_bytes: bytes,
     ``containers``: containers/<env>/'s files (name -> bytes) with the conda files fresh from
     the lock; ``archives`` from ``locate``."""
     lock_name = env.path.name
-    extra: dict[str, bytes] = {f"{lock_name}": lock_bytes}
+    extra: dict[str, bytes] = {lock_name: lock_bytes}
     extra.update({f"containers/{env.name}/{n}": d for n, d in sorted(containers.items())})
     for plat in platforms:
         if env.pip(plat):
