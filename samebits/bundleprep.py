@@ -20,6 +20,7 @@ from samebits.bundle import (
 )
 from samebits.errors import InputError
 from samebits.lockfile import LockedPackage
+from samebits.render.oci import file_digest
 from samebits.render.source import LockedEnv
 
 
@@ -52,18 +53,10 @@ def locate(packages: Sequence[LockedPackage], cache: Path) -> tuple[Archive, ...
     out = []
     for path, group in by_archive(packages).items():
         source = cache / path
-        sha = group[0].sha256 or file_sha256(source)
+        sha = group[0].sha256 or file_digest(source).removeprefix("sha256:")
         out.append(Archive(path=path, source=source, size=source.stat().st_size, sha256=sha,
                            md5=group[0].md5, packages=tuple(group)))
     return tuple(out)
-
-
-def file_sha256(path: Path) -> str:
-    sha = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            sha.update(chunk)
-    return sha.hexdigest()
 
 
 def fetch_missing(packages: Sequence[LockedPackage], cache: Path,

@@ -13,9 +13,10 @@
 
 ``check`` returns every problem found (``samebits bundle --check``: exit 1 when any).
 ``unpack`` runs the same scan and writes the archives one platform needs into an install cache
-as they stream past (``CACHE/archives/<key>/<filename>``, each through a temporary file renamed
-only when its hashes are the lock's), and the lockfile to ``CACHE/bundles/<sha256>/<name>``;
-any problem refuses the bundle by name (InputError, exit 2) and the install never starts.
+as they stream past (``CACHE/archives/<key>/<filename>``, each through ``atomic_writer``'s
+temporary file, renamed only when its hashes are the lock's), and the lockfile to
+``CACHE/bundles/<sha256>/<name>``; any problem refuses the bundle by name (InputError, exit 2)
+and the install never starts.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ import contextlib
 import hashlib
 import json
 import lzma
-import os
 import posixpath
 import tarfile
 import tempfile
@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from samebits._io import atomic_write, atomic_writer
 from samebits.bundle import (
     ARCHIVES,
     BUNDLE_FORMAT,
@@ -199,28 +200,8 @@ def _archive_problem(rel: str, exp: Expected | None, sha: str, md5: str | None) 
     return None
 
 
-class _Staged:
-    """A temporary file beside ``dest``: ``commit()`` renames it into place; closing it
-    without a commit removes it."""
-
-    def __init__(self, dest: Path) -> None:
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        fd, self.tmp = tempfile.mkstemp(prefix=f".{dest.name}.", dir=dest.parent)
-        self.dest = dest
-        self.file: BinaryIO = os.fdopen(fd, "wb")
-
-    def commit(self) -> None:
-        self.file.close()
-        os.chmod(self.tmp, 0o644)
-        os.replace(self.tmp, self.dest)
-
-    def __enter__(self) -> _Staged:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.file.close()
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(self.tmp)
+class _Discard(Exception):
+    """Raised inside ``atomic_writer`` to drop an archive whose hashes are not the lock's."""
 
 
 def scan(path: Path, *, cache: Path | None = None, platform: str | None = None,
@@ -258,16 +239,15 @@ def scan(path: Path, *, cache: Path | None = None, platform: str | None = None,
                 assert platform is not None
                 wanted = set(by_archive(locked_packages(st.env, [platform])))
             dest = cache / rel if cache is not None and rel in (wanted or ()) else None
-            with contextlib.ExitStack() as stack:
-                out = stack.enter_context(_Staged(dest)) if dest is not None else None
-                sha, md5 = _hash_stream(f, md5=exp is None or exp.md5 is not None,
-                                        out=out.file if out else None, source=st.source,
-                                        advance=advance)
-                problem = _archive_problem(rel, exp, sha, md5)
-                if problem:
-                    st.problems.append(problem)
-                elif out is not None:
-                    out.commit()
+            try:  # into the cache only when its hashes are the lock's
+                with (atomic_writer(dest) if dest else contextlib.nullcontext()) as out:
+                    sha, md5 = _hash_stream(f, md5=exp is None or exp.md5 is not None,
+                                            out=out, source=st.source, advance=advance)
+                    problem = _archive_problem(rel, exp, sha, md5)
+                    if problem:
+                        raise _Discard(problem)
+            except _Discard as exc:
+                st.problems.append(str(exc))
             st.digests[rel] = sha
             continue
         data = _read(f, -1, st.source)
@@ -285,9 +265,7 @@ def scan(path: Path, *, cache: Path | None = None, platform: str | None = None,
             _read_lock(st, data)
             if cache is not None and st.env is not None:
                 lockfile = cache / "bundles" / st.env.digest / posixpath.basename(rel)
-                with _Staged(lockfile) as out:
-                    out.file.write(data)
-                    out.commit()
+                atomic_write(lockfile, data)
     if st.manifest is None or st.root is None:
         raise InputError(f"{st.source}: not a samebits bundle: no {MANIFEST}")
     _finish(st)
