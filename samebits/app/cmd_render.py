@@ -105,7 +105,11 @@ def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
         "`verify env` on it.",
         epilog="exit codes: 0 installed and identical, 1 installed but verify found drift, "
         "2 bad input (hash mismatch, unsafe archive), 4 unreachable, 5 a tool failed")
-    i.add_argument("name", metavar="ENV", help="environment id or lockfile path")
+    i.add_argument("name", nargs="?", metavar="ENV",
+                   help="environment id or lockfile path (not with --from-bundle)")
+    i.add_argument("--from-bundle", type=Path, metavar="FILE",
+                   help="install offline from a `samebits bundle` tar: its lock and archives, "
+                   "every hash checked, unpacked into the cache first")
     i.add_argument("--prefix", type=Path, required=True, help="the folder to create")
     i.add_argument("--platform", help="default: this machine's")
     i.add_argument("--python", metavar="PATH",
@@ -375,8 +379,20 @@ def run_install(args: argparse.Namespace, out: Output) -> int:
 
     project = _project(args)
     platform = args.platform or _host_platform()
-    options = read_options(args, platforms=(platform,), python=_python_version(args.python))
-    env = locked_env(args.name, project, options)
+    if args.from_bundle is not None and args.from_nix:
+        raise UsageError("--from-bundle and --from-nix: choose one source of archives")
+    if args.from_bundle is not None:
+        from samebits.app.cmd_bundle import unpack_for_install
+
+        env = unpack_for_install(args.from_bundle, args.name, project=project, out=out,
+                                 platform=platform, cache=_cache(args))
+        options = read_options(args, platforms=(platform,), python=None)
+    elif args.name is None:
+        raise UsageError("install needs ENV (an environment id or a lockfile) or --from-bundle")
+    else:
+        options = read_options(args, platforms=(platform,),
+                               python=_python_version(args.python))
+        env = locked_env(args.name, project, options)
     conversion = show_conversion(out, env)
     platform = env.check_platform(platform)
     python = None

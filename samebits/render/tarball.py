@@ -23,7 +23,7 @@ import struct
 import tarfile
 import zlib
 from collections import deque
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
@@ -147,43 +147,53 @@ def ancestors(root: str) -> list[str]:
     return ["/".join(parts[: i + 1]) for i in range(len(parts))]
 
 
-def tar_chunks(prefix: Path, entries: Iterable[Entry], *, root: str, mtime: int,
-               block: int = BLOCK) -> Iterator[bytes]:
-    """The tar stream of ``entries`` (sorted) under ``root``, in blocks of exactly ``block``
-    bytes (the last one shorter): block boundaries depend on the content alone."""
-    buf = bytearray()
+def tar_pieces(prefix: Path, entries: Iterable[Entry], *, root: str, mtime: int,
+               read_size: int = BLOCK,
+               open_file: Callable[[Entry], BinaryIO] | None = None) -> Iterator[bytes]:
+    """The tar stream of ``entries`` (sorted) under ``root`` as it is made: headers, each
+    file's bytes in reads of at most ``read_size``, padding, the end marker. A file's bytes
+    come from ``prefix / entry.path``, or from ``open_file(entry)`` when given."""
     total = 0
-
-    def emit() -> Iterator[bytes]:
-        nonlocal total
-        while len(buf) >= block:
-            out = bytes(buf[:block])
-            del buf[:block]
-            total += block
-            yield out
-
-    for name in ancestors(root):
-        buf += tar_header(name, Entry(path=name, kind="dir", mode=0o755), mtime)
     prefix = Path(prefix)
     base = root.strip("/")
+    for name in ancestors(root):
+        header = tar_header(name, Entry(path=name, kind="dir", mode=0o755), mtime)
+        total += len(header)
+        yield header
     for entry in entries:
-        buf += tar_header(f"{base}/{entry.path}" if base else entry.path, entry, mtime)
-        if entry.kind == "file":
-            remaining = entry.size
-            with open(prefix / entry.path, "rb") as f:
-                while remaining:
-                    data = f.read(min(remaining, block))
-                    if not data:
-                        raise InputError(f"{prefix / entry.path}: shrank while being written "
-                                         "into a layer")
-                    buf += data
-                    remaining -= len(data)
-                    yield from emit()
-            buf += b"\0" * (-entry.size % 512)
-        yield from emit()
-    buf += b"\0" * 1024  # end-of-archive marker
-    buf += b"\0" * (-(total + len(buf)) % RECORD)  # pad to a whole record, as tar does
-    yield from emit()
+        header = tar_header(f"{base}/{entry.path}" if base else entry.path, entry, mtime)
+        total += len(header)
+        yield header
+        if entry.kind != "file":
+            continue
+        remaining = entry.size
+        with (open_file(entry) if open_file else open(prefix / entry.path, "rb")) as f:
+            while remaining:
+                data = f.read(min(remaining, read_size))
+                if not data:
+                    raise InputError(f"{prefix / entry.path}: shrank while being written "
+                                     "into a tar")
+                remaining -= len(data)
+                yield data
+        padding = b"\0" * (-entry.size % 512)
+        total += entry.size + len(padding)
+        yield padding
+    end = b"\0" * 1024  # end-of-archive marker, padded to a whole record as tar does
+    yield end + b"\0" * (-(total + len(end)) % RECORD)
+
+
+def tar_chunks(prefix: Path, entries: Iterable[Entry], *, root: str, mtime: int,
+               block: int = BLOCK,
+               open_file: Callable[[Entry], BinaryIO] | None = None) -> Iterator[bytes]:
+    """``tar_pieces`` in blocks of exactly ``block`` bytes (the last one shorter): block
+    boundaries depend on the content alone."""
+    buf = bytearray()
+    for piece in tar_pieces(prefix, entries, root=root, mtime=mtime, read_size=block,
+                            open_file=open_file):
+        buf += piece
+        while len(buf) >= block:
+            yield bytes(buf[:block])
+            del buf[:block]
     if buf:
         yield bytes(buf)
 
