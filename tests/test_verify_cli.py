@@ -148,16 +148,20 @@ def test_python_m_verify_env(fresh_env: Installed) -> None:
 
 
 def test_running_environment_is_the_default(tmp_path: Path) -> None:
-    """With no --prefix, the running environment (here a fresh venv) is checked."""
+    """With no --prefix, the running environment (here a fresh venv) is checked; samebits
+    comes from PYTHONPATH, so the venv holds only what `python -m venv` made."""
+    import sysconfig
+
     env = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages",
-                    str(env)], check=True)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env)], check=True)
+    path = os.pathsep.join([str(REPO), sysconfig.get_paths()["purelib"]])
     proc = subprocess.run([str(env / "bin/python"), "-m", "verify", "env", "--json"],
-                          capture_output=True, cwd=REPO)
+                          capture_output=True, cwd=REPO, env={**os.environ, "PYTHONPATH": path})
     doc = json.loads(proc.stdout)
     assert proc.returncode == 0, proc.stderr
     assert (doc["prefix"], doc["prefix_kind"], doc["identical"]) == (str(env), "venv", True)
     assert {e["category"] for e in doc["manifest"]} == {"scaffold"}
+    assert doc["interpreter"]["path"] == os.path.realpath(sys._base_executable)
 
 
 def test_unresolved_library_is_named_and_exits_1(
