@@ -9,7 +9,8 @@ or magic number is never loaded by this interpreter (listed, not a finding).
 
 How: the environment's own interpreter, started isolated and without site (``-I -S -W
 ignore``: none of the environment's start-up code runs), unmarshals each pyc body and compiles
-its source with the optimisation level of the file name; the two code objects must be equal
+its source with the optimisation level of the file name (``-B``: it writes no bytecode of its
+own into the environment); the two code objects must be equal
 (``==`` compares bytecode, constants, names, line and exception tables, recursively; it ignores
 ``co_filename``, which is the install path) and so must every ``co_qualname``. Raw marshal
 bytes are not compared: they differ between processes (FLAG_REF). The header decides whether
@@ -42,7 +43,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from verify.drift import Finding
 from verify.manifest import Entry, Manifest
@@ -139,6 +140,7 @@ class BytecodeReport:
     stale: tuple[str, ...] = ()    # Python would ignore and rewrite them
     other: tuple[str, ...] = ()    # another cache tag or magic: never loaded by this Python
     orphans: int = 0               # no source beside them: never loaded
+    by_record: int = 0             # shipped by a package whose record hashes them: they match
     unchecked: int = 0             # could not be checked (the interpreter does not run here)
     findings: tuple[Finding, ...] = ()
     cache: str | None = None
@@ -150,6 +152,7 @@ class BytecodeReport:
                 "stale": len(self.stale), "stale_files": list(self.stale[:MAX_LISTED]),
                 "other_interpreter": len(self.other),
                 "other_files": list(self.other[:MAX_LISTED]), "orphans": self.orphans,
+                "by_record": self.by_record,
                 "findings": len(self.findings), "cache": self.cache,
                 "problem": self.problem}
 
@@ -158,15 +161,23 @@ def _abs(manifest: Manifest, e: Entry) -> str:
     return e.path if e.path.startswith("/") else f"{manifest.prefix}/{e.path}"
 
 
-def tasks_of(manifest: Manifest, cache_tag: str | None, magic: bytes | None
-             ) -> tuple[list[Task], list[str], list[str], int, list[Finding]]:
-    """(tasks, stale, other, orphans, findings) for every pyc of the manifest and its outside
-    files. Header checks that need no interpreter happen here."""
+class Plan(NamedTuple):
+    tasks: list[Task]
+    stale: list[str]
+    other: list[str]
+    orphans: int
+    by_record: int
+    findings: list[Finding]
+
+
+def tasks_of(manifest: Manifest, cache_tag: str | None, magic: bytes | None) -> Plan:
+    """What to compile, for every pyc of the manifest and its outside files; what needs no
+    interpreter (record hashes, cache tags, magic numbers) is decided here."""
     tasks: list[Task] = []
     stale: list[str] = []
     other: list[str] = []
     findings: list[Finding] = []
-    orphans = 0
+    orphans = by_record = 0
     for group in (manifest.entries, manifest.outside):
         by_path = {e.path: e for e in group}
         for e in group:
@@ -177,7 +188,10 @@ def tasks_of(manifest: Manifest, cache_tag: str | None, magic: bytes | None
                 findings.extend(_sourceless(e, by_path))
                 continue
             if e.category != "cache":
-                continue  # a record hashes this pyc: it is a package file
+                continue
+            if e.claim is not None and e.claim.sha256 and e.claim.sha256 == e.sha256:
+                by_record += 1  # the package shipped it and its record hashes it
+                continue
             source = by_path.get(f"{m['dir']}{m['mod']}.py")
             if source is None or source.type != "file":
                 orphans += 1
@@ -196,7 +210,7 @@ def tasks_of(manifest: Manifest, cache_tag: str | None, magic: bytes | None
                 continue
             tasks.append(Task(pyc=e, source=source, opt=int(m["opt"] or 0), name=e.path,
                               package=package))
-    return tasks, stale, other, orphans, findings
+    return Plan(tasks, stale, other, orphans, by_record, findings)
 
 
 def _sourceless(e: Entry, by_path: Mapping[str, Entry]) -> list[Finding]:
@@ -277,7 +291,7 @@ Runner = Callable[[str, Sequence[tuple[bytes, bytes, int]]], list[str] | str]
 def run_checker(executable: str, batch: Sequence[tuple[bytes, bytes, int]]) -> list[str] | str:
     """Verdicts for one batch from the environment's interpreter, or why there are none."""
     try:
-        proc = subprocess.run([executable, "-I", "-S", "-W", "ignore", "-c", CHECKER],
+        proc = subprocess.run([executable, "-I", "-S", "-B", "-W", "ignore", "-c", CHECKER],
                               input=marshal.dumps(list(batch), 4), capture_output=True,
                               timeout=CHECK_TIMEOUT)
     except (OSError, subprocess.TimeoutExpired) as exc:
@@ -300,10 +314,11 @@ def check_bytecode(manifest: Manifest, *, executable: str | None, runs: bool,
                    cache_tag: str | None, magic: bytes | None, ident: Mapping[str, Any],
                    cache: Path | None, jobs: int = 1, progress: Any = None,
                    runner: Runner = run_checker) -> BytecodeReport:
-    tasks, stale, other, orphans, findings = tasks_of(manifest, cache_tag, magic)
+    tasks, stale, other, orphans, by_record, findings = tasks_of(manifest, cache_tag, magic)
     if not runs or executable is None:
         return BytecodeReport(interpreter_runs=False, unchecked=len(tasks), stale=tuple(stale),
-                              other=tuple(other), orphans=orphans, findings=tuple(findings),
+                              other=tuple(other), orphans=orphans, by_record=by_record,
+                              findings=tuple(findings),
                               problem="the environment's interpreter does not run here")
     folder = cache / "bytecode" if cache else None
     vc = VerdictCache(folder, interpreter_key(ident, magic))
@@ -341,7 +356,7 @@ def check_bytecode(manifest: Manifest, *, executable: str | None, runs: bool,
                                 detail=detail))
     return BytecodeReport(interpreter_runs=True, checked=checked, compiled=len(todo),
                           stale=tuple(sorted(stale)), other=tuple(sorted(other)),
-                          orphans=orphans, unchecked=unchecked,
+                          orphans=orphans, by_record=by_record, unchecked=unchecked,
                           findings=tuple(sorted(findings, key=Finding.sort_key)),
                           cache=str(vc.file) if vc.file else None, problem=problem)
 

@@ -66,9 +66,10 @@ def file_findings(manifest: Manifest) -> list[Finding]:
         if path in by_path:
             continue
         claim = claims[-1]
-        if path.endswith((".pyc", "/__pycache__")) and claim.sha256 is None:
-            # bytecode a RECORD lists without a hash and that was never written (virtualenv's
-            # seeded pip lists its pycs, pip --no-compile skips them): Python builds it
+        if "__pycache__/" in path or path.endswith("/__pycache__") or (
+                path.endswith(".pyc") and claim.sha256 is None):
+            # bytecode that was never written or was removed (virtualenv's seeded pip lists
+            # pycs it never wrote, pip --no-compile skips them): Python builds it again
             continue
         out.append(Finding(kind="missing", path=path, package=claim.package,
                            expected=_describe_claim(claim)))

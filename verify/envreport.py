@@ -234,6 +234,8 @@ def _interpreter_lines(r: EnvReport) -> list[str]:
     if bc is not None:
         parts = [f"{bc.checked:,} checked against their sources"
                  + (f" ({bc.compiled:,} compiled now)" if bc.compiled else "")]
+        if bc.by_record:
+            parts.append(f"{bc.by_record:,} as their packages' records hash them")
         if bc.unchecked:
             parts.append(f"{bc.unchecked:,} NOT checked")
         if bc.stale:

@@ -8,8 +8,9 @@ stdlib folder (``<base>/lib/pythonX.Y``, found by its landmark ``os.py``). For a
 outside the prefix: ``outside_paths`` lists them so that ``build_manifest`` hashes them too.
 
 ``probe(executable)`` runs the interpreter isolated and without site (``-I -S``: nothing of the
-environment's start-up code runs) for its version, cache tag and bytecode magic; on another
-architecture it cannot run, and the report says so.
+environment's start-up code runs; ``-B``: it writes no bytecode into the environment) for its
+version, cache tag and bytecode magic; on another architecture it cannot run, and the report
+says so.
 
 ``identity`` is the small dict the report (and an attestation) carries: real path, version,
 cache tag, the binary's sha256, libpython's, and a digest of the stdlib folder (every file but
@@ -188,7 +189,7 @@ def probe(executable: str | None) -> Probe | None:
         return None
     nonce = secrets.token_hex(8)
     try:
-        proc = subprocess.run([executable, "-I", "-S", "-c",
+        proc = subprocess.run([executable, "-I", "-S", "-B", "-c",
                                PROBE.replace("NONCE", repr(nonce))],
                               capture_output=True, timeout=PROBE_TIMEOUT, stdin=subprocess.DEVNULL)
         got = ast.literal_eval(proc.stdout.decode("utf-8", "replace").strip())

@@ -11,8 +11,9 @@ in parallel (``verify.hashing``) while it walks, reads the installers' records
               except the files Python runs at start-up: sitecustomize, usercustomize, a zip
               on sys.path, which no record owns there and so are unowned)
     meta      the installer's records: conda-meta/ and py-rattler's CACHEDIR.TAG
-    cache     bytecode under __pycache__/ that no package hashes (derived from its source and
-              checked against it by ``verify.bytecode``; Python rewrites it at will)
+    cache     bytecode under __pycache__/ (derived from its source, checked against the
+              record's hash or a fresh compile by ``verify.bytecode``; Python rewrites it at
+              will, so it stays out of the environment digest)
     unowned   none of the above: drift
 
 ``outside``: files of a venv's base interpreter (its binary, libpython, its stdlib folder),
@@ -233,11 +234,10 @@ def _entry(kind: PrefixKind, made_by: str | None, rel: str, st: os.stat_result,
         size, exec_bit = 0, False
     sha, elf, error, head = hashed if hashed is not None else (None, None, None, None)
     claim = pick_claim(claims, etype, sha, target) if claims else None
-    cached = rel.endswith(".pyc") and is_bytecode(rel)
-    if claim is not None and not (cached and claim.sha256 is None):
-        owner, category = claim.package, "package"
-    elif cached:
+    if rel.endswith(".pyc") and is_bytecode(rel):  # derived: checked against its source
         owner, category = (claim.package if claim else None), "cache"
+    elif claim is not None:
+        owner, category = claim.package, "package"
     elif kind == "conda" and (rel.startswith("conda-meta/") or rel == "CACHEDIR.TAG"):
         owner, category = INSTALLER_OWNER, "meta"
     elif kind == "venv" and is_scaffold(rel, made_by or "venv"):
