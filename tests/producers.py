@@ -65,6 +65,7 @@ def run(*cmd: str | Path, **kw) -> subprocess.CompletedProcess:
     env = {**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INDEX": "1",
            "UV_NO_CACHE": "1", "UV_OFFLINE": "1", "VIRTUALENV_NO_PERIODIC_UPDATE": "1"}
     env.pop("PYTHONPATH", None)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # Python writes its caches as users see it do
     return subprocess.run([str(c) for c in cmd], check=True, capture_output=True, env=env,
                           timeout=600, **kw)
 
