@@ -209,6 +209,13 @@ def report_text(r: EnvReport) -> str:
                          "cannot open shared object file")
         for link in lk.host:
             lines.append(f"  {link.file} needs {link.needed}: host only, {link.found}")
+        for link in lk.preloaded:
+            lines.append(f"  {link.file} needs {link.needed}: preloaded by torch from "
+                         f"{link.found}")
+        for link in lk.optional:
+            lines.append(f"  note: {link.file} [{link.package or 'unowned'}] is a plugin "
+                         f"nothing here needs; it loads where {link.needed} exists (an "
+                         "optional transport)")
         for f, why in lk.unreadable:
             lines.append(f"  {f}: {why}")
     if r.ok:
