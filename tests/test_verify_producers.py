@@ -362,3 +362,36 @@ def test_scaffolding_is_owned_but_not_a_hiding_place(produced: dict[str, Path], 
     code, doc = verify(env, vcache, "--no-bytecode")
     assert code == 1
     assert [(f["kind"], f["path"]) for f in doc["findings"]] == [expected]
+
+
+DEBIAN_PYTHON = Path(f"/usr/bin/python{LINE}")
+
+
+@pytest.mark.skipif(not (DEBIAN_PYTHON.exists() and Path("/var/lib/dpkg/info").is_dir()),
+                    reason=f"needs Debian's python{LINE} (apt-get install python{LINE}-venv)")
+def test_venv_on_debians_python_checks_its_stdlib_against_dpkg(tmp_path: Path,
+                                                               vcache: Path) -> None:
+    """A venv on the system Python: its stdlib matches dpkg's md5sums and its sitecustomize
+    (a symlink Debian ships) is owned: identical."""
+    env = tmp_path / "env"
+    subprocess.run([DEBIAN_PYTHON, "-m", "venv", "--without-pip", env], check=True)
+    code, doc = verify(env, vcache)
+    assert (code, doc["findings"]) == (0, [])
+    assert doc["interpreter"]["path"] == str(DEBIAN_PYTHON)
+
+
+def test_dpkg_records_own_the_stdlib_and_its_start_up_links(tmp_path: Path) -> None:
+    """md5sums give files and their md5; .list gives ownership of links and conffiles."""
+    from verify.interpreter import Located, dpkg_records
+
+    info = tmp_path / "var/lib/dpkg/info"
+    info.mkdir(parents=True)
+    (info / "libpython3.11-minimal:amd64.md5sums").write_text(
+        "0123  usr/lib/python3.11/os.py\n4567  usr/share/doc/x\n")
+    (info / "libpython3.11-minimal:amd64.list").write_text(
+        "/usr/lib/python3.11\n/usr/lib/python3.11/sitecustomize.py\n")
+    loc = Located(executable="/usr/bin/python3.11", stdlib="/usr/lib/python3.11",
+                  base_prefix="/usr", line="3.11", inside=False)
+    assert dpkg_records(loc, root=str(tmp_path)) == {
+        "/usr/lib/python3.11/os.py": ("deb:libpython3.11-minimal", "0123", "md5"),
+        "/usr/lib/python3.11/sitecustomize.py": ("deb:libpython3.11-minimal", None, "md5")}

@@ -24,7 +24,7 @@ the base interpreter's stdlib and ``lib-dynload`` folders, a ``pythonXY.zip`` on
 for a venv with ``include-system-site-packages = true`` every ``*.pth`` of the base's
 site-packages. Each must be owned by a record (a dist-info RECORD of that site-packages, the
 base's conda-meta, Debian's dpkg database) with a matching hash; else it is a ``startup``
-finding. A base interpreter inside a conda prefix also has every file checked against its
+finding. A venv's base interpreter in a conda prefix also has every file checked against its
 conda-meta, and a Debian system Python its stdlib against ``/var/lib/dpkg/info/*.md5sums``.
 """
 
@@ -298,8 +298,8 @@ def startup_findings(manifest: Manifest, loc: Located) -> list[Finding]:
                                detail="runs at start-up"))
     if loc.system_site and loc.base_prefix and loc.line:
         out.extend(_system_site_findings(loc))
-    if loc.base_prefix and os.path.isdir(f"{loc.base_prefix}/conda-meta") and not loc.inside:
-        out.extend(_conda_base_findings(manifest, loc, owners))
+    if owners and not loc.inside:
+        out.extend(_recorded_base_findings(manifest, owners))
     return out
 
 
@@ -395,15 +395,15 @@ def _system_site_findings(loc: Located) -> list[Finding]:
     return out
 
 
-def _conda_base_findings(manifest: Manifest, loc: Located,
-                         owners: Mapping[str, tuple[str, str | None, str]]) -> list[Finding]:
-    """A venv on a conda Python: every hashed base file against the base's conda-meta."""
+def _recorded_base_findings(manifest: Manifest,
+                            owners: Mapping[str, tuple[str, str | None, str]]) -> list[Finding]:
+    """A venv on a conda or Debian Python: every base file its records hash, checked."""
     out = []
     for e in manifest.outside:
         claim = owners.get(e.path)
-        if claim is None or claim[1] is None or e.category == "cache":
+        if claim is None or claim[1] is None or e.category == "cache" or e.type != "file":
             continue
-        actual = e.target if e.type == "symlink" else e.sha256
+        actual = _digest_of(e, claim[2])
         if actual != claim[1]:
             out.append(Finding(kind="modified", path=e.path, package=claim[0],
                                expected=claim[1], actual=actual,
