@@ -382,7 +382,8 @@ def test_venv_on_debians_python_checks_its_stdlib_against_dpkg(tmp_path: Path,
 
 def test_dpkg_records_own_the_stdlib_and_its_start_up_links(tmp_path: Path) -> None:
     """md5sums give files and their md5; .list gives ownership of links and conffiles."""
-    from verify.interpreter import Located, dpkg_records
+    from verify.interpreter import Located
+    from verify.startup import dpkg_records
 
     info = tmp_path / "var/lib/dpkg/info"
     info.mkdir(parents=True)

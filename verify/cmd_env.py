@@ -95,18 +95,12 @@ def check_env(prefix: Path, *, lockfile: Path | None = None, platform: str | Non
     from verify.drift import file_findings, merge, reference_findings, scaffold_findings
     from verify.envreport import EnvReport, load_reference
     from verify.hashing import default_jobs
-    from verify.interpreter import (
-        identity,
-        identity_digest,
-        locate,
-        outside_paths,
-        probe,
-        startup_findings,
-    )
+    from verify.interpreter import identity, identity_digest, locate, outside_paths, probe
     from verify.linkage import check_linkage, host_library_dirs
     from verify.lockcheck import lock_findings, unproven
     from verify.manifest import build_manifest, prefix_kind
     from verify.scaffold import read_pyvenv_cfg
+    from verify.startup import startup_findings
 
     kind = prefix_kind(prefix)  # a bad prefix fails before the lockfile is even read
     lock = parse_lock(lockfile) if lockfile else None
