@@ -76,7 +76,9 @@ class BytecodeReport:
     problem: str | None = None     # why some could not be checked
 
     def to_json(self) -> dict[str, Any]:
-        return {"checked": self.checked, "compiled": self.compiled,
+        # not "compiled": how much the cache held is not a fact about the environment, and
+        # the report must be the same bytes whatever the cache held
+        return {"checked": self.checked,
                 "interpreter_runs": self.interpreter_runs, "unchecked": self.unchecked,
                 "stale": len(self.stale), "stale_files": list(self.stale[:MAX_LISTED]),
                 "other_interpreter": len(self.other),
