@@ -401,3 +401,19 @@ def test_dpkg_records_own_the_stdlib_and_its_start_up_links(tmp_path: Path) -> N
     assert dpkg_records(loc, root=str(tmp_path)) == {
         "/usr/lib/python3.11/os.py": ("deb:libpython3.11-minimal", "0123", "md5"),
         "/usr/lib/python3.11/sitecustomize.py": ("deb:libpython3.11-minimal", None, "md5")}
+
+
+def test_venv_with_copies_runs_on_its_base_and_a_changed_copy_is_caught(
+        base_python: Path, tmp_path: Path, vcache: Path) -> None:
+    """python -m venv --copies: bin/python is the base's binary, byte for byte; another
+    binary there is a different interpreter and is named."""
+    env = tmp_path / "env"
+    run(base_python, "-m", "venv", "--copies", "--without-pip", env)
+    code, doc = verify(env, vcache, "--no-linkage")
+    assert (code, doc["findings"]) == (0, [])
+    assert doc["interpreter"]["path"] == str(base_python)
+    with open(env / "bin/python3", "ab") as f:
+        f.write(b"\0")
+    code, doc = verify(env, vcache, "--no-linkage")
+    assert code == 1
+    assert [(f["kind"], f["path"]) for f in doc["findings"]] == [("scaffold", "bin/python3")]

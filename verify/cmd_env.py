@@ -100,7 +100,7 @@ def check_env(prefix: Path, *, lockfile: Path | None = None, platform: str | Non
     from verify.lockcheck import lock_findings, unproven
     from verify.manifest import build_manifest, prefix_kind
     from verify.scaffold import read_pyvenv_cfg
-    from verify.startup import startup_findings
+    from verify.startup import copied_interpreter_findings, startup_findings
 
     kind = prefix_kind(prefix)  # a bad prefix fails before the lockfile is even read
     lock = parse_lock(lockfile) if lockfile else None
@@ -113,7 +113,8 @@ def check_env(prefix: Path, *, lockfile: Path | None = None, platform: str | Non
     found = probe(loc.executable)
     interpreter = identity(manifest, loc, found)
     platform = platform or _default_platform(lock, manifest)
-    groups = [file_findings(manifest), startup_findings(manifest, loc)]
+    groups = [file_findings(manifest), startup_findings(manifest, loc),
+              copied_interpreter_findings(manifest, interpreter)]
     notes: list[str] = list(scaffold_findings(manifest)[1])
     if loc.problem:
         notes.append(f"interpreter: {loc.problem}")

@@ -83,6 +83,8 @@ def locate(prefix: Path, kind: PrefixKind, cfg: Mapping[str, str]) -> Located:
     line = ".".join(version.split(".")[:2]) or line
     home = cfg.get("home")
     candidates = [exe] if exe and os.path.exists(exe) else []
+    if candidates and os.path.realpath(exe).startswith(f"{prefix}/"):
+        candidates = []  # a copy in the venv (--copies): the base is where `home` says
     if home:
         candidates += [os.path.join(home, n) for n in (f"python{line}", "python3", "python")]
     binary = next((os.path.realpath(c) for c in candidates if c and os.path.isfile(c)), None)

@@ -179,3 +179,17 @@ def _file_digest(path: Path, algo: str) -> str | None:
     except OSError:
         return None
     return h.hexdigest()
+
+
+def copied_interpreter_findings(manifest: Manifest, ident: Mapping[str, object]
+                                ) -> list[Finding]:
+    """``python -m venv --copies``: each bin/python* copy must be the base's binary."""
+    want = ident.get("sha256")
+    if manifest.kind != "venv" or not want:
+        return []
+    return [Finding(kind="scaffold", path=e.path, package=f"<{manifest.made_by or 'venv'}>",
+                    expected=str(want), actual=e.sha256,
+                    detail=f"a copy of the interpreter that is not {ident.get('path')}")
+            for e in manifest.entries
+            if e.category == "scaffold" and e.type == "file"
+            and re.match(r"^bin/python(3(\.\d+)?)?$", e.path) and e.sha256 != want]
