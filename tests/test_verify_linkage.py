@@ -237,3 +237,25 @@ def test_libraries_torch_preloads_resolve(tmp_path: Path, folder: str, with_torc
         (link,) = report.preloaded
         assert (link.file, link.found) == (f"{SP}/torch/lib/libtorch_cuda.so",
                                            f"{SP}/{folder}/libcudart.so.13")
+
+
+@pytest.mark.parametrize(("ships_lib", "status"), [(True, "off_path"), (False, "unresolved")],
+                         ids=["library elsewhere in the environment", "library nowhere"])
+def test_a_packages_own_tool_off_the_search_path(tmp_path: Path, ships_lib: bool,
+                                                 status: str) -> None:
+    """torch/bin/test_shim needs libtorch.so (in torch/lib) with RUNPATH $ORIGIN: it runs only
+    with LD_LIBRARY_PATH; a note while the library is in the environment, else a finding."""
+    prefix = venv(tmp_path / "env")
+    stubs = tmp_path / "stubs"
+    shared(tmp_path, stubs / "libtorch.so", "libtorch.so")
+    if ships_lib:
+        shared(tmp_path, prefix / SP / "torch/lib/libtorch.so", "libtorch.so")
+    (tmp_path / "m.c").write_text("int main(void) { return 0; }\n")
+    (prefix / SP / "torch/bin").mkdir(parents=True)
+    gcc("-o", str(prefix / SP / "torch/bin/test_shim"), "m.c", "-Wl,--no-as-needed",
+        f"-L{stubs}", "-l:libtorch.so", "-Wl,--enable-new-dtags,-rpath,$ORIGIN", cwd=tmp_path)
+    report = check_linkage(build_manifest(prefix, jobs=1), host_dirs=())
+    got = {"off_path": report.off_path, "unresolved": report.unresolved}[status]
+    assert [(lk.file, lk.needed) for lk in got] == [(f"{SP}/torch/bin/test_shim",
+                                                     "libtorch.so")]
+    assert report.ok is (status == "off_path")

@@ -216,6 +216,9 @@ def report_text(r: EnvReport) -> str:
             lines.append(f"  note: {link.file} [{link.package or 'unowned'}] is a plugin "
                          f"nothing here needs; it loads where {link.needed} exists (an "
                          "optional transport)")
+        for link in lk.off_path:
+            lines.append(f"  note: {link.file} [{link.package or 'unowned'}] finds "
+                         f"{link.needed} ({link.found}) only with LD_LIBRARY_PATH")
         for f, why in lk.unreadable:
             lines.append(f"  {f}: {why}")
     if r.ok:

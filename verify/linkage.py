@@ -29,7 +29,10 @@ library that nothing in the environment needs (so only a dlopen loads it: nvshme
 bootstraps, cufile's RDMA plugin) and that is not a Python extension module, whose missing
 libraries are all optional transports (``TRANSPORTS``: MPI, UCX, libfabric, verbs, PMIx...).
 It loads only on machines that have that transport, so it is listed as ``optional`` (a note),
-exactly as ``samebits install`` judges it. LD_LIBRARY_PATH is not consulted.
+exactly as ``samebits install`` judges it. Likewise an executable inside site-packages that
+nothing loads (torch ships ``torch/bin/test_shim`` with RUNPATH ``$ORIGIN``) whose missing
+libraries are all elsewhere in the environment is ``off_path`` (a note: it runs only with
+LD_LIBRARY_PATH). LD_LIBRARY_PATH is not consulted.
 """
 
 from __future__ import annotations
@@ -37,7 +40,6 @@ from __future__ import annotations
 import glob
 import os
 import posixpath
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -64,21 +66,6 @@ HOST_LIBRARIES: dict[str, str] = {
     **{n: "nvidia-driver" for n in NVIDIA_DRIVER},
 }
 PREFIX_LIB_DIRS = ("lib", "lib64")
-# torch/__init__.py _preload_cuda_deps (torch 2.13): (folder, library name stem) it loads.
-TORCH_PRELOADS = (
-    ("cublas", "libcublasLt.so."), ("cublas", "libcublas.so."), ("cudnn", "libcudnn.so."),
-    ("cuda_nvrtc", "libnvrtc.so."), ("cuda_nvrtc", "libnvrtc-builtins.so."),
-    ("cuda_runtime", "libcudart.so."), ("cuda_cupti", "libcupti.so."),
-    ("cufft", "libcufft.so."), ("curand", "libcurand.so."), ("nvjitlink", "libnvJitLink.so."),
-    ("cusparse", "libcusparse.so."), ("cusparselt", "libcusparseLt.so."),
-    ("cusolver", "libcusolver.so."), ("nccl", "libnccl.so."), ("nvshmem", "libnvshmem_host.so."),
-    ("cufile", "libcufile.so."), ("nvtx", "libnvToolsExt.so."),
-)
-# Libraries of interconnects a plugin may use when the machine has them (name prefixes).
-TRANSPORTS = ("libmpi", "libucp", "libucs", "libuct", "libucm", "libfabric", "libibverbs",
-              "libmlx5", "librdmacm", "libpmix", "libpmi", "libefa", "libgdrapi", "libnl-3",
-              "libnl-route-3", "libhcoll", "libsharp", "libmlx4")
-_EXTENSION = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[^./]+)?\.so$")
 MAX_LINKS = 40
 MAX_LOADERS = 256  # loaders looked at per unresolved library
 
@@ -113,6 +100,7 @@ class LinkageReport:
     unreadable: tuple[tuple[str, str], ...] = ()   # (file, why)
     preloaded: tuple[Link, ...] = ()               # found where torch preloads it from
     optional: tuple[Link, ...] = ()                # a plugin's absent transport: a note
+    off_path: tuple[Link, ...] = ()                # a package's own tool: a note
 
     @property
     def ok(self) -> bool:
@@ -125,6 +113,7 @@ class LinkageReport:
                 "host": [lk.to_json() for lk in self.host],
                 "preloaded": [lk.to_json() for lk in self.preloaded],
                 "optional": [lk.to_json() for lk in self.optional],
+                "off_path": [lk.to_json() for lk in self.off_path],
                 "unreadable": [{"file": f, "error": e} for f, e in self.unreadable],
                 "allow_list": dict(sorted(HOST_LIBRARIES.items()))}
 
@@ -181,62 +170,15 @@ def check_linkage(manifest: Manifest, *, host_dirs: Sequence[str]) -> LinkageRep
             elif link.status == "host":
                 host.append(link)
     unresolved = _through_loaders(pending, entries, prefix, loaders)
-    preloaded, unresolved = _torch_preloads(unresolved, entries, manifest)
-    optional, unresolved = _plugins(unresolved, entries, loaders)
+    from verify.loadmodel import package_tools, plugins, torch_preloads
+
+    preloaded, unresolved = torch_preloads(unresolved, entries, manifest)
+    optional, unresolved = plugins(unresolved, loaders)
+    off_path, unresolved = package_tools(unresolved, entries, loaders)
     return LinkageReport(elf_files=len(elfs), links=links, unresolved=tuple(unresolved),
                          host=tuple(host), unreadable=tuple(unreadable),
-                         preloaded=tuple(preloaded), optional=tuple(optional))
-
-
-def _torch_preloads(links: list[Link], entries: dict[str, Entry], manifest: Manifest
-                    ) -> tuple[list[Link], list[Link]]:
-    """(preloaded, still unresolved): names torch loads itself from site-packages first."""
-    from verify.records import site_packages
-
-    sps = [sp for sp in site_packages(manifest.prefix) if f"{sp}/torch/__init__.py" in entries]
-    if not sps or not links:
-        return [], links
-    found: list[Link] = []
-    rest: list[Link] = []
-    for link in links:
-        where = None
-        folders = [f for f, stem in TORCH_PRELOADS if link.needed.startswith(stem)]
-        for sp in sps if folders else ():
-            pattern = re.compile(rf"^{re.escape(sp)}/(nvidia/([^/]+)|([^/]+))/lib/"
-                                 rf"{re.escape(link.needed)}$")
-            for path in entries:
-                m = pattern.match(path)
-                if m and ((m[2] in folders or (m[2] or "").startswith("cu"))
-                          or m[3] in folders):
-                    where = path
-                    break
-            if where:
-                break
-        if where:
-            found.append(Link(file=link.file, needed=link.needed, package=link.package,
-                              status="preloaded", found=where))
-        else:
-            rest.append(link)
-    return found, rest
-
-
-def _plugins(links: list[Link], entries: dict[str, Entry], loaders: dict[str, set[str]]
-             ) -> tuple[list[Link], list[Link]]:
-    """(optional, still unresolved): a plugin nothing needs, missing only transports."""
-    by_file: dict[str, list[Link]] = {}
-    for link in links:
-        by_file.setdefault(link.file, []).append(link)
-    optional: list[Link] = []
-    rest: list[Link] = []
-    for file, group in by_file.items():
-        name = posixpath.basename(file)
-        plugin = ".so" in name and not _EXTENSION.match(name) and file not in loaders
-        if plugin and all(lk.needed.startswith(TRANSPORTS) for lk in group):
-            optional.extend(Link(file=lk.file, needed=lk.needed, package=lk.package,
-                                 status="optional", searched=lk.searched) for lk in group)
-        else:
-            rest.extend(group)
-    return optional, rest
+                         preloaded=tuple(preloaded), optional=tuple(optional),
+                         off_path=tuple(off_path))
 
 
 def _through_loaders(pending: list[Link], entries: dict[str, Entry], prefix: str,
