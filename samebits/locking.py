@@ -13,12 +13,16 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from samebits import __version__
 from samebits.errors import Problem, SpecError
 from samebits.lockfile import LOCK_FORMAT, META, Lock, LockedPackage
 from samebits.solve.virtual import virtual_packages
 from samebits.spec import EnvironmentSpec, PlatformTarget, exclude_newer_datetime
+
+if TYPE_CHECKING:
+    from samebits.solve.indexproxy import IndexProxy
 
 DEFAULT_TIMEOUT = 20.0  # seconds a channel or index may take to answer at all
 
@@ -125,7 +129,8 @@ def check_solution(spec: EnvironmentSpec, target: PlatformTarget,
 
 
 async def _solve_platform(spec: EnvironmentSpec, target: PlatformTarget, *,
-                          timeout: float, offline: bool) -> list[LockedPackage]:
+                          timeout: float, offline: bool,
+                          proxy: IndexProxy | None) -> list[LockedPackage]:
     from samebits.solve.conda import solve_conda
     from samebits.solve.pypi import solve_pypi
 
@@ -134,18 +139,21 @@ async def _solve_platform(spec: EnvironmentSpec, target: PlatformTarget, *,
         jobs.append(solve_conda(spec, target, exclude_newer=exclude_newer_datetime(spec),
                                 timeout=timeout, offline=offline))
     if spec.pypi_requirements:
-        jobs.append(solve_pypi(spec, target, timeout=timeout, offline=offline))
+        jobs.append(solve_pypi(spec, target, timeout=timeout, offline=offline, proxy=proxy))
     parts = await asyncio.gather(*jobs)
     return [p for part in parts for p in part]
 
 
 async def solve_spec(spec: EnvironmentSpec, *, sources: Sequence[str],
-                     timeout: float = DEFAULT_TIMEOUT, offline: bool = False) -> Lock:
+                     timeout: float = DEFAULT_TIMEOUT, offline: bool = False,
+                     proxy: IndexProxy | None = None) -> Lock:
     """Solve every platform of ``spec`` concurrently and check the result.
 
     ``sources`` are the spec files relative to the lockfile's folder, as conda-lock records them.
+    ``proxy`` (running) lets the PyPI part read a final exclude-newer view from its cache.
     """
-    results = await asyncio.gather(*(_solve_platform(spec, t, timeout=timeout, offline=offline)
+    results = await asyncio.gather(*(_solve_platform(spec, t, timeout=timeout, offline=offline,
+                                                     proxy=proxy)
                                      for t in spec.platforms))
     problems = [p for t, pkgs in zip(spec.platforms, results, strict=True)
                 for p in check_solution(spec, t, pkgs)]
@@ -163,10 +171,11 @@ async def solve_spec(spec: EnvironmentSpec, *, sources: Sequence[str],
 
 
 async def lock_one(spec: EnvironmentSpec, *, root: Path, path: Path,
-                   timeout: float = DEFAULT_TIMEOUT, offline: bool = False) -> LockResult:
+                   timeout: float = DEFAULT_TIMEOUT, offline: bool = False,
+                   proxy: IndexProxy | None = None) -> LockResult:
     """Solve ``spec`` (whose sources are relative to ``root``) into the text of ``path``."""
     from samebits.lockfile import render_lock
 
     sources = [os.path.relpath(root / s, path.parent) for s in spec.sources]
-    lock = await solve_spec(spec, sources=sources, timeout=timeout, offline=offline)
+    lock = await solve_spec(spec, sources=sources, timeout=timeout, offline=offline, proxy=proxy)
     return LockResult(spec=spec, lock=lock, text=render_lock(lock), path=path)
