@@ -11,6 +11,7 @@ import hashlib
 import http.server
 import json
 import re
+import sys
 import threading
 import zipfile
 from collections.abc import Mapping
@@ -140,6 +141,12 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self.wfile.write(body)
 
 
+class _Server(http.server.ThreadingHTTPServer):
+    def handle_error(self, request: object, client_address: object) -> None:
+        if not isinstance(sys.exc_info()[1], ConnectionError):  # a client that hung up is fine
+            super().handle_error(request, client_address)
+
+
 class Serving:
     """``with Serving(index) as url``: the index on a loopback port until the block ends."""
 
@@ -148,7 +155,7 @@ class Serving:
 
     def __enter__(self) -> str:
         handler = type("Handler", (_Handler,), {"index": self.index})
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.server = _Server(("127.0.0.1", 0), handler)
         self.server.daemon_threads = True
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()

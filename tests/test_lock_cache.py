@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -138,6 +139,8 @@ def test_html_only_index_is_read_directly(project: TmpProject, index_wheels: Pat
 
         direct, cached = asyncio.run(run())
     assert cached == direct
+    # uv's own verdict: HTML has no upload times, so exclude-newer leaves nothing
+    assert "elfish` was filtered by `exclude-newer`" in str(cached)
     assert not list((tmp_path / "cache").rglob("*.json"))
 
 
@@ -323,3 +326,38 @@ def test_metadata_member(names: list[str], filename: str, found: str | None) -> 
             metadata_member(names, filename)
     else:
         assert metadata_member(names, filename) == found
+
+
+@pytest.mark.parametrize(("stored", "read_back"), [
+    ('{"linux-64": "from-the-cache"}', True),   # a well-formed entry is the answer
+    ("[]", False),                              # not a map: computed again
+    ("{ torn", False),                          # not JSON: computed again
+])
+def test_content_hash_cache(project: TmpProject, tmp_path: Path, stored: str,
+                            read_back: bool) -> None:
+    """conda-lock's content hash is kept by its inputs; a bad entry is computed again."""
+    from samebits.locking import content_hashes
+
+    spec = read_spec(project.spec("env", spec_text("https://pypi.org/simple")),
+                     root=project.root)
+    computed = content_hashes(spec)
+    assert content_hashes(spec, cache=tmp_path) == computed
+    (entry,) = (tmp_path / "content-hash-v1").iterdir()
+    assert json.loads(entry.read_text()) == computed
+    entry.write_text(stored)
+    again = content_hashes(spec, cache=tmp_path)
+    assert again == ({"linux-64": "from-the-cache"} if read_back else computed)
+
+
+def test_a_silent_index_fails_within_seconds(project: TmpProject, silent_server: str,
+                                             tmp_path: Path) -> None:
+    """Through the cache too, an index that never answers is 'did not answer', exit 4."""
+    project.spec("env", spec_text(f"{silent_server}/simple", '"numpy"').replace(
+        "[platforms.linux-aarch64]\nglibc = \"2.28\"\n", ""))
+    start = time.monotonic()
+    code, err, data = lock(project, tmp_path / "cache", "--timeout", "2")
+    assert code == 4, err
+    assert (f"[pypi] requirements on linux-64 (Python 3.12, x86_64-manylinux_2_28): the index "
+            f"{silent_server}/simple did not answer:\n  {silent_server}/simple/numpy/: timed out"
+            ) in err
+    assert time.monotonic() - start < 60 and data == b""

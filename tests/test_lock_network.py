@@ -6,42 +6,13 @@ import shutil
 import socket
 import subprocess
 import sys
-import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from samebits.lockfile import parse_lock
 from tests.lock_fixtures import TmpProject
-
-
-@pytest.fixture
-def silent_server() -> Iterator[str]:
-    """A loopback TCP server that accepts connections and never answers: a firewalled host."""
-    srv = socket.socket()
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(64)
-    held: list[socket.socket] = []
-    stop = threading.Event()
-
-    def accept() -> None:
-        srv.settimeout(0.2)
-        while not stop.is_set():
-            try:
-                held.append(srv.accept()[0])
-            except OSError:
-                continue
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{srv.getsockname()[1]}"
-    stop.set()
-    thread.join()
-    for conn in held:
-        conn.close()
-    srv.close()
 
 
 @pytest.mark.parametrize("part", ["pypi", "conda"])

@@ -50,8 +50,8 @@ def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
                    help="fetch every PyPI answer again instead of reading the final cache "
                    "(to see files yanked or deleted since they were cached)")
     p.add_argument("--cache-dir", type=Path, metavar="DIR",
-                   help="where PyPI answers at a past exclude-newer are kept "
-                   "(default: $XDG_CACHE_HOME/samebits)")
+                   help="where PyPI answers at a past exclude-newer and content hashes are "
+                   "kept (default: $XDG_CACHE_HOME/samebits)")
     p.set_defaults(func=run_lock)
 
     d = sub.add_parser(
@@ -102,7 +102,8 @@ async def _lock_all(project: Project, ids: list[str], out: Output, *, timeout: f
                 try:
                     spec = read_spec(project.spec_path(env_id), root=project.root)
                     res = await lock_one(spec, root=project.root, path=project.lock_path(env_id),
-                                         timeout=timeout, offline=offline, proxy=proxy)
+                                         timeout=timeout, offline=offline, proxy=proxy,
+                                         cache=proxy.root)
                 except SamebitsError as exc:
                     errors.append((env_id, exc))
                     advance(description=f"{env_id}: failed")

@@ -33,6 +33,7 @@ import hashlib
 import http.server
 import json
 import re
+import sys
 import threading
 import urllib.error
 import urllib.request
@@ -101,7 +102,7 @@ class IndexProxy:
         self._routes: dict[str, Route] = {}
         self._guard = threading.Lock()
         self._locks: dict[tuple[str, str], threading.Lock] = defaultdict(threading.Lock)
-        self._server: http.server.ThreadingHTTPServer | None = None
+        self._server: _Server | None = None
         self._thread: threading.Thread | None = None
 
     # ------------------------------------------------------------------ lifecycle
@@ -111,7 +112,7 @@ class IndexProxy:
         class Handler(_Handler):
             owner = proxy
 
-        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = _Server(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever,
                                         name="samebits-index-proxy", daemon=True)
@@ -308,6 +309,13 @@ def _get(url: str, *, accept: str, timeout: float) -> tuple[int, str, bytes, str
                     resp.geturl())
     except urllib.error.HTTPError as exc:
         return exc.code, exc.headers.get("Content-Type", "") if exc.headers else "", b"", url
+
+
+class _Server(http.server.ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return  # uv closed a connection it no longer needed
+        super().handle_error(request, client_address)
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):

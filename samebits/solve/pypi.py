@@ -87,16 +87,23 @@ async def _run(cmd: list[str], stdin: str, *, timeout: float) -> None:
     env.setdefault("UV_HTTP_TIMEOUT", str(int(max(timeout, 1))))
     env.setdefault("UV_HTTP_RETRIES", "1")
     env["NO_COLOR"] = "1"
+    # a safety net for a uv that hangs: longer than its own timeout, retry and back-off, so a
+    # silent index is reported in uv's words
+    limit = timeout * 3 + 10
     proc = await asyncio.create_subprocess_exec(
         *cmd, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE, env=env)
     try:
-        _, err = await asyncio.wait_for(proc.communicate(stdin.encode()), timeout=timeout * 3)
+        _, err = await asyncio.wait_for(proc.communicate(stdin.encode()), timeout=limit)
     except asyncio.TimeoutError:
         proc.kill()
         await proc.wait()
-        raise UnreachableError(f"uv did not finish within {timeout * 3:g} s",
+        raise UnreachableError(f"uv did not finish within {limit:g} s",
                                hint="check the network, or raise --timeout") from None
+    except asyncio.CancelledError:  # another solve failed: no uv outlives the lock
+        proc.kill()
+        await asyncio.shield(proc.wait())
+        raise
     if proc.returncode != 0:
         raise _CompileFailed(err.decode(errors="replace").strip())
 
@@ -121,19 +128,28 @@ async def solve_pypi(spec: EnvironmentSpec, target: PlatformTarget, *,
         texts = await _solve_final(spec, target, stdin, proxy, route, timeout=timeout)
         if texts is not None:
             return _packages(*texts, target.platform)
+    try:
+        texts = await _compile(spec, target, stdin, timeout=timeout, offline=offline)
+    except _CompileFailed as exc:
+        raise _translate(str(exc), spec, target) from None
+    return _packages(*texts, target.platform)
+
+
+async def _compile(spec: EnvironmentSpec, target: PlatformTarget, stdin: str, *,
+                   timeout: float, offline: bool = False,
+                   index: list[str] | None = None) -> tuple[str, str]:
+    """(pylock.toml, requirements.txt) as two concurrent uv runs write them; both have ended
+    when this returns or raises."""
     with tempfile.TemporaryDirectory(prefix="samebits-uv-") as tmp:
-        pylock = Path(tmp) / "pylock.toml"
-        reqs = Path(tmp) / "requirements.txt"
-        try:
-            await asyncio.gather(
-                _run(uv_command(spec, target, fmt="pylock", out=pylock, offline=offline), stdin,
-                     timeout=timeout),
-                _run(uv_command(spec, target, fmt="req", out=reqs, offline=offline), stdin,
-                     timeout=timeout),
-            )
-        except _CompileFailed as exc:
-            raise _translate(str(exc), spec, target) from None
-        return _packages(pylock.read_text(), reqs.read_text(), target.platform)
+        outs = (Path(tmp) / "pylock.toml", Path(tmp) / "requirements.txt")
+        runs = [_run(uv_command(spec, target, fmt=fmt, out=out, offline=offline, index=index),
+                     stdin, timeout=timeout)
+                for fmt, out in zip(("pylock", "req"), outs, strict=True)]
+        done = await asyncio.gather(*runs, return_exceptions=True)
+        failed = [d for d in done if isinstance(d, BaseException)]
+        if failed:  # uv's own explanation, when one run gave it, before our wall clock's
+            raise next((f for f in failed if isinstance(f, _CompileFailed)), failed[0])
+        return outs[0].read_text(), outs[1].read_text()
 
 
 def _packages(pylock: str, requirements: str, platform: str) -> list[LockedPackage]:
@@ -156,21 +172,13 @@ async def _solve_final(spec: EnvironmentSpec, target: PlatformTarget, stdin: str
             return recorded["pylock"], recorded["requirements"]
     run = proxy.start_run(route)
     index = ["--index-url", proxy.index_url(route, run), "--no-cache"]
-    with tempfile.TemporaryDirectory(prefix="samebits-uv-") as tmp:
-        pylock = Path(tmp) / "pylock.toml"
-        reqs = Path(tmp) / "requirements.txt"
-        try:
-            await asyncio.gather(
-                _run(uv_command(spec, target, fmt="pylock", out=pylock, index=index), stdin,
-                     timeout=timeout),
-                _run(uv_command(spec, target, fmt="req", out=reqs, index=index), stdin,
-                     timeout=timeout),
-            )
-        except _CompileFailed as exc:
-            if route.unsupported is not None:
-                return None
-            raise _proxy_error(str(exc), spec, target, route, offline=proxy.offline) from None
-        texts = (proxy.original_urls(route, pylock.read_text()), reqs.read_text())
+    try:  # uv waits on this process while it fetches what is missing: a longer leash
+        pylock, reqs = await _compile(spec, target, stdin, timeout=timeout * 2, index=index)
+    except _CompileFailed as exc:
+        if route.unsupported is not None:
+            return None
+        raise _proxy_error(str(exc), spec, target, route) from None
+    texts = (proxy.original_urls(route, pylock), reqs)
     route.view.write_solve(key, {"pages": dict(sorted(route.runs[run].items())),
                                  "pylock": texts[0], "requirements": texts[1]})
     return texts
@@ -194,8 +202,8 @@ def uv_version() -> str:
     return res.stdout.strip() or f"unknown ({res.returncode})"
 
 
-def _proxy_error(text: str, spec: EnvironmentSpec, target: PlatformTarget, route: Route, *,
-                 offline: bool) -> Exception:
+def _proxy_error(text: str, spec: EnvironmentSpec, target: PlatformTarget,
+                 route: Route) -> Exception:
     where = (f"{spec.file}: [pypi] requirements on {target.platform} "
              f"(Python {spec.python}, {target.uv_platform})")
     if route.missing:
