@@ -9,40 +9,38 @@ to the real index only for an answer the cache lacks (then keeps it). uv resolve
 would online, against the same pages cut at the same instant.
 
     GET /<route>/simple/<run>/<project>/     the page as it stood at exclude-newer, with every
-                                             file URL pointing back here; <run> names the uv
-                                             run that read it (``Route.runs``)
+                                             file URL pointing back here and every wheel
+                                             offering PEP 658 metadata; <run> names the uv run
+                                             that read it (``Route.runs``)
     GET /<route>/files/<scheme>/<host>/<path>.metadata
-                                             the wheel's PEP 658 metadata, cached by wheel sha256
+                                             the wheel's core metadata, cached by the wheel's
+                                             sha256: the index's PEP 658 file where it has one,
+                                             else read from the wheel by range requests, as uv
+                                             itself would (``samebits.solve.wheelmeta``)
     GET|HEAD /<route>/files/<scheme>/<host>/<path>
-                                             a redirect to the real file (uv reads it only when
-                                             an index gives no metadata)
+                                             a redirect to the real file (an sdist uv builds)
 
-``original_urls`` maps the file URLs uv wrote back to the index's. What the server could not
-do is
-recorded per route, not raised: offline misses (``missing``), an index that did not answer
-(``problems``), and an index that does not speak PEP 691 JSON (``unsupported``: the caller then
-resolves against it directly, as without the cache). It answers uv with 503 in those cases, never
-404, so uv fails instead of resolving around the gap.
+``original_urls`` maps the file URLs uv wrote back to the index's. What the server could not do
+is recorded per route, not raised: offline misses (``missing``), an index that did not answer
+(``problems``), and an index that does not speak PEP 691 JSON or refuses us (``unsupported``:
+the caller then resolves against it directly, as without the cache). It answers uv with 503 in
+those cases, never 404, so uv fails instead of resolving around the gap. Everything is served
+from memory once read: each page and each wheel's metadata is read or fetched once per process.
 """
 
 from __future__ import annotations
 
-import base64
 import datetime as dt
 import hashlib
-import http.server
 import json
 import re
-import sys
 import threading
-import urllib.error
-import urllib.request
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import urlsplit
 
 from samebits import __version__
 from samebits._io import compact_json
@@ -56,6 +54,7 @@ from samebits.solve.indexcache import (
     metadata_hash,
     public_url,
 )
+from samebits.solve.indexhttp import Handler, Server, auth_header, get
 from samebits.solve.wheelmeta import BadWheel, wheel_metadata
 
 
@@ -78,6 +77,7 @@ class Route:
     pages: dict[str, bytes | None] = field(default_factory=dict)  # served; None: no project
     digests: dict[str, str] = field(default_factory=dict)  # project -> its cache file's sha256
     files: dict[str, WheelFile] = field(default_factory=dict)  # by the index's URL
+    metadata: dict[str, bytes] = field(default_factory=dict)  # served, by the wheel's URL
     runs: dict[str, dict[str, str]] = field(default_factory=dict)  # run -> pages it read
     missing: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
@@ -102,17 +102,17 @@ class IndexProxy:
         self._routes: dict[str, Route] = {}
         self._guard = threading.Lock()
         self._locks: dict[tuple[str, str], threading.Lock] = defaultdict(threading.Lock)
-        self._server: _Server | None = None
+        self._server: Server | None = None
         self._thread: threading.Thread | None = None
 
     # ------------------------------------------------------------------ lifecycle
     def __enter__(self) -> IndexProxy:
         proxy = self
 
-        class Handler(_Handler):
+        class OwnHandler(Handler):
             owner = proxy
 
-        self._server = _Server(("127.0.0.1", 0), Handler)
+        self._server = Server(("127.0.0.1", 0), OwnHandler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever,
                                         name="samebits-index-proxy", daemon=True)
@@ -177,6 +177,10 @@ class IndexProxy:
                 route.digests[project] = digest
             return route.digests[project]
 
+    def route_named(self, name: str) -> Route | None:
+        with self._guard:
+            return self._routes.get(name)
+
     def routes(self) -> list[Route]:
         with self._guard:
             return list(self._routes.values())
@@ -206,7 +210,7 @@ class IndexProxy:
         view = route.view
         url = f"{view.index.rstrip('/')}/{project}/"
         try:
-            status, ctype, data, final_url = _get(url, accept=PAGE_MEDIA, timeout=self.timeout)
+            status, ctype, data, final_url = get(url, accept=PAGE_MEDIA, timeout=self.timeout)
         except OSError as exc:
             reason = getattr(exc, "reason", exc)
             route.problems.append(f"{public_url(url)}: {reason}")
@@ -257,9 +261,12 @@ class IndexProxy:
         wheel = route.files[url]
         view = route.view
         with self._locks[(route.name, f"metadata:{url}")]:
+            if url in route.metadata:
+                return 200, route.metadata[url]
             if wheel.sha256 and not self.refresh:
                 data = view.read_metadata(wheel.sha256, wheel.metadata_sha256)
                 if data is not None:
+                    route.metadata[url] = data
                     return 200, data
             if self.offline:
                 route.missing.append(f"the metadata of {wheel.filename}")
@@ -278,94 +285,15 @@ class IndexProxy:
                     return 503, b"metadata hash mismatch"
             if wheel.sha256:
                 view.write_metadata(wheel.sha256, data)
+            route.metadata[url] = data
             return 200, data
 
     def _fetch_metadata(self, url: str, wheel: WheelFile) -> bytes:
-        headers = {"User-Agent": f"samebits/{__version__}", **_auth_header(url)}
+        headers = {"User-Agent": f"samebits/{__version__}", **auth_header(url)}
         if not wheel.advertised:
             return wheel_metadata(public_url(url), wheel.filename, timeout=self.timeout,
                                   headers=headers)
-        status, _, data, _ = _get(url + ".metadata", accept="*/*", timeout=self.timeout)
+        status, _, data, _ = get(url + ".metadata", accept="*/*", timeout=self.timeout)
         if status != 200:
             raise BadWheel(f"{public_url(url)}.metadata: HTTP {status}")
         return data
-
-
-def _auth_header(url: str) -> dict[str, str]:
-    parts = urlsplit(url)
-    if parts.username is None:
-        return {}
-    token = f"{unquote(parts.username)}:{unquote(parts.password or '')}".encode()
-    return {"Authorization": "Basic " + base64.b64encode(token).decode()}
-
-
-def _get(url: str, *, accept: str, timeout: float) -> tuple[int, str, bytes, str]:
-    """(status, content type, body, final URL) of a GET; OSError when nothing answered."""
-    headers = {"Accept": accept, "User-Agent": f"samebits/{__version__}", **_auth_header(url)}
-    req = urllib.request.Request(public_url(url), headers=headers)
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
-            return (resp.status, resp.headers.get("Content-Type", ""), resp.read(),
-                    resp.geturl())
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.headers.get("Content-Type", "") if exc.headers else "", b"", url
-
-
-class _Server(http.server.ThreadingHTTPServer):
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        if isinstance(sys.exc_info()[1], ConnectionError):
-            return  # uv closed a connection it no longer needed
-        super().handle_error(request, client_address)
-
-
-class _Handler(http.server.BaseHTTPRequestHandler):
-    owner: IndexProxy
-    protocol_version = "HTTP/1.1"
-    disable_nagle_algorithm = True  # header and body leave as written: no 40 ms ACK stalls
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (the base's name)
-        pass
-
-    def do_HEAD(self) -> None:  # noqa: N802 (http.server's naming)
-        self._answer(head=True)
-
-    def do_GET(self) -> None:  # noqa: N802
-        self._answer(head=False)
-
-    def _answer(self, *, head: bool) -> None:
-        name, _, rest = self.path.lstrip("/").partition("/")
-        route = self.owner._routes.get(name)
-        if route is None:
-            return self._send(404, b"")
-        kind, _, rest = rest.partition("/")
-        if kind == "simple":
-            run, _, project = rest.partition("/")
-            project = project.strip("/")
-            if not project or "/" in project:
-                return self._send(404, b"")
-            status, body = self.owner.page(route, project, run)
-            return self._send(status, body, ctype=PAGE_MEDIA, head=head)
-        if kind == "files":
-            scheme, _, tail = rest.partition("/")
-            url = f"{scheme}://{tail}"
-            if tail.endswith(".metadata") and url[:-len(".metadata")] in route.files:
-                status, body = self.owner.metadata(route, url[:-len(".metadata")])
-                return self._send(status, body, ctype="application/octet-stream", head=head)
-            self.send_response(307)
-            self.send_header("Location", url)
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-            return None
-        return self._send(404, b"")
-
-    def _send(self, status: int, body: bytes, *, ctype: str = "text/plain",
-              head: bool = False) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(body)))
-        self.send_header("Cache-Control", "no-store")
-        self.end_headers()
-        if not head:
-            self.wfile.write(body)
-
-
