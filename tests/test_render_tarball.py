@@ -31,6 +31,7 @@ from samebits.render.tarball import (
     scan_prefix,
     source_date_epoch,
     tar_chunks,
+    tar_header,
 )
 
 
@@ -322,3 +323,27 @@ def test_golden_zstd_digest(tmp_path: Path) -> None:
     if lib not in GOLDEN_ZSTD:
         pytest.skip(f"no golden zstd digest recorded for libzstd {lib}")
     assert digests.digest == GOLDEN_ZSTD[lib]
+
+
+_NAMES = st.text(alphabet=st.characters(min_codepoint=33, max_codepoint=126), min_size=1,
+                 max_size=120)
+
+
+@settings(max_examples=300, deadline=None)
+@given(name=_NAMES, kind=st.sampled_from(["dir", "file", "symlink"]),
+       mode=st.sampled_from([0o755, 0o644, 0o777]), size=st.integers(0, 8 ** 11 + 5),
+       link=_NAMES, mtime=st.integers(0, 8 ** 11 + 5))
+def test_tar_header_is_tarfiles(name: str, kind: str, mode: int, size: int, link: str,
+                                mtime: int) -> None:
+    """The directly built ustar header is byte for byte the one tarfile writes (and past the
+    ustar limits tarfile's PAX header is used)."""
+    entry = Entry(path=name, kind=kind, mode=mode,  # type: ignore[arg-type]
+                  size=size if kind == "file" else 0,
+                  linkname=link if kind == "symlink" else "")
+    info = tarfile.TarInfo(name)
+    info.type = {"dir": tarfile.DIRTYPE, "file": tarfile.REGTYPE, "symlink": tarfile.SYMTYPE}[kind]
+    info.mode, info.size, info.linkname, info.mtime = mode, entry.size, entry.linkname, mtime
+    info.uid = info.gid = 0
+    info.uname = info.gname = ""
+    assert tar_header(name, entry, mtime) == info.tobuf(tarfile.PAX_FORMAT, "utf-8",
+                                                        "surrogateescape")

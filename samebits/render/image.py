@@ -45,7 +45,7 @@ from samebits.render.oci import (
     read_base,
 )
 from samebits.render.source import LockedEnv
-from samebits.render.tarball import Entry, LayerDigests, scan_prefix, tar_chunks
+from samebits.render.tarball import Entry, LayerDigests, scan_prefix, tar_chunks, tar_pieces
 
 Verifier = Callable[[Path, Path, str], Mapping[str, Any]]
 
@@ -120,8 +120,10 @@ def write_layer_blob(layout: Path, prefix_dir: Path, entries: tuple[Entry, ...],
     fd, tmp = tempfile.mkstemp(prefix=".layer.", dir=blobs)
     try:
         with os.fdopen(fd, "wb") as out:
+            # gzip needs content-defined blocks; zstd takes the stream as it comes
+            cut = tar_chunks if compression == "gzip" else tar_pieces
             digests = compress_layer(compression,
-                                     tar_chunks(prefix_dir, entries, root=root, mtime=epoch),
+                                     cut(prefix_dir, entries, root=root, mtime=epoch),
                                      out, pool=pool, workers=workers or os.cpu_count() or 2)
         os.replace(tmp, blobs / digests.digest.split(":", 1)[1])
     finally:
