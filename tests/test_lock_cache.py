@@ -157,6 +157,8 @@ def test_warm_lock_asks_nothing_and_survives_the_index_going_away(
         idx.log.clear()
         code, err, second = lock(project, cache)
         assert (code, idx.log, second) == (0, [], first), err
+        assert (f"PyPI at a final exclude-newer: 0 answers fetched from the index, the rest "
+                f"read from the cache in {cache}") in err
     project.lockfile("env").unlink()
     code, err, third = lock(project, cache)  # the index no longer answers at all
     assert (code, third) == (0, first), err

@@ -129,8 +129,15 @@ async def _lock_all(project: Project, ids: list[str], out: Output, *, timeout: f
     if not out.json:  # in --json mode the errors are part of the one document
         for env_id, exc in sorted(errors, key=lambda e: e[0]):
             out.error(_prefixed(env_id, exc))
+    routes = proxy.routes()
+    if routes:
+        fetched = sum(r.fetched for r in routes)
+        out.info(f"PyPI at a final exclude-newer: {fetched} answers fetched from the index, "
+                 f"the rest read from the cache in {proxy.root}")
     payload = {"locked": dict(sorted(results.items())),
-               "errors": {i: e.to_json() for i, e in sorted(errors, key=lambda e: e[0])}}
+               "errors": {i: e.to_json() for i, e in sorted(errors, key=lambda e: e[0])},
+               "pypi_cache": {"root": str(proxy.root),
+                              "fetched": sum(r.fetched for r in routes)}}
     out.emit(payload, "\n".join(lines))
     if errors:
         return max(e.exit_code for _, e in errors)

@@ -35,7 +35,6 @@ import hashlib
 import json
 import re
 import threading
-from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -101,7 +100,7 @@ class IndexProxy:
         self.refresh = refresh
         self._routes: dict[str, Route] = {}
         self._guard = threading.Lock()
-        self._locks: dict[tuple[str, str], threading.Lock] = defaultdict(threading.Lock)
+        self._locks: dict[tuple[str, str], threading.Lock] = {}
         self._server: Server | None = None
         self._thread: threading.Thread | None = None
 
@@ -169,13 +168,18 @@ class IndexProxy:
 
     def page_digest(self, route: Route, project: str) -> str | None:
         """The sha256 of the project's cache file, read once per process."""
-        with self._locks[(route.name, project)]:
+        with self._lock(route, project):
             if project not in route.digests:
                 digest = route.view.page_digest(project)
                 if digest is None:
                     return None
                 route.digests[project] = digest
             return route.digests[project]
+
+    def _lock(self, route: Route, key: str) -> threading.Lock:
+        """The one lock for ``key`` on ``route``: a page or a metadata file is fetched once."""
+        with self._guard:
+            return self._locks.setdefault((route.name, key), threading.Lock())
 
     def route_named(self, name: str) -> Route | None:
         with self._guard:
@@ -188,7 +192,7 @@ class IndexProxy:
     # ------------------------------------------------------------------ answers
     def page(self, route: Route, project: str, run: str) -> tuple[int, bytes]:
         """(HTTP status, body) for a project page; fills the cache when it must."""
-        with self._locks[(route.name, project)]:
+        with self._lock(route, project):
             if project not in route.pages:
                 cached = None if self.refresh else route.view.read_page(project)
                 if cached is None:
@@ -260,7 +264,7 @@ class IndexProxy:
         """(HTTP status, body) for ``url``.metadata, the wheel at ``url`` being the index's."""
         wheel = route.files[url]
         view = route.view
-        with self._locks[(route.name, f"metadata:{url}")]:
+        with self._lock(route, f"metadata:{url}"):
             if url in route.metadata:
                 return 200, route.metadata[url]
             if wheel.sha256 and not self.refresh:
