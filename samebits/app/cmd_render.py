@@ -95,6 +95,10 @@ def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
     o.add_argument("--python", metavar="PATH",
                    help="for a lock without conda Python: the base image's interpreter "
                    "(default /usr/local/bin/pythonX.Y, as in the python:X.Y images)")
+    o.add_argument("--compression", choices=("gzip", "zstd"), default="gzip",
+                   help="layer compression (default gzip, which every runtime reads; zstd is "
+                   "several times faster, read by containerd >= 1.5, Docker Engine >= 23, "
+                   "podman/CRI-O/skopeo, not by umoci 0.4.7: see README)")
     _install_args(o)
     o.set_defaults(func=run_oci)
 
@@ -303,7 +307,8 @@ def run_oci(args: argparse.Namespace, out: Output) -> int:
     req = ImageRequest(env=env, platform=platform, prefix=args.prefix.rstrip("/"),
                        base=parse_base_ref(args.base) if args.base else None,
                        interpreter=python, cache=_cache(args),
-                       epoch=source_date_epoch(os.environ), tag=args.tag or env.slug)
+                       epoch=source_date_epoch(os.environ), tag=args.tag or env.slug,
+                       compression=args.compression)
     target = args.out or project.root / "build" / "oci" / env.slug
     if args.archive and args.archive.exists() and not args.replace:
         raise UsageError(f"{args.archive}: already exists", hint="pass --replace")
@@ -314,7 +319,7 @@ def run_oci(args: argparse.Namespace, out: Output) -> int:
     payload: dict[str, Any] = {"layout": str(target), "archive": str(args.archive or "") or None,
                                "platform": platform_json(platform), **result.to_json()}
     lines = [f"{target}: {env.name} for {platform} at {req.prefix}",
-             f"manifest {result.manifest_digest} (tag {result.tag})",
+             f"manifest {result.manifest_digest} (tag {result.tag}, {args.compression} layers)",
              *(f"  layer {x['name']:<7} {x['digest']}  {x['size']:>12,} bytes  "
                f"{len(x['packages'])} packages" for x in result.layers),
              f"environment digest {result.env_digest} (verify env: identical)",
