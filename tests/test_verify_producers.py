@@ -278,12 +278,14 @@ def test_pth_in_base_site_packages_counts_with_system_site_packages(
 def test_another_interpreter_gives_another_environment_digest(own_base: Path, tmp_path: Path,
                                                               vcache: Path) -> None:
     """Two venvs alike but for one byte of the base's stdlib: the environment digests differ,
-    the packages digests do not, and the interpreter's stdlib digest says why."""
+    the packages and files digests do not (an image carries the files digest: the same
+    whichever host built it), and the interpreter's stdlib digest says why."""
     _, before = verify(tmp_path / "env", vcache)
     target = _stdlib(own_base) / "textwrap.py"
     target.write_bytes(target.read_bytes() + b"\n")
     _, after = verify(tmp_path / "env", vcache)
     assert before["digests"]["packages"] == after["digests"]["packages"]
+    assert before["files_digest"] == after["files_digest"] != after["digests"]["environment"]
     assert before["digests"]["environment"] != after["digests"]["environment"]
     assert before["interpreter"]["stdlib"]["sha256"] != after["interpreter"]["stdlib"]["sha256"]
     assert before["interpreter"]["sha256"] == after["interpreter"]["sha256"]

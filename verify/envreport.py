@@ -27,6 +27,7 @@ from typing import Any
 from samebits._io import read_json
 from samebits.errors import InputError
 from verify.bytecode import BytecodeReport
+from verify.digest import environment_digest
 from verify.drift import Finding
 from verify.linkage import LinkageReport
 from verify.manifest import Entry, Manifest
@@ -122,6 +123,9 @@ def report_json(r: EnvReport) -> dict[str, Any]:
         "identical": r.identical,
         "ok": r.ok,
         "digests": dict(r.digests),
+        # The prefix's files alone (the environment digest without the interpreter a venv
+        # runs on): what an image built from this prefix carries, whichever host built it.
+        "files_digest": environment_digest(m.entries),
         "summary": summary(r),
         "findings": [_json_finding(f) for f in r.findings],
         "linkage": r.linkage.to_json() if r.linkage else {"checked": False},

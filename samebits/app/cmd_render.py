@@ -322,7 +322,7 @@ def run_oci(args: argparse.Namespace, out: Output) -> int:
              f"manifest {result.manifest_digest} (tag {result.tag}, {args.compression} layers)",
              *(f"  layer {x['name']:<7} {x['digest']}  {x['size']:>12,} bytes  "
                f"{len(x['packages'])} packages" for x in result.layers),
-             f"environment digest {result.env_digest} (verify env: identical)",
+             f"files digest {result.env_digest} (verify env: ok)",
              f"inspect: skopeo inspect oci:{target}:{result.tag}"]
     if args.archive:
         lines.append(f"archive: {args.archive} (oci-archive:{args.archive})")

@@ -2,7 +2,7 @@
 
     base     read and re-hash the pinned base layout (refused before anything is built)
     install  the lock's platform into a scratch prefix whose files name the final path
-    verify   ``python -m verify env`` on that prefix; anything but "identical" stops the build
+    verify   ``python -m verify env`` on that prefix; anything but "ok" stops the build
     layers   the prefix split by package group, each a deterministic tar, gzip (or zstd) on
              every core
     layout   base blobs copied (re-hashed), layers, config, manifest, index, oci-layout
@@ -104,11 +104,13 @@ def _write_blob(layout: Path, data: bytes, digest: str) -> None:
 
 
 def _env_digest(report: Mapping[str, Any]) -> str:
-    """verify env's environment digest (``digests.environment``, sha256 hex)."""
-    value = (report.get("digests") or {}).get("environment")
+    """verify env's digest of the prefix's files (``files_digest``, sha256 hex): for a conda
+    prefix its environment digest; for a venv that digest without the interpreter it runs on,
+    which belongs to the host that built the image, not to the image."""
+    value = report.get("files_digest")
     if isinstance(value, str) and value:
         return value
-    raise ToolError("verify env reported no environment digest (digests.environment)")
+    raise ToolError("verify env reported no digest of the prefix's files (files_digest)")
 
 
 def write_layer_blob(layout: Path, prefix_dir: Path, entries: tuple[Entry, ...], *, root: str,
@@ -172,7 +174,7 @@ def build_image(req: ImageRequest, layout: Path, *, work: Path,
                                 cache=req.cache, interpreter=req.interpreter)
         progress(f"{env.name}: verify env on the scratch prefix")
         verdict = dict(verify(prefix_dir, env.path, req.platform))
-        if verdict.get("identical") is not True:
+        if verdict.get("ok") is not True:
             raise ToolError(f"the prefix built for {env.name} ({req.platform}) does not verify "
                             "against its lock; no image was written",
                             hint=f"run `samebits install {env.name} --prefix DIR` and "
