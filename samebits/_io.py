@@ -29,6 +29,15 @@ def sha256_hex(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def sha256_file(path: Path) -> str:
+    """sha256 hex of the file at ``path``, read in 1 MiB pieces."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
 def read_json(path: Path, *, what: str = "file", hint: str | None = None) -> Any:
     """The JSON document at ``path``; any failure is an ``InputError`` naming the path.
 

@@ -22,7 +22,6 @@ Errors: ``ToolError`` (exit 5) when ``nix-store`` is absent or fails unexpectedl
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import subprocess
@@ -32,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from samebits._io import sha256_file
 from samebits.errors import InputError, ToolError, UsageError
 from samebits.lockfile import LockedPackage
 
@@ -102,13 +102,6 @@ def _last_line(proc: subprocess.CompletedProcess[str]) -> str:
              if not ln.startswith("warning:")]
     return lines[-1].strip() if lines else f"exit {proc.returncode}"
 
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -13,13 +13,14 @@ atomically); a second ``verify env`` reads a few kilobytes instead of gigabytes.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import tarfile
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+
+from samebits._io import sha256_file
 
 FACTS_VERSION = 1
 
@@ -49,7 +50,7 @@ def archive_facts(cache: Path | None, sha256: str | None, filename: str | None
         pass
     path = archive_path(cache, sha256, filename)
     try:
-        if _sha256(path) != sha256:
+        if sha256_file(path) != sha256:
             return None  # not the archive the record names: say nothing rather than guess
         facts = _read_members(path)
     except (OSError, tarfile.TarError, ValueError, EOFError):
@@ -57,13 +58,6 @@ def archive_facts(cache: Path | None, sha256: str | None, filename: str | None
     _store(stored, sha256, facts)
     return facts
 
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _read_members(path: Path) -> dict[str, MemberFacts]:

@@ -10,7 +10,6 @@ index; ``UnreachableError`` when it does not answer.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import urllib.error
@@ -22,6 +21,7 @@ from urllib.parse import unquote, urljoin, urlsplit
 
 from packaging.utils import canonicalize_name
 
+from samebits._io import sha256_file
 from samebits.errors import InputError, UnreachableError
 
 TIMEOUT = 30.0
@@ -136,13 +136,6 @@ def _folder_files(folder: Path, name: str) -> list[IndexFile]:
         if str(canonicalize_name(stem)) != want or not (folder / entry).is_file():
             continue
         out.append(IndexFile(filename=entry, url=(folder / entry).resolve().as_uri(),
-                             sha256=_sha256(folder / entry)))
+                             sha256=sha256_file(folder / entry)))
     return out
 
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            h.update(chunk)
-    return h.hexdigest()

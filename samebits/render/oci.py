@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from samebits._io import compact_json
+from samebits._io import compact_json, sha256_file
 from samebits.errors import InputError, UsageError
 
 MEDIA_INDEX = "application/vnd.oci.image.index.v1+json"
@@ -117,11 +117,7 @@ def check_digest(data: bytes, digest: str, *, layout: Path, what: str) -> None:
 
 
 def file_digest(path: Path) -> str:
-    sha = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            sha.update(chunk)
-    return f"sha256:{sha.hexdigest()}"
+    return f"sha256:{sha256_file(path)}"
 
 
 def _platform_matches(desc: Mapping[str, Any], platform: str) -> bool:
