@@ -1,23 +1,26 @@
-"""Max errors between two ``--save-outputs`` folders: what ``compare`` adds when bits differ.
+"""Error statistics of outputs that differ: what ``compare`` and the paper audit add to bits.
 
     python -m verify.errorstats DIR_A DIR_B      # {workload: [{output, max_abs, ...}]} as JSON
+    python -m verify.errorstats --request FILE   # tensor records, comparisons, fingerprints
 
-``output_errors`` reads both indexes (``outputs.json``, format 1) and, for every output whose
-bytes differ, the max absolute error and the largest distance in units in the last place.
-It needs torch, so audits run it as a worker in the audited environment's own interpreter
-(``samebits.app.audit.runtime``); like ``verify.workloads`` it imports only the standard
-library, torch and samebits' stdlib-only ``_io``/``errors``.
+``output_errors`` reads two ``--save-outputs`` indexes (``outputs.json``, format 1) and, for
+every output whose bytes differ, the max absolute and relative error, where it is, and the
+largest distance in units in the last place. The paper audit's requests (``__main__``) read
+the tensors of checkpoint files (``tensorfiles``: safetensors, .npy, .npz, torch.save) and
+compare them tensor by tensor (``tensors``). It all needs torch, so audits run it as a worker
+in the audited environment's own interpreter (``samebits.app.audit.runtime``); like
+``verify.workloads`` it imports only the standard library, torch and samebits' stdlib-only
+``_io``/``errors``.
 """
 
 from __future__ import annotations
 
-import sys
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from samebits._io import canonical_json, read_json
-from samebits.errors import InputError, SamebitsError
+from samebits._io import read_json
+from samebits.errors import InputError
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -27,9 +30,8 @@ class OutputError:
     max_ulp: int
     differing: int
     total: int
-
-
-_INT_VIEW = {"float16": "int16", "bfloat16": "int16", "float32": "int32", "float64": "int64"}
+    max_rel: float = 0.0  # |a-b| / |a| at its worst (inf where a is 0 and b is not)
+    index: tuple[int, ...] = ()  # where |a-b| is largest
 
 
 def _read_index(root: Path) -> dict[str, Any]:
@@ -75,46 +77,16 @@ def _load(path: Path, dtype: Any) -> Any:
 
 
 def error_stats(output: str, a: Any, b: Any) -> OutputError:
-    """Max |a-b| and the largest distance in units in the last place, element by element."""
-    import torch
+    """Max |a-b|, where it is, the max relative error and the largest distance in units in
+    the last place, element by element (``tensors.diff``)."""
+    from verify.errorstats.tensors import diff
 
-    name = str(a.dtype).removeprefix("torch.")
-    if name in _INT_VIEW:
-        ia, ib = (_ordered(t, getattr(torch, _INT_VIEW[name])) for t in (a, b))
-        diff = torch.nan_to_num((a.double() - b.double()).abs(), nan=float("inf"))
-    else:  # integers and bools: the distance is the difference
-        ia, ib = a.long(), b.long()
-        diff = (ia - ib).abs().double()
-    ulp = (ia - ib).abs()
-    return OutputError(output=output, max_abs=float(diff.max()) if diff.numel() else 0.0,
-                       max_ulp=int(ulp.max()) if ulp.numel() else 0,
-                       differing=int((ia != ib).sum()), total=int(a.numel()))
+    d = diff(a, b)
+    return OutputError(output=output, max_abs=_float(d.get("max_abs", 0.0)),
+                       max_ulp=int(d.get("max_ulp") or 0), differing=int(d["differing"]),
+                       total=int(d["total"]), max_rel=_float(d.get("max_rel", 0.0)),
+                       index=tuple(d.get("index") or ()))
 
 
-def _ordered(t: Any, int_dtype: Any) -> Any:
-    """Float bits as integers that count ULPs: sign-magnitude mapped onto a number line."""
-    import torch
-
-    i = t.contiguous().view(int_dtype).long()
-    bits = torch.iinfo(int_dtype).bits
-    mag = i & ((1 << (bits - 1)) - 1)
-    return torch.where(i < 0, -mag, mag)
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 2:
-        sys.stderr.write("usage: python -m verify.errorstats DIR_A DIR_B\n")
-        return 2
-    try:
-        errors = output_errors(Path(args[0]), Path(args[1]))
-    except SamebitsError as exc:
-        sys.stderr.write(f"error: {exc.message}\n")
-        return exc.exit_code
-    doc = {name: [asdict(e) for e in errs] for name, errs in errors.items()}
-    sys.stdout.buffer.write(canonical_json(doc))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+def _float(x: Any) -> float:
+    return float(x) if not isinstance(x, str) else float(x.replace("nan", "inf"))
