@@ -55,7 +55,8 @@ def fingerprint(t: Any) -> dict[str, Any]:
     x = flat.double() if flat.dtype != torch.bool else flat.long().double()
     idx = sorted({(i * (n - 1)) // (SAMPLES - 1) for i in range(SAMPLES)}) if n > 1 else [0]
     return {"n": n, "sum": number(float(x.sum())),
-            "abs_max": number(float(torch.nan_to_num(x.abs(), nan=math.inf).max())),
+            "abs_max": number(float(torch.nan_to_num(x.abs(), nan=math.inf,
+                                                     posinf=math.inf).max())),
             "samples": [[i, number(float(x[i]))] for i in idx]}
 
 
@@ -101,7 +102,8 @@ def diff(a: Any, b: Any, *, rtol: float = 0.0, atol: float = 0.0) -> dict[str, A
         a64, b64 = ca.double(), cb.double()
         equal = (a64 == b64) | (torch.isnan(a64) & torch.isnan(b64))
         d = torch.where(equal, torch.zeros_like(a64), (a64 - b64).abs())
-        d = torch.nan_to_num(d, nan=math.inf)  # NaN against a number: infinitely far
+        # NaN against a number: infinitely far (and an infinity stays one)
+        d = torch.nan_to_num(d, nan=math.inf, posinf=math.inf)
         view = _INT_VIEW.get(name)
         if view is not None:
             ia, ib = (_ordered(t, getattr(torch, view)) for t in (ca, cb))
@@ -116,7 +118,7 @@ def diff(a: Any, b: Any, *, rtol: float = 0.0, atol: float = 0.0) -> dict[str, A
     mag = a64.abs()
     rel = torch.where(d == 0, torch.zeros_like(d),
                       torch.where(mag == 0, torch.full_like(d, math.inf), d / mag))
-    rel = torch.nan_to_num(rel, nan=math.inf)
+    rel = torch.nan_to_num(rel, nan=math.inf, posinf=math.inf)
     beyond = d > atol + rtol * torch.nan_to_num(mag, nan=0.0)
     out.update(same=same, differing=differing, beyond=int(beyond.sum()),
                within=not bool(beyond.any()))

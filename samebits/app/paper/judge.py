@@ -75,7 +75,7 @@ def num(x: Any) -> float | None:
 def fmt(x: float | None) -> str:
     if x is None:
         return "-"
-    return f"{x:.6g}" if abs(x) >= 1e-4 or x == 0 else f"{x:.3e}"
+    return f"{x:.6g}"
 
 
 def _tol_text(rtol: float, atol: float) -> str:
@@ -98,7 +98,8 @@ def _metrics(a: Mapping[str, Any], b: Mapping[str, Any], decl: Mapping[str, Any]
                                "rtol": tol.rtol, "atol": tol.atol}
         if x is None or y is None:
             row.update(within=False, missing="authors" if x is None else "reviewer")
-            beyond.append(f"{name} is missing from the {row['missing']}' file")
+            whose = "authors'" if x is None else "reviewer's"
+            beyond.append(f"{name} is missing from the {whose} file")
         else:
             d = abs(x - y) if x != y else 0.0
             rel = d / abs(x) if x else (0.0 if d == 0 else float("inf"))
@@ -159,7 +160,8 @@ def _curve(a: Mapping[str, Any], b: Mapping[str, Any], decl: Mapping[str, Any]
             rows.append({"series": name, "within": False,
                          "missing": "authors" if name not in sa else "reviewer"})
             beyond.append(f"series {name} is missing from the "
-                          f"{'authors' if name not in sa else 'reviewer'}' run")
+                          f"{'authors' if name not in sa else 'reviewer'}'s run".replace(
+                              "authors's", "authors'"))
             continue
         st = series_stats(ca["steps"], sa[name], cb["steps"], sb[name], tol)
         rows.append({"series": name, **st, "rtol": tol.rtol, "atol": tol.atol})

@@ -108,7 +108,7 @@ def curve(text: str, spec: OutputSpec) -> dict[str, Any]:
                 yield i, obj
         _row_points(objects(), spec, points)
     if not points or not any(points.values()):
-        raise ValueError("no points: " + (f"no line matches {spec.regex!r}" if spec.regex
+        raise ValueError("no points: " + (f"no line matches the regex {spec.regex}" if spec.regex
                                           else f"no row has a numeric '{spec.step}'"))
     steps = sorted({s for series in points.values() for s in series})
     return {"steps": [_plain(s) for s in steps],
