@@ -69,3 +69,17 @@ def run_suite(runtime: Runtime, *, device: str, settings: Settings, names: tuple
         fingerprints = (runtime.errorstats({"fingerprints": str(where.absolute())})
                         ["fingerprints"] if (where / "outputs.json").is_file() else {})
     return measured, fingerprints
+
+
+def suite_bounds(theirs: Mapping[str, Any] | None, mine: Mapping[str, Any]
+                 ) -> dict[str, dict[str, Any]]:
+    """workload -> output -> a lower bound of max |Δ| from both sides' fingerprints."""
+    from samebits.app.paper.judge import fingerprint_bound
+
+    out: dict[str, dict[str, Any]] = {}
+    for name, outputs in (theirs or {}).items():
+        for output, fp in (outputs or {}).items():
+            other = (mine.get(name) or {}).get(output)
+            if other is not None and fp != other:
+                out.setdefault(name, {})[output] = fingerprint_bound(fp, other)
+    return out

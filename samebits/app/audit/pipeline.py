@@ -23,7 +23,6 @@ need it and every reason reaches the verdict, so one run reports every problem):
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,12 +38,14 @@ from samebits.app.audit.common import (
     lock_info,
     run_suite,
     statement_of,
+    suite_bounds,
     unhashed,
 )
 from samebits.app.audit.runtime import Interpreter, Measured, Runtime, settings_of
 from samebits.app.audit.verdict import Level, Step, Verdict, decide, failed, judge_runtime, skipped
-from samebits.app.paper.judge import CommandVerdict, fingerprint_bound
+from samebits.app.paper.judge import CommandVerdict
 from samebits.app.paper.manifest import PaperManifest
+from samebits.app.paper.session import audit_paper, section
 from samebits.errors import SamebitsError, UsageError
 from samebits.lockfile import Lock, lock_digest, parse_lock
 from verify.attest import Attestation, parse_attestation, read_attestation, statement_bytes
@@ -192,13 +193,16 @@ def run_audit(req: AuditRequest, *, runtime_for: RuntimeFactory = Interpreter,
             steps.append(step)
             records = None
             if req.paper is not None or authors.paper is not None:
-                pstep, verdicts, records, paper_level = _paper(
-                    req, authors, runtime, python, settings.to_dict(), comparison, progress)
+                pstep, verdicts, records, paper_level = audit_paper(
+                    req.paper, authors, runtime=runtime, python=python,
+                    settings=settings.to_dict(), comparison=comparison, out=Path(req.out),
+                    skip=[Path(req.out), *([where.prefix] if where else [])],
+                    progress=progress)
                 steps.append(pstep)
             statement = statement_of(
                 measured, device=device, environment=(report or {}).get("digests"),
                 lock=lock_info(req.lockfile, lock), fingerprints=fingerprints,
-                paper=_section(req.paper, records) if records is not None else None)
+                paper=section(req.paper, records) if records is not None else None)
             data = statement_bytes(statement)
             reviewer = parse_attestation(statement, source=REVIEWER_ATTESTATION)
     return Audit(request=req, lock=lock, lock_sha256=digest, platform=platform,
@@ -207,71 +211,6 @@ def run_audit(req: AuditRequest, *, runtime_for: RuntimeFactory = Interpreter,
                  prefix=where.prefix if where else Path(req.install or ".").absolute(),
                  python=python, device=device, env_report=report, reviewer=reviewer,
                  reviewer_data=data, comparison=comparison, bounds=bounds, paper=verdicts)
-
-
-def _section(manifest: PaperManifest | None, records: Mapping[str, Any]) -> dict[str, Any]:
-    from samebits.app.paper.session import SECTION_FORMAT, section
-
-    if manifest is None:
-        return {"format": SECTION_FORMAT, "commands": dict(records)}
-    return section(manifest, records)
-
-
-def _paper(req: AuditRequest, authors: Attestation, runtime: Runtime, python: str,
-           settings: Mapping[str, Any], comparison: Report | None,
-           progress: Callable[[str], None]
-           ) -> tuple[Step, tuple[CommandVerdict, ...] | None, dict[str, Any] | None,
-                      Level | None]:
-    """The paper step: (step, verdicts, the reviewer's records, the paper's level)."""
-    from samebits.app.paper.runner import Host
-    from samebits.app.paper.session import (
-        COMMANDS,
-        authors_commands,
-        paper_step,
-        run_commands,
-        tensor_jobs,
-    )
-
-    theirs = authors_commands(authors.paper, source=str(req.attestation))
-    if req.paper is None:
-        assert theirs is not None
-        return (Step(name="paper", status="skipped",
-                     summary="no paper manifest given: the paper's commands were not run",
-                     notes=(f"the attestation records the paper's commands ({', '.join(theirs)});"
-                            " audit the paper folder (samebits-paper.toml) to rerun them",)),
-                None, None, None)
-    root = Path(req.out) / OUTPUTS / COMMANDS
-    try:
-        records = run_commands(req.paper, host=Host(bin=Path(python).parent,
-                                                     environ=dict(os.environ)),
-                               settings=settings, runtime=runtime, save=root, save_all=True,
-                               skip=[Path(req.out)], progress=progress)
-        compared: dict[tuple[str, str], Mapping[str, Any]] = {}
-        if theirs is not None:
-            jobs, compared = tensor_jobs(req.paper, theirs, records, root)
-            if jobs:
-                progress("paper: tensors")
-                answers = runtime.errorstats({"compare": jobs})["compare"]
-                compared.update({tuple(j["key"]): a for j, a in zip(jobs, answers,
-                                                                     strict=True)})
-    except SamebitsError as exc:
-        return failed("paper", f"paper: {exc.message}"), None, None, None
-    facts = [d.key for d in comparison.class_differences] if comparison else []
-    result = paper_step(req.paper, theirs, records, class_facts=facts, compared=compared,
-                        attestation=str(req.attestation))
-    return result.step, result.commands, records, result.level
-
-
-def suite_bounds(theirs: Mapping[str, Any] | None, mine: Mapping[str, Any]
-                 ) -> dict[str, dict[str, Any]]:
-    """workload -> output -> a lower bound of max |Δ| from both sides' fingerprints."""
-    out: dict[str, dict[str, Any]] = {}
-    for name, outputs in (theirs or {}).items():
-        for output, fp in (outputs or {}).items():
-            other = (mine.get(name) or {}).get(output)
-            if other is not None and fp != other:
-                out.setdefault(name, {})[output] = fingerprint_bound(fp, other)
-    return out
 
 
 def lockfile_step(path: Path, lock: Lock, digest: str, platform: str,

@@ -9,7 +9,8 @@ explained (with numbers) or diverged (the metric, the step, the tensor and index
 
 Modules, one job each:
 
-    manifest   the manifest: dataclasses, reading, validation (every problem listed)
+    manifest   the manifest: dataclasses and reading
+    manifestcheck   its validation, key by key (every problem listed): pure
     runner     run one command: its environment, the settings hook, timeout, its outputs
     hook       the sitecustomize that applies the attested torch settings
     values     metrics and curves out of JSON, CSV, YAML and text: pure

@@ -16,6 +16,7 @@ Everything that reaches the verdict carries its numbers (``judge``).
 from __future__ import annotations
 
 import hashlib
+import os
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -68,8 +69,10 @@ def run_commands(manifest: PaperManifest, *, host: Host, settings: Mapping[str, 
     return records
 
 
-def section(manifest: PaperManifest, records: Mapping[str, Any]) -> dict[str, Any]:
+def section(manifest: PaperManifest | None, records: Mapping[str, Any]) -> dict[str, Any]:
     """The attestation's ``paper`` value."""
+    if manifest is None:
+        return {"format": SECTION_FORMAT, "commands": dict(records)}
     return {"format": SECTION_FORMAT, "title": manifest.title, "manifest": manifest.file.name,
             "commands": dict(records)}
 
@@ -193,3 +196,42 @@ def _counts(v: CommandVerdict) -> str:
     for o in v.outputs:
         counts[o.level] = counts.get(o.level, 0) + 1
     return ", ".join(f"{n} {k}" for k, n in counts.items()) or "no outputs"
+
+
+def audit_paper(manifest: PaperManifest | None, authors: Any, *, runtime: Any, python: str,
+                settings: Mapping[str, Any], comparison: Any, out: Path,
+                skip: Sequence[Path] = (), progress: Callable[[str], None] = lambda s: None
+                ) -> tuple[Step, tuple[CommandVerdict, ...] | None,
+                           dict[str, Any] | None, Level | None]:
+    """The audit's paper step: (step, verdicts, the reviewer's records, the paper's level).
+    ``authors``: the authors' ``Attestation``; ``comparison``: the suite's ``Report``, whose
+    differing class facts may explain a paper output beyond its tolerance."""
+    theirs = authors_commands(authors.paper, source=str(authors.source))
+    if manifest is None:
+        assert theirs is not None
+        return (Step(name="paper", status="skipped",
+                     summary="no paper manifest given: the paper's commands were not run",
+                     notes=(f"the attestation records the paper's commands ({', '.join(theirs)});"
+                            " audit the paper folder (samebits-paper.toml) to rerun them",)),
+                None, None, None)
+    root = out / "outputs" / COMMANDS
+    try:
+        records = run_commands(manifest, host=Host(bin=Path(python).parent,
+                                                   environ=dict(os.environ)),
+                               settings=settings, runtime=runtime, save=root, save_all=True,
+                               skip=skip, progress=progress)
+        compared: dict[tuple[str, str], Mapping[str, Any]] = {}
+        if theirs is not None:
+            jobs, compared = tensor_jobs(manifest, theirs, records, root)
+            if jobs:
+                progress("paper: tensors")
+                answers = runtime.errorstats({"compare": jobs})["compare"]
+                compared.update({tuple(j["key"]): a for j, a in zip(jobs, answers,
+                                                                     strict=True)})
+    except SamebitsError as exc:
+        return (Step(name="paper", status="failed", summary=f"paper: {exc.message}",
+                     reasons=(f"paper: {exc.message}",)), None, None, None)
+    facts = [d.key for d in comparison.class_differences] if comparison else []
+    result = paper_step(manifest, theirs, records, class_facts=facts, compared=compared,
+                        attestation=str(authors.source))
+    return result.step, result.commands, records, result.level
