@@ -118,14 +118,15 @@ def curve_svg(title: str, curve: Mapping[str, Any]) -> str:
         step = curve.get(key)
         if step is None:
             continue
-        x = sx(float(step))
+        x = float(round(sx(float(step))))  # whole pixels: a 2 px line covers two columns
         anchor = "start" if x < LEFT + plot_w * 0.7 else "end"
         dx = 4 if anchor == "start" else -4
         parts.append(f'<line class="{key.replace("_", "-")}" x1="{x:.2f}" x2="{x:.2f}" '
                      f'y1="{top0}" y2="{bot1}" stroke="{colour}" stroke-width="2" '
                      f'stroke-dasharray="4 3"/><text class="{key.replace("_", "-")}-label" '
-                     f'x="{x + dx:.2f}" y="{top0 + dy}" text-anchor="{anchor}" '
-                     f'fill="{colour}">{word}: step {escape(_label(float(step)))}</text>')
+                     f'x="{x + dx:.2f}" y="{top0 + dy}" text-anchor="{anchor}" fill="{colour}" '
+                     'stroke="#fff" stroke-width="3" paint-order="stroke">'
+                     f"{word}: step {escape(_label(float(step)))}</text>")
     parts.append(f'<line x1="{LEFT}" x2="{LEFT + 22}" y1="12" y2="12" stroke="{AUTHORS}" '
                  f'stroke-width="2"/><text x="{LEFT + 26}" y="16">authors</text>'
                  f'<line x1="{LEFT + 90}" x2="{LEFT + 112}" y1="12" y2="12" stroke="{REVIEWER}" '
