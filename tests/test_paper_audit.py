@@ -166,11 +166,16 @@ def test_without_manifest_commands_are_not_rerun(paper_audits: dict[str, Run]) -
         "(samebits-paper.toml) to rerun them"])
 
 
-def test_attest_refuses_a_failing_command(paper_audits: dict[str, Run]) -> None:
-    """A paper command that fails: attest exits 1 with its last lines; nothing is written."""
+def test_attest_refuses_a_failing_command(paper_audits: dict[str, Run],
+                                          paper: PaperFolder) -> None:
+    """A paper command that fails: attest exits 1 with its last lines; no attestation is
+    written and the outputs saved before are as they were."""
     run = paper_audits["broken"]
     assert run.rc == 1
     assert "1 problem(s) running the paper's commands:\n  train: `python train.py --steps oops " \
            "--out out` failed (exit 2): " in run.stderr
     assert "invalid int value: 'oops'" in run.stderr
     assert not run.out.exists()
+    saved = Path("outputs/commands/train/files/out/model.pt")
+    assert (run.out.parent / saved).read_bytes() == (paper.folder / saved).read_bytes()
+    assert [p.name for p in (run.out.parent / "outputs").iterdir()] == ["commands"]

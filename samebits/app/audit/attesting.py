@@ -73,7 +73,14 @@ class Attested:
 def run_attest(req: AttestRequest, *, runtime_for: RuntimeFactory = Interpreter,
                progress: Callable[[str], None] = lambda s: None) -> Attested:
     from samebits.app.paper.runner import Host
-    from samebits.app.paper.session import PaperRunError, attest_problems, run_commands, section
+    from samebits.app.paper.session import (
+        COMMANDS,
+        PaperRunError,
+        attest_problems,
+        run_commands,
+        section,
+    )
+    from samebits.render.publish import staged_dir
 
     lock = parse_lock(req.lockfile) if req.lockfile else None
     platform = req.platform or host_platform()
@@ -103,16 +110,19 @@ def run_attest(req: AttestRequest, *, runtime_for: RuntimeFactory = Interpreter,
                                        names=req.names, save=req.save_outputs)
     paper = None
     if req.paper is not None:
-        records = run_commands(
-            req.paper, host=Host(bin=Path(python).parent, environ=dict(os.environ)),
-            settings=req.settings.to_dict(), runtime=runtime,
-            save=req.paper.outputs / "commands", skip=[req.out], progress=progress)
-        failures = attest_problems(records)
-        if failures:
-            raise PaperRunError(
-                f"{req.paper.file}: {len(failures)} problem(s) running the paper's commands:"
-                "\n  " + "\n  ".join(failures), hint="fix the command or the manifest; no "
-                "attestation was written")
+        # Saved beside outputs/commands and renamed over it only when every command ran:
+        # a refused attestation leaves the previous outputs as they were.
+        with staged_dir(req.paper.outputs / COMMANDS, replace=True) as stage:
+            records = run_commands(
+                req.paper, host=Host(bin=Path(python).parent, environ=dict(os.environ)),
+                settings=req.settings.to_dict(), runtime=runtime, save=stage,
+                skip=[req.out, where.prefix], progress=progress)
+            failures = attest_problems(records)
+            if failures:
+                raise PaperRunError(
+                    f"{req.paper.file}: {len(failures)} problem(s) running the paper's "
+                    "commands:\n  " + "\n  ".join(failures), hint="fix the command or the "
+                    "manifest; no attestation was written")
         paper = section(req.paper, records)
     info = lock_info(req.lockfile, lock) if req.lockfile and lock else None
     statement = statement_of(measured, device=device, environment=report["digests"], lock=info,

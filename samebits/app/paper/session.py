@@ -214,12 +214,15 @@ def audit_paper(manifest: PaperManifest | None, authors: Any, *, runtime: Any, p
                      notes=(f"the attestation records the paper's commands ({', '.join(theirs)});"
                             " audit the paper folder (samebits-paper.toml) to rerun them",)),
                 None, None, None)
+    from samebits.render.publish import staged_dir
+
     root = out / "outputs" / COMMANDS
     try:
-        records = run_commands(manifest, host=Host(bin=Path(python).parent,
-                                                   environ=dict(os.environ)),
-                               settings=settings, runtime=runtime, save=root, save_all=True,
-                               skip=skip, progress=progress)
+        with staged_dir(root, replace=True) as stage:  # no file of an earlier audit remains
+            records = run_commands(manifest, host=Host(bin=Path(python).parent,
+                                                       environ=dict(os.environ)),
+                                   settings=settings, runtime=runtime, save=stage,
+                                   save_all=True, skip=skip, progress=progress)
         compared: dict[tuple[str, str], Mapping[str, Any]] = {}
         if theirs is not None:
             jobs, compared = tensor_jobs(manifest, theirs, records, root)
