@@ -31,14 +31,14 @@ def samebits(*args: str, cwd: Path = ROOT, timeout: float = 300,
 
 
 def test_example_lock() -> None:
-    """The paper's lock is the project's lock of environments/examples/paper.toml, fresh, read
+    """The paper's lock is the project's lock of environments/examples/paper-cpu.toml, fresh, read
     by conda-lock's own parser, with torch at PyTorch's official URL and its sha256."""
     from conda_lock.lockfile import parse_conda_lock_file
 
     lock_text = (EXAMPLE / "conda-lock.yml").read_bytes()
-    assert lock_text == (ROOT / "lockfiles/examples/paper.conda-lock.yml").read_bytes()
-    proc = samebits("lock", "--check", "examples/paper")
-    assert (proc.returncode, proc.stdout.strip()) == (0, "examples/paper: fresh"), proc.stderr
+    assert lock_text == (ROOT / "lockfiles/examples/paper-cpu.conda-lock.yml").read_bytes()
+    proc = samebits("lock", "--check", "examples/paper-cpu")
+    assert (proc.returncode, proc.stdout.strip()) == (0, "examples/paper-cpu: fresh"), proc.stderr
     parse_conda_lock_file(EXAMPLE / "conda-lock.yml")
     lock = parse_lock(EXAMPLE / "conda-lock.yml")
     (torch,) = [p for p in lock.packages if p.name == "torch"]

@@ -1,18 +1,18 @@
-"""Lock environments/examples/paper.toml where download.pytorch.org is not reachable.
+"""Lock environments/examples/paper-cpu.toml where download.pytorch.org is not reachable.
 
     python examples/paper/make_lock.py --wheel /opt/wheels/torch-2.13.0+cpu-...whl
 
 The spec asks for one file by its official URL (``torch @ https://download.pytorch.org/...``)
-and its dependencies from PyPI. ``samebits lock examples/paper`` does exactly that where the
+and its dependencies from PyPI. ``samebits lock examples/paper-cpu`` does exactly that where the
 URL answers: uv reads the wheel's metadata, resolves the dependencies on PyPI and records the
 URL with the sha256 of the bytes it downloaded. Where the URL does not answer, this script
 runs the same solve (``samebits.locking.solve_spec``, uv, the spec's ``exclude-newer``) on a
 local copy of that file, then writes the official URL back in its place; the sha256 is the
 local file's, so an install fails unless the bytes it fetches are those bytes. Everything
 else (the dependencies, the metadata, ``spec-digest``) is what ``samebits lock`` writes, and
-``samebits lock --check examples/paper`` says so.
+``samebits lock --check examples/paper-cpu`` says so.
 
-Writes lockfiles/examples/paper.conda-lock.yml and the paper's copy,
+Writes lockfiles/examples/paper-cpu.conda-lock.yml and the paper's copy,
 examples/paper/conda-lock.yml (the same bytes).
 """
 
@@ -36,7 +36,7 @@ from samebits.locking import content_hashes, custom_metadata, header, solve_spec
 from samebits.project import Project  # noqa: E402
 from samebits.specio import read_spec  # noqa: E402
 
-ENV_ID = "examples/paper"
+ENV_ID = "examples/paper-cpu"
 
 
 def main() -> int:

@@ -111,8 +111,9 @@ def _metrics(a: Mapping[str, Any], b: Mapping[str, Any], decl: Mapping[str, Any]
     if beyond:
         return "beyond-tolerance", "; ".join(beyond), rows
     close = [r for r in rows if not r.get("same")]
-    worst = max(close, key=lambda r: r["rel"] if r["rel"] != float("inf") else 1e300,
-                default=None)
+    # the closest call: the largest share of its own allowance (atol + rtol * |a|) used up
+    worst = max(close, key=lambda r: r["abs"] / max(r["atol"] + r["rtol"] * abs(
+        num(r["authors"]) or 0.0), 1e-300), default=None)
     text = (f"{len(rows)} metric(s) within tolerance"
             + (f"; closest call {worst['name']}: {fmt(num(worst['reviewer']))} vs "
                f"{fmt(num(worst['authors']))} (|Δ| {fmt(worst['abs'])}, rel {fmt(worst['rel'])};"
