@@ -29,7 +29,7 @@ from samebits.app.audit.common import (
 from samebits.app.audit.runtime import Interpreter, Measured
 from samebits.app.paper.manifest import PaperManifest
 from samebits.errors import EXIT_DIFFERENT, LockfileError, SamebitsError, UsageError
-from samebits.lockfile import parse_lock
+from samebits.lockread import ReadOptions, read_lock
 from verify.attest import statement_bytes
 from verify.facts import Facts
 from verify.preflight import LockNeeds, PreflightError, check, resolve_device
@@ -82,8 +82,8 @@ def run_attest(req: AttestRequest, *, runtime_for: RuntimeFactory = Interpreter,
     )
     from samebits.render.publish import staged_dir
 
-    lock = parse_lock(req.lockfile) if req.lockfile else None
     platform = req.platform or host_platform()
+    lock = read_lock(req.lockfile, ReadOptions(platforms=(platform,))) if req.lockfile else None
     if lock is not None:
         if platform not in lock.platforms:
             raise UsageError(f"{req.lockfile}: no platform {platform} "

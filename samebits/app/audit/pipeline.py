@@ -3,6 +3,8 @@
 In order (each step ends in a ``verdict.Step``; a failed step blocks the ones that
 need it and every reason reaches the verdict, so one run reports every problem):
 
+    signature    with ``--trust KEY.pub`` (or a signed attestation): the authors' DSSE
+                 signature against the trusted key (``trust``)
     lockfile     parse (bad input: exit 2) and integrity: every package of the platform
                  hashed; the file's sha256 is the one the attestation names
     preflight    this machine against the lock (``verify.preflight.check``) with the facts of
@@ -42,13 +44,16 @@ from samebits.app.audit.common import (
     unhashed,
 )
 from samebits.app.audit.runtime import Interpreter, Measured, Runtime, settings_of
+from samebits.app.audit.trust import read_authors, signature_step
 from samebits.app.audit.verdict import Level, Step, Verdict, decide, failed, judge_runtime, skipped
 from samebits.app.paper.judge import CommandVerdict
 from samebits.app.paper.manifest import PaperManifest
 from samebits.app.paper.session import audit_paper, section
+from samebits.dsse import PublicKey
 from samebits.errors import SamebitsError, UsageError
-from samebits.lockfile import Lock, lock_digest, parse_lock
-from verify.attest import Attestation, parse_attestation, read_attestation, statement_bytes
+from samebits.lockfile import Lock, lock_digest
+from samebits.lockread import ReadOptions, read_lock
+from verify.attest import Attestation, parse_attestation, statement_bytes
 from verify.compare import Report, compare
 from verify.facts import Facts
 from verify.preflight import LockNeeds, check, resolve_device
@@ -75,6 +80,7 @@ class AuditRequest:
     cache: Path | None = None
     replace: bool = False
     paper: PaperManifest | None = None
+    trust: PublicKey | None = None  # --trust: the key the authors' signature must verify with
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -103,10 +109,10 @@ def run_audit(req: AuditRequest, *, runtime_for: RuntimeFactory = Interpreter,
     if req.prefix is not None and req.install is not None:
         raise UsageError("--prefix and --install: pass one (an environment, or where to "
                          "install one)")
-    authors = read_attestation(req.attestation)
-    lock = parse_lock(req.lockfile)
-    digest = lock_digest(req.lockfile)
+    authors = read_authors(req.attestation, req.trust)
     platform = req.platform or host_platform()
+    lock = read_lock(req.lockfile, ReadOptions(platforms=(platform,)))
+    digest = lock_digest(req.lockfile)
     if platform not in lock.platforms:
         raise UsageError(f"{req.lockfile}: no platform {platform} (it has "
                          f"{', '.join(lock.platforms)})", hint="pass --platform")
@@ -122,7 +128,9 @@ def run_audit(req: AuditRequest, *, runtime_for: RuntimeFactory = Interpreter,
 
         authors_commands(authors.paper, source=str(req.attestation))  # InputError: malformed
     settings = settings_of(authors) if req.workloads else None
-    steps: list[Step] = [lockfile_step(req.lockfile, lock, digest, platform, authors)]
+    signature = signature_step(authors, req.trust)
+    steps: list[Step] = [signature] if signature is not None else []
+    steps.append(lockfile_step(req.lockfile, lock, digest, platform, authors))
     needs = LockNeeds.read(req.lockfile)
 
     progress("environment")

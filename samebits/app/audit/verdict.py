@@ -46,8 +46,8 @@ from samebits.errors import EXIT_DIFFERENT, EXIT_OK
 
 Level = Literal["bit-identical", "within-tolerance", "explained", "environment-identical",
                 "not-reproduced"]
-StepName = Literal["lockfile", "preflight", "environment", "verify-env", "workloads", "compare",
-                   "paper"]
+StepName = Literal["signature", "lockfile", "preflight", "environment", "verify-env",
+                   "workloads", "compare", "paper"]
 StepStatus = Literal["ok", "failed", "skipped"]
 
 
