@@ -17,6 +17,9 @@ of examples/paper whose conda-lock.yml is the pristine lock.
     strict       the same with --require bit-identical: exit 1
     seed         a copy of the paper whose manifest sets SEED = "1": not reproduced, exit 1
     no-manifest  --lockfile and --attestation only: the commands are not rerun (a note)
+    trusted      a copy of the paper whose attestation the authors signed (``dsse.signed_bytes``,
+                 what ``attest --sign`` writes; keys from ``samebits keygen`` in ``keys/``),
+                 audited with ``--trust keys/authors.pub --sign keys/reviewer``
     broken       ``attest`` of a copy whose command fails: refused, exit 1, nothing written
 """
 # ruff: noqa: F811  (pytest fixtures are imported by name and requested by name)
@@ -24,6 +27,7 @@ of examples/paper whose conda-lock.yml is the pristine lock.
 from __future__ import annotations
 
 import shutil
+import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -88,8 +92,23 @@ def variant(paper: PaperFolder, dest: Path, old: str, new: str) -> Path:
     return dest
 
 
+def sign_copy(paper: PaperFolder, dest: Path, keys: Path) -> Path:
+    """A copy of the attested paper folder whose attestation is the authors' DSSE envelope."""
+    from samebits.dsse import load_signing_key, signed_bytes
+
+    keys.mkdir()
+    for name in ("authors", "reviewer"):
+        subprocess.run([sys.executable, "-m", "samebits", "keygen", "--out", str(keys / name)],
+                       check=True, capture_output=True, env=environ())
+    shutil.copytree(paper.folder, dest)
+    att = dest / "reference.attestation.json"
+    att.write_bytes(signed_bytes(att.read_bytes(), load_signing_key(keys / "authors")))
+    return dest
+
+
 def run_all(root: Path, paper: PaperFolder) -> dict[str, Run]:
     seed = variant(paper, root / "seed-paper", 'SEED = "0"', 'SEED = "1"')
+    signed = sign_copy(paper, root / "signed-paper", root / "keys")
     broken = variant(paper, root / "broken-paper", "--steps 200", "--steps oops")
     (broken / "reference.attestation.json").unlink()
     again = root / "elsewhere"
@@ -105,6 +124,8 @@ def run_all(root: Path, paper: PaperFolder) -> dict[str, Run]:
         "no-manifest": (["audit", "--lockfile", str(paper.folder / "conda-lock.yml"),
                          "--attestation", str(paper.attestation), *here], root, "2",
                         "no-manifest"),
+        "trusted": (["audit", str(signed), *here, "--trust", str(root / "keys/authors.pub"),
+                     "--sign", str(root / "keys/reviewer")], root, "2", "trusted"),
         "broken": (["attest", str(broken), *here, "--only", "sum_fp32", "--device", "cpu"],
                    root, "2", str(broken / "reference.attestation.json")),
     }

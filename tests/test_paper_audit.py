@@ -154,6 +154,30 @@ def test_perturbed_seed_is_not_reproduced(paper_audits: dict[str, Run]) -> None:
     assert command(run)["level"] == "diverged"
 
 
+def test_signed_paper_trusted_and_countersigned(paper_audits: dict[str, Run]) -> None:
+    """The authors' signed attestation of a paper, audited with --trust and --sign: the
+    signature step is ok, the commands rerun bit-identical, and the reviewer's attestation is
+    an envelope the reviewer's key verifies whose Statement records the rerun commands."""
+    from samebits import dsse
+
+    run = paper_audits["trusted"]
+    assert run.rc == 0, run.stderr
+    doc = run.doc()
+    keys = run.out.parent / "keys"
+    authors = dsse.load_public_key(keys / "authors.pub")
+    steps = {s["name"]: s for s in doc["steps"]}
+    assert (doc["verdict"]["level"], steps["signature"]["status"], steps["paper"]["status"]) \
+        == ("bit-identical", "ok", "ok")
+    assert f"signed by keyid {authors.keyid} (trusted key {keys / 'authors.pub'})" in \
+        steps["signature"]["summary"]
+    source = str(run.file("reviewer.attestation.json"))
+    envelope = dsse.parse_envelope(json.loads(run.file("reviewer.attestation.json")
+                                              .read_text()), source=source)
+    dsse.verify(envelope, dsse.load_public_key(keys / "reviewer.pub"), source=source)
+    statement = dsse.statement_of(envelope, source=source)
+    assert statement["predicate"]["paper"]["commands"]["train"]["status"] == "ok"
+
+
 def test_without_manifest_commands_are_not_rerun(paper_audits: dict[str, Run]) -> None:
     """Auditing by --lockfile and --attestation alone: the paper step is skipped and says the
     attestation records commands that did not run."""
