@@ -5,7 +5,7 @@
     nox -s render [-- ENV ...]      lockfiles -> containers/<env>/ (conda, Containerfile, Nix)
     nox -s verify-gpu [-- ARGS]     facts + workloads + attestation for this machine
     nox -s bench [-- lock|verify-env|verify-gpu|oci|bundle]
-    nox -s audit -- PAPER/ [ARGS]   install a paper's lock, verify it, compare with its attestation
+    nox -s audit -- PAPER/ [ARGS]   install a paper's lock, audit it (examples/paper: quickstart)
     nox -s fuzz                     >= 10,000 generated inputs per reader
     nox -s lint                     ruff
 """
@@ -62,8 +62,10 @@ def bench(session: nox.Session) -> None:
 
 @nox.session
 def audit(session: nox.Session) -> None:
-    """Audit a paper folder (conda-lock.yml, reference.attestation.json, outputs/): install its
-    lock into build/audit/env and write the verdict and reports to build/audit."""
+    """Audit a paper folder (samebits-paper.toml, or conda-lock.yml + reference.attestation.json
+    + outputs/): install its lock into build/audit/env, rerun the suite and the paper's
+    commands, write the verdict and reports to build/audit. The reviewer's quickstart:
+    `nox -s audit -- examples/paper` (README "The paper manifest")."""
     paper, *extra = session.posargs or ["paper"]
     session.install("-e", ".")
     session.run("samebits", "audit", paper, "--install", "build/audit/env", "--replace",

@@ -10,6 +10,7 @@ from samebits.errors import InputError
 from tests.test_facts import sample_facts
 from verify.attest import Attestation, build_statement, parse_attestation
 from verify.compare import compare
+from verify.errorstats import OutputError
 
 DET = {"profile": "deterministic", "deterministic_algorithms": True,
        "float32_matmul_precision": "highest", "cudnn_allow_tf32": False}
@@ -33,6 +34,7 @@ def att(*, changed: dict | None = None, settings: dict = DET, source: str = "a.j
 
 @pytest.mark.parametrize(("level", "code", "title"), [
     ("bit-identical", 0, "Reproduced: runtime bit-identical"),
+    ("within-tolerance", 0, "Reproduced: the paper's results within its stated tolerances"),
     ("explained", 0, "Reproduced: runtime differs only where recorded facts explain it"),
     ("environment-identical", 0, "Environment identical (runtime not checked)"),
     ("not-reproduced", 1, "Not reproduced"),
@@ -47,7 +49,9 @@ def test_levels_are_data(level: str, code: int, title: str) -> None:
     ("bit-identical", None, 0), ("explained", None, 0), ("environment-identical", None, 0),
     ("not-reproduced", None, 1), ("explained", "bit-identical", 1),
     ("explained", "explained", 0), ("environment-identical", "explained", 1),
-    ("bit-identical", "environment-identical", 0),
+    ("bit-identical", "environment-identical", 0), ("within-tolerance", "bit-identical", 1),
+    ("within-tolerance", "within-tolerance", 0), ("explained", "within-tolerance", 1),
+    ("within-tolerance", "explained", 0), ("bit-identical", "within-tolerance", 0),
 ])
 def test_require(level: str, require: str | None, code: int) -> None:
     """--require LEVEL: any weaker verdict exits 1."""
@@ -71,6 +75,21 @@ def test_decide(steps, runtime, level, reasons) -> None:
     assert (v.level, v.reasons, v.notes) == (level, reasons, ("a note",))
 
 
+@pytest.mark.parametrize(("runtime", "paper", "level"), [
+    ("bit-identical", "bit-identical", "bit-identical"),
+    ("explained", "bit-identical", "within-tolerance"),
+    ("bit-identical", "within-tolerance", "within-tolerance"),
+    ("explained", "within-tolerance", "within-tolerance"),
+    ("bit-identical", "explained", "explained"),
+    ("explained", "explained", "explained"),
+])
+def test_decide_with_a_paper(runtime: str, paper: str, level: str) -> None:
+    """A paper's outputs decide the positive level: all bits and the suite's bits ->
+    bit-identical; held within tolerance (suite explained or identical) -> within-tolerance;
+    beyond tolerance where facts differ -> explained."""
+    assert decide((STEP_OK,), runtime=runtime, paper=paper).level == level
+
+
 def test_judge_identical() -> None:
     """Equal bits: bit-identical, no reasons."""
     assert judge_runtime(compare(att(), att(source="b"))) == ("bit-identical", (), ())
@@ -82,7 +101,27 @@ def test_judge_thread_count_explains_sum() -> None:
         att(), att(changed={"sum_fp32": ok("f")}, threads_intra_op=1)))
     assert (level, reasons) == ("explained", ())
     assert notes == ("1 workload(s) differ, each explained by recorded facts: sum_fp32 "
-                     "(threads.intra_op)",)
+                     "(threads.intra_op: magnitude unknown: no saved outputs or fingerprints on "
+                     "both sides)",)
+
+
+@pytest.mark.parametrize(("errors", "bounds", "text"), [
+    ((OutputError(output="sum", max_abs=2.5e-7, max_ulp=2, differing=1, total=1),), None,
+     "max |Δ| 2.5e-07 in sum, 2 ulp, 1/1 elements differ"),
+    ((), {"sum": 3.0e-6, "other": None},
+     "max |Δ| >= 3e-06 in sum (a lower bound from fingerprints)"),
+    ((), {"sum": 0.0}, "max |Δ| > 0, below what the fingerprints resolve"),
+    ((), {"sum": None}, "magnitude unknown: no saved outputs or fingerprints on both sides"),
+])
+def test_explained_differences_carry_magnitudes(errors: tuple, bounds: dict | None,
+                                                text: str) -> None:
+    """An explained difference says how large it is: exact from saved outputs, a lower bound
+    from fingerprints, or says that it does not know: never silently explained."""
+    report = compare(att(), att(changed={"sum_fp32": ok("f")}, threads_intra_op=1),
+                     errors={"sum_fp32": errors} if errors else None)
+    _, _, notes = judge_runtime(report, {"sum_fp32": bounds} if bounds else None)
+    assert notes == ("1 workload(s) differ, each explained by recorded facts: sum_fp32 "
+                     f"(threads.intra_op: {text})",)
 
 
 def test_judge_thread_count_does_not_explain_randn() -> None:

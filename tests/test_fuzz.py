@@ -176,6 +176,49 @@ def test_statement_round_trips(statement: dict[str, Any]) -> None:
     assert att.device == "cpu" and set(att.workloads) == {"gemm_fp32", "sdpa_cudnn"}
 
 
+# ------------------------------------------------------------------ paper manifest (paper)
+
+def _paper_maps() -> st.SearchStrategy[dict[str, Any]]:
+    from samebits.app.paper.manifest import COMMAND_KEYS, OUTPUT_KEYS, RUN_KEYS, TOP_KEYS
+
+    words = st.sampled_from(["curve", "metrics", "tensors", "file", "stdout", "out/m.json",
+                             "../x", "/abs", r"step (\d+) loss (\S+)", "(", "python t.py",
+                             "a b", "json", "loss", "PATH"])
+    val = st.one_of(values, words, st.lists(words, max_size=3))
+    output = st.dictionaries(st.sampled_from([*OUTPUT_KEYS, "bogus"]), val, max_size=6)
+    command = st.dictionaries(st.sampled_from([*COMMAND_KEYS, "bogus"]), st.one_of(
+        val, st.lists(output, max_size=3)), max_size=6)
+    run = st.dictionaries(st.sampled_from([*RUN_KEYS, "bogus"]), st.one_of(
+        val, st.dictionaries(st.text(max_size=6), val, max_size=3)), max_size=4)
+    return st.fixed_dictionaries({}, optional={
+        **{k: val for k in TOP_KEYS}, "format": st.sampled_from([1, 2, "1"]), "run": run,
+        "commands": st.one_of(val, st.lists(command, max_size=3))})
+
+
+@given(st.deferred(_paper_maps))
+def test_paper_manifest_never_crashes(data: dict[str, Any]) -> None:
+    """Any mapping: a manifest, or ManifestError whose every problem names the file."""
+    from samebits.app.paper.manifest import ManifestError, PaperManifest
+
+    try:
+        PaperManifest.from_mapping(data, file=Path("p/samebits-paper.toml"))
+    except ManifestError as exc:
+        assert exc.problems and all(p.file == "p/samebits-paper.toml" for p in exc.problems)
+
+
+@given(st.one_of(st.binary(max_size=200), st.text(max_size=200).map(str.encode)))
+def test_paper_manifest_bytes_never_crash(tmp_path: Path, blob: bytes) -> None:
+    """Any bytes in samebits-paper.toml: a manifest or a ManifestError naming the file."""
+    from samebits.app.paper.manifest import ManifestError, read_manifest
+
+    path = tmp_path / "samebits-paper.toml"
+    path.write_bytes(blob)
+    try:
+        read_manifest(tmp_path)
+    except ManifestError as exc:
+        assert str(path) in exc.message
+
+
 @given(data=st.data())
 def test_envelope_reader_never_crashes(statement: dict[str, Any], data: st.DataObject) -> None:
     """A mutated DSSE envelope (samebits.dsse) opens or gives an InputError naming its source."""

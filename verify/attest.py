@@ -8,8 +8,17 @@
       "predicateType": "https://samebits.dev/verify-gpu/v1",
       "predicate": {"format": 1, "device": "cpu" | "cuda:0", "suite_version": 1,
                     "samebits": "0.1.0", "lock": {...} | null,
-                    "facts": {...}, "settings": {...}, "workloads": {name: {...}}}
+                    "facts": {...}, "settings": {...}, "workloads": {name: {...}},
+                    "fingerprints": {workload: {output: {...}}},   # optional (samebits attest)
+                    "paper": {...}}                                # optional (a paper manifest)
     }
+
+The two optional keys are written only when given, so a statement without them is byte for
+byte what it was before they existed. ``fingerprints``: a few sampled values per workload
+output (``verify.errorstats.tensors.fingerprint``), so a reviewer can put a number on a
+difference without the authors' saved outputs. ``paper``: the paper's commands, the
+environment each was given and each output's digest and comparable values
+(``samebits.app.paper.record``). Both are opaque here: their writers and readers check them.
 
 ``build_statement`` is pure: digests come in as data. ``statement_bytes`` is canonical JSON,
 so equal results give equal bytes (no timestamps, no host names, no absolute paths).
@@ -63,6 +72,8 @@ class Attestation:
     facts: Facts
     settings: Mapping[str, Any]
     workloads: Mapping[str, Mapping[str, Any]]
+    fingerprints: Mapping[str, Any] | None = None
+    paper: Mapping[str, Any] | None = None
     envelope: Envelope | None = None  # the DSSE envelope the Statement came in, if signed
 
     @property
@@ -74,7 +85,9 @@ def build_statement(*, facts: Facts, device: str, settings: Mapping[str, Any],
                     workloads: Mapping[str, Mapping[str, Any]], suite_version: int,
                     environment: Mapping[str, str] | None = None,
                     lock: LockInfo | None = None,
-                    samebits_version: str = __version__) -> dict[str, Any]:
+                    samebits_version: str = __version__,
+                    fingerprints: Mapping[str, Any] | None = None,
+                    paper: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The Statement as a dict. ``environment`` is ``verify.digest.prefix_digests``'s answer."""
     subjects = [{"name": name, "digest": {"sha256": digest}}
                 for name, digest in sorted((environment or {}).items())]
@@ -83,20 +96,25 @@ def build_statement(*, facts: Facts, device: str, settings: Mapping[str, Any],
     if not subjects:
         raise InputError("an attestation needs a subject: the environment digest or a lockfile",
                          hint="pass --lockfile, or run inside an environment `verify env` reads")
+    predicate: dict[str, Any] = {
+        "format": PREDICATE_FORMAT,
+        "samebits": samebits_version,
+        "device": device,
+        "suite_version": suite_version,
+        "lock": lock.to_dict() if lock is not None else None,
+        "facts": facts.to_dict(),
+        "settings": dict(settings),
+        "workloads": {name: dict(rec) for name, rec in sorted(workloads.items())},
+    }
+    if fingerprints is not None:
+        predicate["fingerprints"] = dict(fingerprints)
+    if paper is not None:
+        predicate["paper"] = dict(paper)
     return {
         "_type": STATEMENT_TYPE,
         "subject": subjects,
         "predicateType": PREDICATE_TYPE,
-        "predicate": {
-            "format": PREDICATE_FORMAT,
-            "samebits": samebits_version,
-            "device": device,
-            "suite_version": suite_version,
-            "lock": lock.to_dict() if lock is not None else None,
-            "facts": facts.to_dict(),
-            "settings": dict(settings),
-            "workloads": {name: dict(rec) for name, rec in sorted(workloads.items())},
-        },
+        "predicate": predicate,
     }
 
 
@@ -133,9 +151,17 @@ def parse_attestation(doc: Any, *, source: str) -> Attestation:
             lock=pred.get("lock"),
             facts=Facts.from_dict(pred["facts"], where=f"{source}: predicate.facts"),
             settings=dict(pred["settings"]), workloads=dict(workloads),
+            fingerprints=_optional(pred, "fingerprints"), paper=_optional(pred, "paper"),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise InputError(f"{source}: malformed attestation: {exc!r}") from None
+
+
+def _optional(pred: Mapping[str, Any], key: str) -> Mapping[str, Any] | None:
+    value = pred.get(key)
+    if value is not None and not isinstance(value, Mapping):
+        raise ValueError(f"predicate.{key}: expected an object")
+    return value
 
 
 def read_attestation(path: Path) -> Attestation:

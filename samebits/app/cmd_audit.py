@@ -2,11 +2,14 @@
 
     samebits attest --lockfile paper/conda-lock.yml [--prefix ENV] \\
         --out paper/reference.attestation.json [--save-outputs paper/outputs] [--only NAMES]
+    samebits attest paper/ --prefix ENV     # with paper/samebits-paper.toml: its commands too
     samebits audit --lockfile paper/conda-lock.yml \\
         --attestation paper/reference.attestation.json [--prefix ENV | --install ENV]
-    samebits audit paper/            # the folder's *conda-lock.yml, *.attestation.json, outputs/
+    samebits audit paper/            # the folder's manifest, or *conda-lock.yml,
+                                     # *.attestation.json and outputs/
 
-The pipelines are ``samebits.app.audit.pipeline``'s; this module reads the arguments, writes
+The pipelines are ``samebits.app.audit``'s (``attesting``, ``pipeline``); this module reads
+the arguments, writes
 every file atomically (the reports, the SBOM, the reviewer's attestation under ``--out``) and
 turns the results into text or --json. Exit codes: ``samebits.app.audit.verdict``.
 """
@@ -27,7 +30,7 @@ from samebits.ui import Output
 
 DEFAULT_ATTESTATION = Path("reference.attestation.json")
 DEFAULT_OUT = Path("build/audit")
-LEVEL_CHOICES = ("environment-identical", "explained", "bit-identical")
+LEVEL_CHOICES = ("environment-identical", "explained", "within-tolerance", "bit-identical")
 
 
 def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
@@ -40,15 +43,23 @@ def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
         description="Check the environment against its lock (verify env), check this machine "
         "can run it (preflight), run the deterministic workloads with the environment's own "
         "interpreter, and write an in-toto attestation (the same Statement `verify gpu` "
-        "writes) for reviewers to audit against.",
-        epilog="exit codes: 0 written; 1 preflight failed or the environment is not its "
-        "lock's; 2 bad input; 5 the interpreter could not run the workloads")
+        "writes) for reviewers to audit against. With a paper folder (samebits-paper.toml), "
+        "also run the paper's commands in the environment and record each output's digest "
+        "and comparable values; their outputs are saved to the manifest's outputs folder.",
+        epilog="exit codes: 0 written; 1 preflight failed, the environment is not its "
+        "lock's, or a paper command failed or did not write an output it declares (nothing "
+        "written); 2 bad input (a manifest's problems all listed); 5 the interpreter could "
+        "not run the workloads. See README \"The paper manifest\".")
+    a.add_argument("paper", nargs="?", type=Path, metavar="PAPER",
+                   help="a paper folder with samebits-paper.toml (or the manifest itself): "
+                   "its lockfile and attestation are the defaults of the flags below")
     a.add_argument("--lockfile", type=Path, metavar="L",
                    help="the paper's lock: the environment must be its files, and the "
                    "attestation names it")
     _env_args(a)
-    a.add_argument("--out", type=Path, default=DEFAULT_ATTESTATION, metavar="FILE",
-                   help=f"where the attestation goes (default: {DEFAULT_ATTESTATION})")
+    a.add_argument("--out", type=Path, metavar="FILE",
+                   help=f"where the attestation goes (default: the manifest's attestation, "
+                   f"else {DEFAULT_ATTESTATION})")
     a.add_argument("--save-outputs", type=Path, metavar="DIR",
                    help="keep every output's raw bytes: reviewers then get max errors")
     _sign_arg(a, "the attestation")
@@ -65,15 +76,17 @@ def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
         help="reviewers: audit a paper's environment and bits against its attestation",
         description="In order: the lockfile's integrity; this machine's preflight; locate or "
         "install the environment; verify env against the lock; the attestation's workloads "
-        "under its settings; compare with the authors' attestation. Writes a verdict and "
-        "reports (Markdown, self-contained HTML, JSON), a CycloneDX SBOM and this machine's "
-        "attestation under --out.",
-        epilog="verdicts and exit codes: 0 bit-identical, explained or environment-identical; "
-        "1 not-reproduced (or weaker than --require); 2 bad input; 5 a tool failed. "
-        "See README \"Auditing a paper\".")
+        "under its settings; compare with the authors' attestation; with a paper manifest, "
+        "rerun the paper's commands and compare every output (bytes, tensors, metrics, "
+        "curves). Writes a verdict and reports (Markdown, self-contained HTML with the "
+        "curves, JSON), a CycloneDX SBOM and this machine's attestation under --out.",
+        epilog="verdicts and exit codes: 0 bit-identical, within-tolerance, explained or "
+        "environment-identical; 1 not-reproduced (or weaker than --require); 2 bad input; "
+        "5 a tool failed. See README \"Auditing a paper\".")
     r.add_argument("paper", nargs="?", type=Path, metavar="PAPER",
-                   help="a folder with the lock (*conda-lock.yml), the attestation "
-                   "(*.attestation.json) and optionally outputs/; the flags below win")
+                   help="a paper folder: its samebits-paper.toml, or else the lock "
+                   "(*conda-lock.yml), the attestation (*.attestation.json) and optionally "
+                   "outputs/; the flags below win")
     r.add_argument("--lockfile", type=Path, metavar="L")
     r.add_argument("--attestation", type=Path, metavar="A")
     r.add_argument("--outputs", type=Path, metavar="DIR",
@@ -87,7 +100,8 @@ def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
                    help="auto (the authors' kind of device when this machine has one), cpu, "
                    "cuda or cuda:N")
     r.add_argument("--no-workloads", action="store_true",
-                   help="check the environment only (best verdict: environment-identical)")
+                   help="check the environment only: neither the suite nor the paper's "
+                   "commands run (best verdict: environment-identical)")
     r.add_argument("--require", choices=LEVEL_CHOICES,
                    help="exit 1 unless the verdict is at least this level")
     r.add_argument("--out", type=Path, default=DEFAULT_OUT, metavar="DIR",
@@ -117,19 +131,24 @@ def _env_args(p: argparse.ArgumentParser) -> None:
 # ------------------------------------------------------------------------------ attest
 
 def run_attest(args: argparse.Namespace, out: Output) -> int:
-    from samebits.app.audit.pipeline import AttestRequest
-    from samebits.app.audit.pipeline import run_attest as attest
+    from samebits.app.audit.attesting import AttestRequest
+    from samebits.app.audit.attesting import run_attest as attest
+    from samebits.app.paper.manifest import read_manifest
     from verify.cmd_gpu import device_line
     from verify.workloads import select
     from verify.workloads.settings import PROFILES
 
+    manifest = read_manifest(args.paper) if args.paper is not None else None
+    lockfile = args.lockfile or (manifest.lockfile if manifest else None)
+    args.out = args.out or (manifest.attestation if manifest else DEFAULT_ATTESTATION)
+    args.lockfile = lockfile
     key = load_signing_key(args.sign) if args.sign else None  # before anything runs
     settings = PROFILES[args.profile].with_precision(matmul=args.matmul_precision,
                                                      tf32=True if args.tf32 else None)
-    req = AttestRequest(out=args.out, lockfile=args.lockfile, prefix=args.prefix,
+    req = AttestRequest(out=args.out, lockfile=lockfile, prefix=args.prefix,
                         python=args.python, platform=args.platform, device=args.device,
                         names=select(args.only), settings=settings,
-                        save_outputs=args.save_outputs)
+                        save_outputs=args.save_outputs, paper=manifest)
     start = time.perf_counter()
     result = attest(req, progress=(lambda s: None) if out.json else
                     (lambda s: out.info(f"attest: {s}")))
@@ -163,6 +182,21 @@ def run_attest(args: argparse.Namespace, out: Output) -> int:
              f"{seconds:.1f} s (run by {result.python})",
              f"attestation: {args.out} (sha256 {sha256_hex(data)})"
              + (f", signed by keyid {key.keyid}" if key else "")]
+    if result.paper is not None:
+        commands = result.paper["commands"]
+        payload["paper"] = {"manifest": str(manifest.file) if manifest else None,
+                            "outputs": str(manifest.outputs / "commands") if manifest else None,
+                            "commands": {n: {"status": c["status"], "outputs": {
+                                o["output"]: o.get("sha256") for o in c["outputs"]}}
+                                for n, c in commands.items()}}
+        for name, c in commands.items():
+            lines.append(f"paper command {name}: `{' '.join(c['run'])}` in {c['cwd']}: "
+                         f"{len(c['outputs'])} output(s) recorded")
+            lines += [f"  {o['output']:<24} {o['kind']:<8} sha256 {o['sha256'][:16]}"
+                      for o in c["outputs"]]
+        if manifest is not None:
+            lines.append(f"paper outputs: {manifest.outputs / 'commands'} (ship them: "
+                         "reviewers compare tensors element by element)")
     if args.save_outputs:
         lines.append(f"outputs: {args.save_outputs} (ship it: reviewers get max errors)")
     out.emit(payload, "\n".join(lines))
@@ -171,11 +205,21 @@ def run_attest(args: argparse.Namespace, out: Output) -> int:
 
 # ------------------------------------------------------------------------------- audit
 
-def paper_inputs(args: argparse.Namespace) -> tuple[Path, Path, Path | None]:
-    """(lockfile, attestation, outputs) from the flags, else from the PAPER folder."""
+def paper_inputs(args: argparse.Namespace) -> tuple[Path, Path, Path | None, Any]:
+    """(lockfile, attestation, outputs, manifest) from the flags, else from the PAPER folder
+    (its samebits-paper.toml when it has one)."""
+    from samebits.app.paper.manifest import MANIFEST_NAME, read_manifest
+
     lockfile, attestation, outputs = args.lockfile, args.attestation, args.outputs
     folder = args.paper
-    if folder is not None:
+    manifest = None
+    if folder is not None and (folder.is_file() or (folder / MANIFEST_NAME).is_file()):
+        manifest = read_manifest(folder)
+        lockfile = lockfile or manifest.lockfile
+        attestation = attestation or manifest.attestation
+        if outputs is None and (manifest.outputs / "outputs.json").is_file():
+            outputs = manifest.outputs
+    elif folder is not None:
         if not folder.is_dir():
             raise UsageError(f"{folder}: no such folder")
         if lockfile is None:
@@ -188,7 +232,7 @@ def paper_inputs(args: argparse.Namespace) -> tuple[Path, Path, Path | None]:
         raise UsageError("audit needs --lockfile and --attestation (or a PAPER folder with "
                          "both)", hint="samebits audit --lockfile paper/conda-lock.yml "
                          "--attestation paper/reference.attestation.json")
-    return lockfile, attestation, outputs
+    return lockfile, attestation, outputs, manifest
 
 
 def _one(folder: Path, patterns: list[str], what: str) -> Path:
@@ -205,14 +249,14 @@ def run_audit(args: argparse.Namespace, out: Output) -> int:
     from samebits.app.audit.pipeline import AuditRequest
     from samebits.app.audit.pipeline import run_audit as audit
 
-    lockfile, attestation, outputs = paper_inputs(args)
+    lockfile, attestation, outputs, manifest = paper_inputs(args)
     key = load_signing_key(args.sign) if args.sign else None  # bad keys: exit 2, no step run
     trust = load_public_key(args.trust) if args.trust else None
     req = AuditRequest(lockfile=lockfile, attestation=attestation, out=args.out,
                        prefix=args.prefix, install=args.install, python=args.python,
                        platform=args.platform, device=args.device, outputs=outputs,
                        workloads=not args.no_workloads, cache=args.cache_dir,
-                       replace=args.replace, trust=trust)
+                       replace=args.replace, paper=manifest, trust=trust)
     result = audit(req, progress=(lambda s: None) if out.json else
                    (lambda s: out.info(f"audit: {s}")))
     doc = build_document(result)
@@ -266,6 +310,9 @@ def audit_text(doc: dict[str, Any], files: dict[str, str], code: int) -> str:
     for w in doc["workloads"]:
         cells[w["cell"]] = cells.get(w["cell"], 0) + 1
     lines.append("workloads: " + ", ".join(f"{n} {c}" for c, n in sorted(cells.items())))
+    for c in (doc.get("paper") or {}).get("commands") or ():
+        lines.append(f"paper command {c['name']}: {c['level']} (`{c['run']}`)")
+        lines += [f"  {o['level']:<16} {o['summary']}" for o in c["outputs"]]
     lines.append("report: " + ", ".join(files[k] for k in ("html", "markdown", "json")
                                         if k in files))
     if "sbom" in files:

@@ -4,6 +4,7 @@ uv writes a PEP 751 ``pylock.toml`` naming, for each package, the one wheel that
 target (url, size, sha256); a second run in requirements format, concurrently, gives the
 ``# via`` annotations from which the dependency edges are read. Nothing is downloaded but
 metadata. A ``file://`` index that is a plain folder of wheels is read with ``--find-links``.
+A direct-URL requirement (``name @ URL``) is locked to that URL, with the sha256 uv computed.
 """
 
 from __future__ import annotations
@@ -257,7 +258,9 @@ def parse_via(text: str) -> dict[str, set[str]]:
 def _locked(pkg: dict, platform: str, edges: dict[str, set[str]]) -> LockedPackage:
     name = canonicalize_name(pkg["name"])
     wheels = pkg.get("wheels") or []
-    art = wheels[0] if len(wheels) == 1 else pkg.get("sdist") or (wheels[0] if wheels else None)
+    # A direct-URL requirement ("torch @ https://.../x.whl") is uv's ``archive``: one file.
+    art = pkg.get("archive") or (wheels[0] if len(wheels) == 1 else pkg.get("sdist")
+                                 or (wheels[0] if wheels else None))
     if art is None:
         raise ToolError(f"uv named no wheel or sdist for {name}; cannot lock it")
     url = art.get("url") or Path(art["path"]).resolve().as_uri()

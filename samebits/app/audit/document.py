@@ -9,8 +9,13 @@ timestamps, no timings, paths as the user gave them, so equal results give equal
     steps        every step in the order it ran: name, status, summary, reasons, notes
     facts        one row per recorded fact: key, authors, reviewer, differs, class (whether
                  it defines the equivalence class, i.e. may legitimately change bits)
+    paper        with a paper: per command its level, the differing facts, and per output
+                 its level, a summary with numbers, its rows (metrics, curve statistics,
+                 tensors) and the curves themselves (both sides' steps and values); null
+                 when no paper was audited
     workloads    one row per workload: both sides' states, the cell (same, explained,
-                 unexplained, not-run, absent, skipped), attributed facts, max errors
+                 unexplained, not-run, absent, skipped), attributed facts, max errors (exact
+                 from saved outputs) and lower bounds (from fingerprints)
     environment  verify env's verdict, digests (reviewer's and attested), counts
     drift        every finding of verify env, and the libraries that resolve nowhere
     commands     the exact commands to reproduce this audit
@@ -57,8 +62,10 @@ def build_document(a: Audit) -> dict[str, Any]:
             "device": a.device,
             "authors_device": a.authors.device,
             "outputs": str(req.outputs) if req.outputs is not None else None,
+            "manifest": str(req.paper.file) if req.paper is not None else None,
         },
         "steps": [s.to_json() for s in a.steps],
+        "paper": paper(a),
         "facts": fact_rows(a.authors, a.reviewer),
         "workloads": workload_rows(a),
         "environment": environment(a),
@@ -132,9 +139,26 @@ def workload_rows(a: Audit) -> list[dict[str, Any]]:
             "cell": cell,
             "outputs": list(d.outputs) if d else [],
             "attributed_to": list(d.attributed_to) if d else [],
-            "errors": [asdict(e) for e in d.errors] if d else [],
+            "errors": [_error(e) for e in d.errors] if d else [],
+            "bounds": dict(a.bounds.get(name, {})),
         })
     return rows
+
+
+def _error(e: Any) -> dict[str, Any]:
+    from verify.errorstats.tensors import number
+
+    return {**asdict(e), "max_abs": number(e.max_abs), "max_rel": number(e.max_rel),
+            "index": list(e.index)}
+
+
+def paper(a: Audit) -> dict[str, Any] | None:
+    if a.paper is None:
+        return None
+    manifest = a.request.paper
+    return {"title": manifest.title if manifest is not None else "",
+            "manifest": str(manifest.file) if manifest is not None else None,
+            "commands": [v.to_json() for v in a.paper]}
 
 
 def environment(a: Audit) -> dict[str, Any]:
@@ -177,7 +201,10 @@ def commands(a: Audit) -> list[dict[str, str]]:
         out.append({"why": "install the lock's exact files (skip when ENV exists)",
                     "command": f"samebits install {lock} --prefix {q(str(env))} "
                     f"--platform {a.platform}"})
-    audit = ["samebits", "audit", "--lockfile", lock, "--attestation", att]
+    audit = ["samebits", "audit"]
+    if req.paper is not None:
+        audit.append(q(str(req.paper.folder)))
+    audit += ["--lockfile", lock, "--attestation", att]
     if req.prefix is not None:
         audit += ["--prefix", q(str(req.prefix))]
     if req.install is not None:

@@ -1,6 +1,6 @@
-"""The ordered steps of ``samebits attest`` (authors) and ``samebits audit`` (reviewers).
+"""The ordered steps of ``samebits audit`` (reviewers; ``attesting`` is the authors' side).
 
-audit, in order (each step ends in a ``verdict.Step``; a failed step blocks the ones that
+In order (each step ends in a ``verdict.Step``; a failed step blocks the ones that
 need it and every reason reaches the verdict, so one run reports every problem):
 
     signature    with ``--trust KEY.pub`` (or a signed attestation): the authors' DSSE
@@ -16,169 +16,51 @@ need it and every reason reaches the verdict, so one run reports every problem):
     workloads    the attestation's workload list under its own settings, on the same kind of
                  device as the authors' when this machine has one
     compare      ``verify.compare.compare`` with the authors' attestation (and
-                 ``output_errors`` when both sides saved their outputs) -> the runtime level
-
-attest: the lock's integrity, ``verify env`` (drift refuses, before anything runs: an
-attestation of an environment that is not its lock's would not match what reviewers
-install), the preflight, the suite, and the in-toto Statement, built by ``verify.attest``
-exactly as ``verify gpu`` builds it.
+                 ``output_errors`` when both sides saved their outputs; lower bounds from the
+                 two attestations' fingerprints otherwise) -> the runtime level
+    paper        with a paper manifest: its commands rerun under the attested settings, each
+                 output compared with the authors' (``samebits.app.paper``) -> the paper's
+                 level; ``decide`` combines the two
 """
 
 from __future__ import annotations
 
-import platform as _platform
-import shutil
-import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from samebits.app.audit import envcheck
+from samebits.app.audit.common import (
+    OUTPUTS,
+    REVIEWER_ATTESTATION,
+    RuntimeFactory,
+    host_platform,
+    interpreter_for,
+    lock_info,
+    run_suite,
+    statement_of,
+    suite_bounds,
+    unhashed,
+)
 from samebits.app.audit.runtime import Interpreter, Measured, Runtime, settings_of
 from samebits.app.audit.trust import read_authors, signature_step
 from samebits.app.audit.verdict import Level, Step, Verdict, decide, failed, judge_runtime, skipped
+from samebits.app.paper.judge import CommandVerdict
+from samebits.app.paper.manifest import PaperManifest
+from samebits.app.paper.session import audit_paper, section
 from samebits.dsse import PublicKey
-from samebits.errors import EXIT_DIFFERENT, LockfileError, SamebitsError, UsageError
+from samebits.errors import SamebitsError, UsageError
 from samebits.lockfile import Lock, lock_digest
 from samebits.lockread import ReadOptions, read_lock
-from verify.attest import (
-    Attestation,
-    LockInfo,
-    build_statement,
-    parse_attestation,
-    statement_bytes,
-)
+from verify.attest import Attestation, parse_attestation, statement_bytes
 from verify.compare import Report, compare
 from verify.facts import Facts
-from verify.preflight import LockNeeds, PreflightError, check, resolve_device
+from verify.preflight import LockNeeds, check, resolve_device
 from verify.workloads import select
-from verify.workloads.catalog import BY_NAME, SUITE_VERSION
-from verify.workloads.settings import Settings
+from verify.workloads.catalog import BY_NAME
 
-REVIEWER_ATTESTATION = "reviewer.attestation.json"
-OUTPUTS = "outputs"
-HOST_PLATFORMS = {"x86_64": "linux-64", "aarch64": "linux-aarch64", "arm64": "linux-aarch64"}
-RuntimeFactory = Callable[[str], Runtime]
-
-
-class AttestDriftError(SamebitsError):
-    """``attest`` of an environment whose files are not its lock's."""
-
-    exit_code = EXIT_DIFFERENT
-    kind = "drift"
-
-
-def host_platform() -> str:
-    machine = _platform.machine()
-    return HOST_PLATFORMS.get(machine, f"linux-{machine}")
-
-
-def lock_info(path: Path, lock: Lock) -> LockInfo:
-    """The lockfile as an attestation names it (the same fields ``verify gpu`` records)."""
-    return LockInfo(name=Path(path).name, sha256=lock_digest(path),
-                    environment=lock.meta("environment"), generation=lock.meta("generation"),
-                    cuda=lock.meta("__cuda") or None)
-
-
-def unhashed(lock: Lock, platform: str) -> list[str]:
-    return [f"{p.manager}:{p.name} {p.version}" for p in lock.packages_for(platform)
-            if not p.sha256 and not p.md5 and not p.name.startswith("__")]
-
-
-def interpreter_for(where: envcheck.Located, given: str | None) -> str:
-    """``--python``, else the environment's own ``bin/python``, else this one."""
-    if given:  # absolute: the workers run in another folder
-        return str(Path(given).absolute()) if "/" in given else shutil.which(given) or given
-    return sys.executable if where.running else str(where.prefix / "bin" / "python")
-
-
-def statement_of(measured: Measured, *, device: str, environment: Mapping[str, str] | None,
-                 lock: LockInfo | None) -> dict[str, Any]:
-    """The in-toto Statement of one run (authors' and reviewers' alike)."""
-    return build_statement(facts=measured.facts, device=device, settings=measured.settings,
-                           workloads=measured.workloads, suite_version=SUITE_VERSION,
-                           environment=environment, lock=lock)
-
-
-# ------------------------------------------------------------------------------ attest
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class AttestRequest:
-    out: Path
-    lockfile: Path | None = None
-    prefix: Path | None = None
-    python: str | None = None
-    platform: str | None = None
-    device: str = "auto"
-    names: tuple[str, ...] = field(default_factory=lambda: select(None))
-    settings: Settings
-    save_outputs: Path | None = None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Attested:
-    statement: dict[str, Any]
-    data: bytes
-    facts: Facts
-    device: str
-    measured: Measured
-    env_report: Mapping[str, Any]
-    python: str
-
-
-def run_attest(req: AttestRequest, *, runtime_for: RuntimeFactory = Interpreter,
-               progress: Callable[[str], None] = lambda s: None) -> Attested:
-    platform = req.platform or host_platform()
-    lock = read_lock(req.lockfile, ReadOptions(platforms=(platform,))) if req.lockfile else None
-    if lock is not None:
-        if platform not in lock.platforms:
-            raise UsageError(f"{req.lockfile}: no platform {platform} "
-                             f"(it has {', '.join(lock.platforms)})", hint="pass --platform")
-        missing = unhashed(lock, platform)
-        if missing:
-            raise LockfileError(f"{req.lockfile}: {len(missing)} package(s) without a hash: "
-                                + ", ".join(missing), hint="re-lock with `samebits lock`")
-    where = envcheck.locate(req.prefix)
-    progress("verify env")
-    report = _attest_env(where, req.lockfile, platform)  # drift refuses before anything runs
-    python = interpreter_for(where, req.python)
-    runtime = runtime_for(python)
-    progress("preflight")
-    facts = runtime.facts()
-    device = resolve_device(facts, req.device)
-    needs = LockNeeds.read(req.lockfile) if req.lockfile else None
-    problems = check(facts, device=device, requested=req.device, lock=needs,
-                     prefix=str(where.prefix))
-    if problems:
-        raise PreflightError(problems)
-    progress("workloads")
-    measured = runtime.run(device=device, settings=req.settings, names=req.names,
-                           save_outputs=req.save_outputs)
-    info = lock_info(req.lockfile, lock) if req.lockfile and lock else None
-    statement = statement_of(measured, device=device, environment=report["digests"], lock=info)
-    return Attested(statement=statement, data=statement_bytes(statement), facts=measured.facts,
-                    device=device, measured=measured, env_report=report, python=python)
-
-
-def _attest_env(where: envcheck.Located, lockfile: Path | None,
-                platform: str) -> Mapping[str, Any]:
-    if lockfile is not None:
-        report = envcheck.verify_env(where, lockfile, platform)
-    else:
-        from verify.cmd_env import check_env
-        from verify.envreport import report_json
-
-        report = report_json(check_env(where.prefix, linkage=False))
-    step = envcheck.weigh(report, {}, against="the lock" if lockfile else
-                          "its installers' records")
-    if step.reasons:
-        raise AttestDriftError(
-            f"{where.prefix} is not " + (f"the environment of {lockfile}" if lockfile else
-                                         "what its installers recorded") + ":\n  "
-            + "\n  ".join(step.reasons), hint="reinstall it (`samebits install LOCK --prefix "
-            "ENV --replace`) and attest again")
-    return report
+__all__ = ["OUTPUTS", "REVIEWER_ATTESTATION", "Audit", "AuditRequest", "run_audit"]
 
 
 # ------------------------------------------------------------------------------- audit
@@ -197,6 +79,7 @@ class AuditRequest:
     workloads: bool = True
     cache: Path | None = None
     replace: bool = False
+    paper: PaperManifest | None = None
     trust: PublicKey | None = None  # --trust: the key the authors' signature must verify with
 
 
@@ -216,6 +99,8 @@ class Audit:
     reviewer: Attestation | None = None
     reviewer_data: bytes | None = None
     comparison: Report | None = None
+    bounds: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    paper: tuple[CommandVerdict, ...] | None = None  # None: no paper audited
 
 
 def run_audit(req: AuditRequest, *, runtime_for: RuntimeFactory = Interpreter,
@@ -238,6 +123,10 @@ def run_audit(req: AuditRequest, *, runtime_for: RuntimeFactory = Interpreter,
     if req.outputs is not None and not (Path(req.outputs) / "outputs.json").is_file():
         raise UsageError(f"--outputs {req.outputs}: no outputs.json there",
                          hint="the authors write it with `samebits attest --save-outputs DIR`")
+    if authors.paper is not None:
+        from samebits.app.paper.session import authors_commands
+
+        authors_commands(authors.paper, source=str(req.attestation))  # InputError: malformed
     settings = settings_of(authors) if req.workloads else None
     signature = signature_step(authors, req.trust)
     steps: list[Step] = [signature] if signature is not None else []
@@ -273,38 +162,63 @@ def run_audit(req: AuditRequest, *, runtime_for: RuntimeFactory = Interpreter,
 
     reviewer = data = comparison = None
     level: Level | None = None
+    paper_level: Level | None = None
+    bounds: dict[str, dict[str, Any]] = {}
+    verdicts: tuple[CommandVerdict, ...] | None = None
     if not req.workloads:
         steps += [skipped("workloads", "--no-workloads"), skipped("compare", "--no-workloads")]
+        if req.paper is not None:
+            steps.append(skipped("paper", "--no-workloads: nothing runs here"))
     elif runtime is None or device is None:
         why = "the preflight failed" if runtime is not None else "no environment to run in"
         steps += [skipped("workloads", why), skipped("compare", why)]
+        if req.paper is not None:
+            steps.append(skipped("paper", why))
     else:
         progress("workloads")
-        assert settings is not None
+        assert settings is not None and python is not None
         names = tuple(n for n in select(None) if n in authors.workloads)
         save = Path(req.out) / OUTPUTS if req.outputs is not None else None
         try:
-            measured = runtime.run(device=device, settings=settings, names=names,
-                                   save_outputs=save)
+            measured, fingerprints = run_suite(runtime, device=device, settings=settings,
+                                               names=names, save=save)
         except SamebitsError as exc:
             steps += [failed("workloads", f"workloads: {exc.message}",
                              notes=[exc.hint] if exc.hint else ()),
                       skipped("compare", "the workloads did not run")]
+            if req.paper is not None:
+                steps.append(skipped("paper", "the workloads did not run"))
         else:
             steps.append(workloads_step(measured, device, authors))
             progress("compare")
-            statement = statement_of(measured, device=device,
-                                     environment=(report or {}).get("digests"),
-                                     lock=lock_info(req.lockfile, lock))
+            bounds = suite_bounds(authors.fingerprints, fingerprints)
+            reviewer = parse_attestation(statement_of(
+                measured, device=device, environment=(report or {}).get("digests"),
+                lock=lock_info(req.lockfile, lock), fingerprints=fingerprints),
+                source=REVIEWER_ATTESTATION)
+            step, comparison, level = compare_step(authors, reviewer, runtime, req.outputs,
+                                                   save, bounds)
+            steps.append(step)
+            records = None
+            if req.paper is not None or authors.paper is not None:
+                pstep, verdicts, records, paper_level = audit_paper(
+                    req.paper, authors, runtime=runtime, python=python,
+                    settings=settings.to_dict(), comparison=comparison, out=Path(req.out),
+                    skip=[Path(req.out), *([where.prefix] if where else [])],
+                    progress=progress)
+                steps.append(pstep)
+            statement = statement_of(
+                measured, device=device, environment=(report or {}).get("digests"),
+                lock=lock_info(req.lockfile, lock), fingerprints=fingerprints,
+                paper=section(req.paper, records) if records is not None else None)
             data = statement_bytes(statement)
             reviewer = parse_attestation(statement, source=REVIEWER_ATTESTATION)
-            step, comparison, level = compare_step(authors, reviewer, runtime, req.outputs, save)
-            steps.append(step)
     return Audit(request=req, lock=lock, lock_sha256=digest, platform=platform,
-                 authors=authors, steps=tuple(steps), verdict=decide(steps, runtime=level),
+                 authors=authors, steps=tuple(steps),
+                 verdict=decide(steps, runtime=level, paper=paper_level),
                  prefix=where.prefix if where else Path(req.install or ".").absolute(),
                  python=python, device=device, env_report=report, reviewer=reviewer,
-                 reviewer_data=data, comparison=comparison)
+                 reviewer_data=data, comparison=comparison, bounds=bounds, paper=verdicts)
 
 
 def lockfile_step(path: Path, lock: Lock, digest: str, platform: str,
@@ -386,7 +300,8 @@ def workloads_step(measured: Measured, device: str, authors: Attestation) -> Ste
 
 
 def compare_step(authors: Attestation, reviewer: Attestation, runtime: Runtime,
-                 outputs: Path | None, saved: Path | None
+                 outputs: Path | None, saved: Path | None,
+                 bounds: Mapping[str, Mapping[str, Any]] | None = None
                  ) -> tuple[Step, Report | None, Level | None]:
     errors = None
     if outputs is not None and saved is not None:
@@ -395,7 +310,7 @@ def compare_step(authors: Attestation, reviewer: Attestation, runtime: Runtime,
         except SamebitsError as exc:
             return failed("compare", f"saved outputs: {exc.message}"), None, None
     report = compare(authors, reviewer, errors=errors)
-    level, reasons, notes = judge_runtime(report)
+    level, reasons, notes = judge_runtime(report, bounds)
     same = len(report.identical)
     summary = (f"{same} of {same + len(report.different)} workloads bit-identical; "
                f"{'same' if report.same_class else 'different'} equivalence class "

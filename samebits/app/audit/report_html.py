@@ -1,9 +1,11 @@
 """The audit report as one self-contained HTML page: inline CSS, no script, no network.
 
 ``render_html(document) -> str`` is pure and byte-stable. Top to bottom: the verdict banner
-(``#verdict``, coloured by level) with its reasons, the colour legend and the workloads x
-machines matrix (``#matrix``), the steps (``#steps``), the environment digests, the drift
-list (``#drift``), the two machines' facts side by side with the differences highlighted
+(``#verdict``, coloured by level) with its reasons, the paper's commands (``#paper``: per
+command its level, its outputs, and every curve as an inline SVG, the authors' against the
+reviewer's with the first differing step marked; ``report_paper``), the colour legend and the
+workloads x machines matrix (``#matrix``), the steps (``#steps``), the environment digests,
+the drift list (``#drift``), the two machines' facts side by side with the differences highlighted
 (``#facts``), and the commands to reproduce (``#commands``).
 """
 
@@ -13,7 +15,8 @@ from collections.abc import Mapping
 from html import escape
 from typing import Any
 
-from samebits.app.audit.report_md import CELL_WORDS, digest, short
+from samebits.app.audit.report_md import CELL_WORDS, digest, errors_text, short
+from samebits.app.audit.report_paper import PAPER_STYLE, paper_html
 from samebits.app.audit.verdict import LEVELS
 
 CELL_COLOURS = {"same": "#cdeccf", "explained": "#ffe3a3", "unexplained": "#f5a3a3",
@@ -51,7 +54,7 @@ pre{background:#f6f8fa;padding:12px 14px;border-radius:6px;overflow-x:auto;font-
 #facts{width:100%;table-layout:fixed}
 #facts th,#facts td{overflow-wrap:anywhere}
 #facts col.key{width:30%}#facts col.cls{width:6%}#facts col.mark{width:3%}
-""".strip()
+""".strip() + "\n" + PAPER_STYLE
 
 
 def _e(value: Any) -> str:
@@ -87,8 +90,8 @@ def render_html(doc: Mapping[str, Any]) -> str:
         f"<li>environment <code>{_e(inp['prefix'])}</code> ({_e(inp['platform'])}); workloads "
         f"run by <code>{_e(inp['python'] or '-')}</code> on <code>{_e(inp['device'] or '-')}"
         f"</code> (the authors: <code>{_e(inp['authors_device'])}</code>)</li></ul>\n")
-    parts += [_matrix(doc), _steps(doc), _environment(doc), _drift(doc), _facts(doc),
-              _commands(doc),
+    parts += [paper_html(doc), _matrix(doc), _steps(doc), _environment(doc), _drift(doc),
+              _facts(doc), _commands(doc),
               f"<p><small>samebits {_e(doc['samebits'])}, audit format {doc['format']}"
               "</small></p>\n</main></body></html>\n"]
     return "".join(parts)
@@ -104,8 +107,7 @@ def _matrix(doc: Mapping[str, Any]) -> str:
     rows = []
     for w in doc["workloads"]:
         colour = CELL_COLOURS[w["cell"]]
-        errs = "; ".join(f"{e['output']}: max |Δ| {e['max_abs']:.3g}, {e['max_ulp']} ulp, "
-                         f"{e['differing']}/{e['total']} differ" for e in w["errors"])
+        errs = errors_text(w)
         why = ", ".join(w["attributed_to"])
         note = " — ".join(x for x in (CELL_WORDS[w["cell"]], why and f"attributed to {why}",
                                        errs) if x)

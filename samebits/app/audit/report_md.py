@@ -34,6 +34,20 @@ def digest(state: str) -> str:
     return state
 
 
+def g(x: Any) -> str:
+    """A number in three significant digits ("inf"/"nan" strings as they are)."""
+    return x if isinstance(x, str) else f"{x:.3g}"
+
+
+def errors_text(w: Mapping[str, Any]) -> str:
+    """A workload's magnitudes: exact max errors, else lower bounds from fingerprints."""
+    if w["errors"]:
+        return "; ".join(f"{e['output']}: max |Δ| {g(e['max_abs'])}, {e['max_ulp']} ulp, "
+                         f"{e['differing']}/{e['total']} differ" for e in w["errors"])
+    return "; ".join(f"{o}: max |Δ| >= {g(v)} (lower bound)" for o, v in
+                     sorted((w.get("bounds") or {}).items()) if v is not None)
+
+
 def _cell(text: Any, limit: int = LONG) -> str:
     """A table cell: ``short`` (``limit`` 0: whole), pipes escaped."""
     return (short(text, limit) if limit else str(text)).replace("|", "\\|")
@@ -41,7 +55,10 @@ def _cell(text: Any, limit: int = LONG) -> str:
 
 def render_markdown(doc: Mapping[str, Any]) -> str:
     out: list[str] = []
-    for section in (_verdict, _matrix, _steps, _environment, _drift, _machines, _commands):
+    from samebits.app.audit.report_paper import paper_markdown
+
+    for section in (_verdict, paper_markdown, _matrix, _steps, _environment, _drift,
+                    _machines, _commands):
         out += section(doc)
     out.append(f"samebits {doc['samebits']}, audit format {doc['format']}.")
     return "\n".join(out) + "\n"
@@ -69,8 +86,7 @@ def _matrix(doc: Mapping[str, Any]) -> list[str]:
            "| workload | authors | reviewer | result | attributed to | max error |",
            "|---|---|---|---|---|---|"]
     for w in doc["workloads"]:
-        errs = "; ".join(f"{e['output']}: {e['max_abs']:.3g} ({e['max_ulp']} ulp)"
-                         for e in w["errors"]) or "—"
+        errs = errors_text(w) or "—"
         out.append(f"| {w['name']} | {digest(w['authors'])} | {digest(w['reviewer'])} | "
                    f"{CELL_WORDS[w['cell']]} | {', '.join(w['attributed_to']) or '—'} | "
                    f"{errs} |")

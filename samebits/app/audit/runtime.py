@@ -9,8 +9,9 @@ whatever torch ``samebits`` itself happens to import. Each call starts::
 (the same worker ``verify gpu --probe`` uses; ``--only ""`` only probes the facts) with
 ``PYTHONPATH`` pointing at a folder that holds just this samebits' ``samebits/`` and
 ``verify/`` packages, so the environment needs torch and nothing else. The error statistics
-of saved outputs (``verify.errorstats.output_errors``, torch again) run the same way
-(``verify.errorstats``).
+of saved outputs (``verify.errorstats.output_errors``, torch again) and the paper audit's
+tensor records, tensor comparisons and fingerprints (``python -m verify.errorstats --request``)
+run the same way.
 
 ``Runtime`` is the interface the pipeline takes; tests may pass another.
 """
@@ -51,6 +52,17 @@ class Runtime(Protocol):
             save_outputs: Path | None = None) -> Measured: ...
 
     def output_errors(self, a: Path, b: Path) -> dict[str, tuple[OutputError, ...]]: ...
+
+    def errorstats(self, request: Mapping[str, Any]) -> dict[str, Any]: ...
+
+
+def _output_error(e: Mapping[str, Any]) -> OutputError:
+    def num(x: Any) -> float:
+        return float(x)  # "inf" and "nan" strings too
+
+    return OutputError(output=e["output"], max_abs=num(e["max_abs"]), max_ulp=int(e["max_ulp"]),
+                       differing=int(e["differing"]), total=int(e["total"]),
+                       max_rel=num(e.get("max_rel", 0.0)), index=tuple(e.get("index") or ()))
 
 
 def settings_of(att: Attestation) -> Settings:
@@ -105,7 +117,15 @@ class Interpreter:
     def output_errors(self, a: Path, b: Path) -> dict[str, tuple[OutputError, ...]]:
         doc = self._worker(["-m", "verify.errorstats", str(Path(a).absolute()),
                             str(Path(b).absolute())], what="comparing saved outputs")
-        return {name: tuple(OutputError(**e) for e in errs) for name, errs in doc.items()}
+        return {name: tuple(_output_error(e) for e in errs) for name, errs in doc.items()}
+
+    def errorstats(self, request: Mapping[str, Any]) -> dict[str, Any]:
+        """``python -m verify.errorstats --request``: records, comparisons, fingerprints."""
+        with tempfile.TemporaryDirectory(prefix="samebits-errorstats.") as tmp:
+            path = Path(tmp) / "request.json"
+            path.write_text(json.dumps(request))
+            return self._worker(["-m", "verify.errorstats", "--request", str(path)],
+                                what="comparing outputs")
 
     def _worker(self, args: list[str], *, what: str) -> dict[str, Any]:
         env = dict(os.environ if self.environ is None else self.environ)

@@ -4,18 +4,29 @@ In the spirit of ACM's artifact badges, strongest first:
 
     level                  exit  meaning
     bit-identical          0     the environment is the lock's, file for file, and every workload
-                                 gave the authors' bits
+                                 (and every output of the paper's commands) gave the authors' bits
+    within-tolerance       0     the environment is the lock's; every output of the paper's
+                                 commands is the authors' bits or within the tolerance the
+                                 manifest states; the suite's differences are all explained
     explained              0     the environment is the lock's; some workloads differ, each only
                                  where a recorded fact differs that it is known to be sensitive
-                                 to (device, CPU ISA, thread count, library versions, settings)
+                                 to (device, CPU ISA, thread count, library versions, settings);
+                                 a paper output beyond its tolerance, where such facts differ;
+                                 every difference with its magnitude
     environment-identical  0     the environment is the lock's, file for file; the workloads
                                  were not run (``--no-workloads``)
     not-reproduced         1     at least one reason, every one listed: lockfile integrity,
                                  preflight, install, environment drift, a workload that differs
-                                 where no recorded fact explains it
+                                 where no recorded fact explains it, a paper command that fails,
+                                 or diverges where no recorded fact differs
     (bad input or usage: exit 2, no verdict; see ``samebits.errors``)
 
 ``--require LEVEL`` turns any verdict weaker than LEVEL into exit 1.
+
+With a paper manifest the paper's commands decide between the positive levels
+(``decide``): all their outputs the same bits, and the suite too: bit-identical; all the same
+or within tolerance (the suite identical or explained): within-tolerance; some output beyond
+its tolerance where recorded facts differ: explained.
 
 Each pipeline step ends in a ``Step`` (ok, failed or skipped) whose ``reasons`` say why the
 audit cannot reach a positive level; ``decide`` is pure: any reason -> not-reproduced.
@@ -27,15 +38,16 @@ sensitivities) is a reason here, because a badge must not rest on a guess.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from samebits.errors import EXIT_DIFFERENT, EXIT_OK
 
-Level = Literal["bit-identical", "explained", "environment-identical", "not-reproduced"]
+Level = Literal["bit-identical", "within-tolerance", "explained", "environment-identical",
+                "not-reproduced"]
 StepName = Literal["signature", "lockfile", "preflight", "environment", "verify-env",
-                   "workloads", "compare"]
+                   "workloads", "compare", "paper"]
 StepStatus = Literal["ok", "failed", "skipped"]
 
 
@@ -53,6 +65,11 @@ LEVELS: dict[Level, LevelInfo] = {i.level: i for i in (
               title="Reproduced: runtime bit-identical",
               meaning="the environment is the lock's, file for file, and every workload gave "
               "the authors' bits"),
+    LevelInfo(level="within-tolerance", exit_code=EXIT_OK, colour="#2f7d6d",
+              title="Reproduced: the paper's results within its stated tolerances",
+              meaning="the environment is the lock's; every output of the paper's commands is "
+              "the authors' bits or within the tolerance its manifest states, and the suite "
+              "differs only where recorded facts explain it"),
     LevelInfo(level="explained", exit_code=EXIT_OK, colour="#9a6700",
               title="Reproduced: runtime differs only where recorded facts explain it",
               meaning="the environment is the lock's; each differing workload is attributed to "
@@ -65,7 +82,7 @@ LEVELS: dict[Level, LevelInfo] = {i.level: i for i in (
               meaning="at least one check failed; every reason is listed"),
 )}
 ORDER: tuple[Level, ...] = ("not-reproduced", "environment-identical", "explained",
-                            "bit-identical")  # weakest first
+                            "within-tolerance", "bit-identical")  # weakest first
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -113,19 +130,47 @@ class Verdict:
                 "notes": list(self.notes)}
 
 
-def decide(steps: Iterable[Step], *, runtime: Level | None) -> Verdict:
-    """The level: not-reproduced with every step's reasons, else ``runtime``'s (bit-identical
-    or explained), else environment-identical when the workloads did not run."""
+def decide(steps: Iterable[Step], *, runtime: Level | None,
+           paper: Level | None = None) -> Verdict:
+    """The level: not-reproduced with every step's reasons; else, with a paper, the paper's
+    level (bit-identical only when the suite is too, within-tolerance when the paper's outputs
+    hold and the suite is explained); else ``runtime``'s (bit-identical or explained); else
+    environment-identical when the workloads did not run."""
     steps = tuple(steps)
     reasons = tuple(r for s in steps for r in s.reasons)
     notes = tuple(dict.fromkeys(n for s in steps for n in s.notes))
     if reasons:
         return Verdict(level="not-reproduced", reasons=reasons, notes=notes)
+    if paper is not None and runtime is not None:
+        if paper == "explained":
+            return Verdict(level="explained", notes=notes)
+        if paper == "bit-identical" and runtime == "bit-identical":
+            return Verdict(level="bit-identical", notes=notes)
+        return Verdict(level="within-tolerance", notes=notes)
     return Verdict(level=runtime or "environment-identical", notes=notes)
 
 
-def judge_runtime(report: Any) -> tuple[Level, tuple[str, ...], tuple[str, ...]]:
-    """(level, reasons, notes) from a ``verify.compare.Report`` (authors = a, reviewer = b)."""
+def magnitude(d: Any, bounds: Mapping[str, Any] | None = None) -> str:
+    """How large a workload's difference is: exact from saved outputs (``d.errors``), a lower
+    bound from the attestations' fingerprints (``bounds``: output -> max |Δ| at least), or
+    said to be unknown, never left out."""
+    if d.errors:
+        worst = max(d.errors, key=lambda e: e.max_abs)
+        return (f"max |Δ| {worst.max_abs:.3g} in {worst.output}, {worst.max_ulp} ulp, "
+                f"{worst.differing}/{worst.total} elements differ")
+    known = {k: v for k, v in (bounds or {}).items() if v is not None}
+    if known:
+        out, v = max(known.items(), key=lambda kv: kv[1])
+        if v == 0:
+            return "max |Δ| > 0, below what the fingerprints resolve"
+        return f"max |Δ| >= {v:.3g} in {out} (a lower bound from fingerprints)"
+    return "magnitude unknown: no saved outputs or fingerprints on both sides"
+
+
+def judge_runtime(report: Any, bounds: Mapping[str, Mapping[str, Any]] | None = None
+                  ) -> tuple[Level, tuple[str, ...], tuple[str, ...]]:
+    """(level, reasons, notes) from a ``verify.compare.Report`` (authors = a, reviewer = b);
+    ``bounds``: workload -> output -> a lower bound of max |Δ| (from fingerprints)."""
     reasons: list[str] = []
     notes: list[str] = []
     unexplained = [d for d in report.different if not d.expected]
@@ -144,8 +189,10 @@ def judge_runtime(report: Any) -> tuple[Level, tuple[str, ...], tuple[str, ...]]
                        + ", ".join(report.only_in_a) + " (another suite version?)")
     if report.different and not reasons:
         notes.append(f"{len(report.different)} workload(s) differ, each explained by recorded "
-                     "facts: " + ", ".join(f"{d.name} ({', '.join(d.attributed_to)})"
-                                           for d in report.different))
+                     "facts: " + "; ".join(
+                         f"{d.name} ({', '.join(d.attributed_to)}: "
+                         f"{magnitude(d, (bounds or {}).get(d.name))})"
+                         for d in report.different))
     if reasons:
         return "not-reproduced", tuple(reasons), tuple(notes)
     return ("explained" if report.different else "bit-identical"), (), tuple(notes)

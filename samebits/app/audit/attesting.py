@@ -1,0 +1,152 @@
+"""``samebits attest``: the authors' side, in order.
+
+The lock's integrity; ``verify env`` (drift refuses, before anything runs: an attestation of an
+environment that is not its lock's would not match what reviewers install); the preflight; the
+suite, with its outputs' fingerprints; with a paper manifest, the paper's commands
+(``samebits.app.paper.session``: a command that fails refuses); and the in-toto Statement,
+built by ``verify.attest`` exactly as ``verify gpu`` builds it, plus ``fingerprints`` and
+``paper``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from samebits.app.audit import envcheck
+from samebits.app.audit.common import (
+    RuntimeFactory,
+    host_platform,
+    interpreter_for,
+    lock_info,
+    run_suite,
+    statement_of,
+    unhashed,
+)
+from samebits.app.audit.runtime import Interpreter, Measured
+from samebits.app.paper.manifest import PaperManifest
+from samebits.errors import EXIT_DIFFERENT, LockfileError, SamebitsError, UsageError
+from samebits.lockread import ReadOptions, read_lock
+from verify.attest import statement_bytes
+from verify.facts import Facts
+from verify.preflight import LockNeeds, PreflightError, check, resolve_device
+from verify.workloads import select
+from verify.workloads.settings import Settings
+
+
+class AttestDriftError(SamebitsError):
+    """``attest`` of an environment whose files are not its lock's."""
+
+    exit_code = EXIT_DIFFERENT
+    kind = "drift"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AttestRequest:
+    out: Path
+    lockfile: Path | None = None
+    prefix: Path | None = None
+    python: str | None = None
+    platform: str | None = None
+    device: str = "auto"
+    names: tuple[str, ...] = field(default_factory=lambda: select(None))
+    settings: Settings
+    save_outputs: Path | None = None
+    paper: PaperManifest | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Attested:
+    statement: dict[str, Any]
+    data: bytes
+    facts: Facts
+    device: str
+    measured: Measured
+    env_report: Mapping[str, Any]
+    python: str
+    paper: Mapping[str, Any] | None = None  # the attestation's paper section
+
+
+def run_attest(req: AttestRequest, *, runtime_for: RuntimeFactory = Interpreter,
+               progress: Callable[[str], None] = lambda s: None) -> Attested:
+    from samebits.app.paper.runner import Host
+    from samebits.app.paper.session import (
+        COMMANDS,
+        PaperRunError,
+        attest_problems,
+        run_commands,
+        section,
+    )
+    from samebits.render.publish import staged_dir
+
+    platform = req.platform or host_platform()
+    lock = read_lock(req.lockfile, ReadOptions(platforms=(platform,))) if req.lockfile else None
+    if lock is not None:
+        if platform not in lock.platforms:
+            raise UsageError(f"{req.lockfile}: no platform {platform} "
+                             f"(it has {', '.join(lock.platforms)})", hint="pass --platform")
+        missing = unhashed(lock, platform)
+        if missing:
+            raise LockfileError(f"{req.lockfile}: {len(missing)} package(s) without a hash: "
+                                + ", ".join(missing), hint="re-lock with `samebits lock`")
+    where = envcheck.locate(req.prefix)
+    progress("verify env")
+    report = _attest_env(where, req.lockfile, platform)  # drift refuses before anything runs
+    python = interpreter_for(where, req.python)
+    runtime = runtime_for(python)
+    progress("preflight")
+    facts = runtime.facts()
+    device = resolve_device(facts, req.device)
+    needs = LockNeeds.read(req.lockfile) if req.lockfile else None
+    problems = check(facts, device=device, requested=req.device, lock=needs,
+                     prefix=str(where.prefix))
+    if problems:
+        raise PreflightError(problems)
+    progress("workloads")
+    measured, fingerprints = run_suite(runtime, device=device, settings=req.settings,
+                                       names=req.names, save=req.save_outputs)
+    paper = None
+    if req.paper is not None:
+        # Saved beside outputs/commands and renamed over it only when every command ran:
+        # a refused attestation leaves the previous outputs as they were.
+        with staged_dir(req.paper.outputs / COMMANDS, replace=True) as stage:
+            records = run_commands(
+                req.paper, host=Host(bin=Path(python).parent, environ=dict(os.environ)),
+                settings=req.settings.to_dict(), runtime=runtime, save=stage,
+                skip=[req.out, where.prefix], progress=progress)
+            failures = attest_problems(records)
+            if failures:
+                raise PaperRunError(
+                    f"{req.paper.file}: {len(failures)} problem(s) running the paper's "
+                    "commands:\n  " + "\n  ".join(failures), hint="fix the command or the "
+                    "manifest; no attestation was written")
+        paper = section(req.paper, records)
+    info = lock_info(req.lockfile, lock) if req.lockfile and lock else None
+    statement = statement_of(measured, device=device, environment=report["digests"], lock=info,
+                             fingerprints=fingerprints, paper=paper)
+    return Attested(statement=statement, data=statement_bytes(statement), facts=measured.facts,
+                    device=device, measured=measured, env_report=report, python=python,
+                    paper=paper)
+
+
+def _attest_env(where: envcheck.Located, lockfile: Path | None,
+                platform: str) -> Mapping[str, Any]:
+    if lockfile is not None:
+        report = envcheck.verify_env(where, lockfile, platform)
+    else:
+        from verify.cmd_env import check_env
+        from verify.envreport import report_json
+
+        report = report_json(check_env(where.prefix, linkage=False))
+    step = envcheck.weigh(report, {}, against="the lock" if lockfile else
+                          "its installers' records")
+    if step.reasons:
+        raise AttestDriftError(
+            f"{where.prefix} is not " + (f"the environment of {lockfile}" if lockfile else
+                                         "what its installers recorded") + ":\n  "
+            + "\n  ".join(step.reasons), hint="reinstall it (`samebits install LOCK --prefix "
+            "ENV --replace`) and attest again")
+    return report
