@@ -111,6 +111,13 @@ def add_read_flags(p: Any, *, python_default: str = "this interpreter's") -> Non
                    f"{DEFAULT_GLIBC}")
 
 
+def read_flags(options: ReadOptions) -> list[str]:
+    """The ``--lock-env``/``--lock-python`` flags that read a lock as ``options`` says (for
+    ``python -m verify env`` run in another process)."""
+    return [*(["--lock-env", options.environment] if options.environment else []),
+            *(["--lock-python", options.python] if options.python else [])]
+
+
 def read_options(args: Any, *, platforms: tuple[str, ...] = (),
                  python: str | None = None) -> ReadOptions:
     """ReadOptions from parsed flags; ``python`` is the command's default for --lock-python."""

@@ -99,3 +99,27 @@ def test_install_conda_explicit_of_a_lock(tmp_path: Path) -> None:
         assert doc["identical"] is True, doc["verify"]
         digests.append(doc["verify"]["digests"])
     assert digests[0] == digests[1]
+
+
+PIXI_V6 = Path(__file__).parent / "data" / "foreign" / "pixi" / "v6.pixi.lock"
+REFERENCE = Path(__file__).parents[1] / "examples" / "paper" / "reference.attestation.json"
+
+
+@pytest.mark.parametrize("command", [
+    ["attest", "--out", "att.json"],
+    ["audit", "--attestation", str(REFERENCE), "--out", "audit", "--no-workloads"],
+])
+def test_attest_and_audit_read_a_pixi_environment_by_flag(tmp_path: Path,
+                                                          command: list[str]) -> None:
+    """attest and audit take --lock-env: an unknown environment is named with the known
+    ones (exit 2); a known one is read and the command goes on to the prefix."""
+    (tmp_path / "empty").mkdir()
+    base = [*command, "--lockfile", str(PIXI_V6), "--prefix", str(tmp_path / "empty"),
+            "--platform", "linux-64"]
+    proc = run_cli(*base, "--lock-env", "nope", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert f"error: {PIXI_V6}: no environment 'nope' (it has default, docs)" in proc.stderr
+    proc = run_cli(*base, "--lock-env", "docs", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert f"{tmp_path / 'empty'}: not an environment" in proc.stderr
+    assert not (tmp_path / "att.json").exists() and not (tmp_path / "audit").exists()

@@ -26,6 +26,7 @@ from samebits._io import atomic_write, canonical_json, sha256_hex
 from samebits.dsse import SigningKey, load_public_key, load_signing_key, signed_bytes
 from samebits.errors import EXIT_OK, UsageError
 from samebits.lockfile import LOCK_SUFFIX
+from samebits.lockread import add_read_flags
 from samebits.ui import Output
 
 DEFAULT_ATTESTATION = Path("reference.attestation.json")
@@ -126,6 +127,7 @@ def _env_args(p: argparse.ArgumentParser) -> None:
                    help="the interpreter that runs the workloads (default: ENV/bin/python, or "
                    "this one for the running environment)")
     p.add_argument("--platform", metavar="P", help="the lock platform (default: this machine's)")
+    add_read_flags(p, python_default="the environment's")
 
 
 # ------------------------------------------------------------------------------ attest
@@ -148,7 +150,8 @@ def run_attest(args: argparse.Namespace, out: Output) -> int:
     req = AttestRequest(out=args.out, lockfile=lockfile, prefix=args.prefix,
                         python=args.python, platform=args.platform, device=args.device,
                         names=select(args.only), settings=settings,
-                        save_outputs=args.save_outputs, paper=manifest)
+                        save_outputs=args.save_outputs, paper=manifest,
+                        lock_env=args.lock_env, lock_python=args.lock_python)
     start = time.perf_counter()
     result = attest(req, progress=(lambda s: None) if out.json else
                     (lambda s: out.info(f"attest: {s}")))
@@ -256,7 +259,8 @@ def run_audit(args: argparse.Namespace, out: Output) -> int:
                        prefix=args.prefix, install=args.install, python=args.python,
                        platform=args.platform, device=args.device, outputs=outputs,
                        workloads=not args.no_workloads, cache=args.cache_dir,
-                       replace=args.replace, paper=manifest, trust=trust)
+                       replace=args.replace, paper=manifest, trust=trust,
+                       lock_env=args.lock_env, lock_python=args.lock_python)
     result = audit(req, progress=(lambda s: None) if out.json else
                    (lambda s: out.info(f"audit: {s}")))
     doc = build_document(result)

@@ -56,6 +56,8 @@ class AttestRequest:
     settings: Settings
     save_outputs: Path | None = None
     paper: PaperManifest | None = None
+    lock_env: str | None = None     # --lock-env: a pixi.lock's environment
+    lock_python: str | None = None  # --lock-python: a universal Python lock's Python
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -83,7 +85,8 @@ def run_attest(req: AttestRequest, *, runtime_for: RuntimeFactory = Interpreter,
     from samebits.render.publish import staged_dir
 
     platform = req.platform or host_platform()
-    lock = read_lock(req.lockfile, ReadOptions(platforms=(platform,))) if req.lockfile else None
+    read = envcheck.read_options(req, platform)
+    lock = read_lock(req.lockfile, read) if req.lockfile else None
     if lock is not None:
         if platform not in lock.platforms:
             raise UsageError(f"{req.lockfile}: no platform {platform} "
@@ -94,7 +97,7 @@ def run_attest(req: AttestRequest, *, runtime_for: RuntimeFactory = Interpreter,
                                 + ", ".join(missing), hint="re-lock with `samebits lock`")
     where = envcheck.locate(req.prefix)
     progress("verify env")
-    report = _attest_env(where, req.lockfile, platform)  # drift refuses before anything runs
+    report = _attest_env(where, req.lockfile, platform, read)  # drift refuses first
     python = interpreter_for(where, req.python)
     runtime = runtime_for(python)
     progress("preflight")
@@ -132,10 +135,10 @@ def run_attest(req: AttestRequest, *, runtime_for: RuntimeFactory = Interpreter,
                     paper=paper)
 
 
-def _attest_env(where: envcheck.Located, lockfile: Path | None,
-                platform: str) -> Mapping[str, Any]:
+def _attest_env(where: envcheck.Located, lockfile: Path | None, platform: str,
+                read: ReadOptions) -> Mapping[str, Any]:
     if lockfile is not None:
-        report = envcheck.verify_env(where, lockfile, platform)
+        report = envcheck.verify_env(where, lockfile, platform, read)
     else:
         from verify.cmd_env import check_env
         from verify.envreport import report_json

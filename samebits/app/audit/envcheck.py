@@ -24,6 +24,7 @@ from typing import Any
 
 from samebits.app.audit.verdict import Step, failed
 from samebits.errors import SamebitsError
+from samebits.lockread import ReadOptions, read_flags
 from verify.attest import Attestation
 
 MAX_REASONS = 25  # drift lines in the verdict; the report's drift list has every one
@@ -43,15 +44,21 @@ def locate(prefix: Path | None) -> Located:
     return Located(prefix=prefix, running=prefix == Path(sys.prefix).absolute(), how="located")
 
 
+def read_options(req: Any, platform: str) -> ReadOptions:
+    """How the request's lock is read when it is of another format: ``--lock-env``,
+    ``--lock-python`` and the platform in question."""
+    return ReadOptions(environment=req.lock_env, platforms=(platform,), python=req.lock_python)
+
+
 def install(lockfile: Path, prefix: Path, *, platform: str, cache: Path | None,
-            replace: bool) -> tuple[Located, Step]:
+            replace: bool, read: ReadOptions | None = None) -> tuple[Located, Step]:
     """Install the lock's ``platform`` into ``prefix``; the step says what was installed."""
     from samebits.install import default_cache_dir, host_interpreter, install_prefix
     from samebits.render.publish import staged_dir
     from samebits.render.source import load_locked_env
 
     prefix = Path(prefix).absolute()
-    env = load_locked_env(lockfile, name=Path(lockfile).name, root=Path.cwd())
+    env = load_locked_env(lockfile, name=Path(lockfile).name, root=Path.cwd(), options=read)
     python = None
     if env.python and env.pip(platform) and not any(p.name == "python"
                                                    for p in env.conda(platform)):
@@ -70,23 +77,28 @@ def located_step(where: Located) -> Step:
     return Step(name="environment", status="ok", summary=f"{what} at {where.prefix}")
 
 
-def verify_env(where: Located, lockfile: Path, platform: str) -> dict[str, Any]:
-    """The ``verify env`` report document of ``where`` against ``lockfile``."""
+def verify_env(where: Located, lockfile: Path, platform: str,
+               read: ReadOptions | None = None) -> dict[str, Any]:
+    """The ``verify env`` report document of ``where`` against ``lockfile``, a lock of
+    another format read as ``read`` says."""
     if where.running:
         from verify.cmd_env import check_env
         from verify.envreport import report_json
 
-        return report_json(check_env(where.prefix, lockfile=lockfile, platform=platform))
+        return report_json(check_env(where.prefix, lockfile=lockfile, platform=platform,
+                                     read=read))
     from samebits.install import run_verify_env
 
-    return run_verify_env(where.prefix, lockfile, platform)
+    return run_verify_env(where.prefix, lockfile, platform,
+                          read_flags=read_flags(read) if read else ())
 
 
 def verify_step(where: Located, lockfile: Path, platform: str,
-                attested: Mapping[str, str]) -> tuple[Step, dict[str, Any] | None]:
+                attested: Mapping[str, str], read: ReadOptions | None = None
+                ) -> tuple[Step, dict[str, Any] | None]:
     """The verify-env step: (step, report or None when verify env could not run)."""
     try:
-        report = verify_env(where, lockfile, platform)
+        report = verify_env(where, lockfile, platform, read)
     except SamebitsError as exc:
         return failed("verify-env", f"verify env {where.prefix}: {exc.message}"), None
     return weigh(report, attested), report

@@ -52,7 +52,7 @@ from samebits.app.paper.session import audit_paper, section
 from samebits.dsse import PublicKey
 from samebits.errors import SamebitsError, UsageError
 from samebits.lockfile import Lock, lock_digest
-from samebits.lockread import ReadOptions, read_lock
+from samebits.lockread import read_lock
 from verify.attest import Attestation, parse_attestation, statement_bytes
 from verify.compare import Report, compare
 from verify.facts import Facts
@@ -81,6 +81,8 @@ class AuditRequest:
     replace: bool = False
     paper: PaperManifest | None = None
     trust: PublicKey | None = None  # --trust: the key the authors' signature must verify with
+    lock_env: str | None = None     # --lock-env: a pixi.lock's environment
+    lock_python: str | None = None  # --lock-python: a universal Python lock's Python
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -111,7 +113,7 @@ def run_audit(req: AuditRequest, *, runtime_for: RuntimeFactory = Interpreter,
                          "install one)")
     authors = read_authors(req.attestation, req.trust)
     platform = req.platform or host_platform()
-    lock = read_lock(req.lockfile, ReadOptions(platforms=(platform,)))
+    lock = read_lock(req.lockfile, envcheck.read_options(req, platform))
     digest = lock_digest(req.lockfile)
     if platform not in lock.platforms:
         raise UsageError(f"{req.lockfile}: no platform {platform} (it has "
@@ -157,7 +159,8 @@ def run_audit(req: AuditRequest, *, runtime_for: RuntimeFactory = Interpreter,
         steps.append(skipped("verify-env", "no environment"))
     else:
         step, report = envcheck.verify_step(where, req.lockfile, platform,
-                                            envcheck.subjects(authors))
+                                            envcheck.subjects(authors),
+                                            envcheck.read_options(req, platform))
         steps.append(step)
 
     reviewer = data = comparison = None
@@ -279,7 +282,8 @@ def _environment(req: AuditRequest, platform: str
         return envcheck.located_step(where), where
     try:
         where, step = envcheck.install(req.lockfile, req.install, platform=platform,
-                                       cache=req.cache, replace=req.replace)
+                                       cache=req.cache, replace=req.replace,
+                                       read=envcheck.read_options(req, platform))
     except UsageError:
         raise  # an existing folder without --replace: the user's to decide
     except SamebitsError as exc:
