@@ -1,0 +1,218 @@
+"""Finding the device code of an environment: an installed prefix, or the wheels of a lock.
+
+    scan_prefix(prefix)        every ELF file of an installed environment (a venv, a conda
+                               prefix), each read with ``verify.fatbin.read_file``, owners from
+                               the installers' records; the CUDA stack from its files
+    scan_archive(path, label)  one wheel, read from inside the zip without installing it: each
+                               ELF member is inflated into a temporary file (fatbins sit
+                               anywhere in a file, and a deflate stream cannot be entered in
+                               the middle), read, and removed; nothing else is written
+
+A file is a candidate when its name holds ``.so`` or it is executable, and it starts with the
+ELF magic. Symlinks are not followed (their target is read once, under its own name).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import stat
+import tempfile
+import zipfile
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from verify.coverage import Coverage, LibraryCode, library_code
+from verify.cudastack import CudaStack, candidates, stack_from
+from verify.fatbin import read_file
+
+ELF_MAGIC = b"\x7fELF"
+
+
+def _candidate(name: str, mode: int) -> bool:
+    return ".so" in name or bool(mode & 0o111)
+
+
+_STACK_NAMES = ("cuda_runtime_api.h", "cudnn_version.h", "nccl.h", "version.py", "ptxas",
+                "libcudart.so", "libcudnn.so", "libnccl.so")
+
+
+def walk(prefix: Path) -> tuple[list[str], list[str]]:
+    """(files that may be ELF files, files the stack reader may want): prefix-relative,
+    sorted; symlinks are not followed, __pycache__ and conda-meta are skipped."""
+    root = str(prefix)
+    elf, stack = [], []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if d not in ("__pycache__", "conda-meta")]
+        rel_dir = os.path.relpath(dirpath, root).replace(os.sep, "/")
+        for name in filenames:
+            rel = name if rel_dir == "." else f"{rel_dir}/{name}"
+            if name.startswith(_STACK_NAMES):
+                stack.append(rel)
+            if ".so" not in name and "." in name:  # scripts, data: not worth an lstat
+                continue
+            try:
+                st = os.lstat(os.path.join(dirpath, name))
+            except OSError:
+                continue
+            if stat.S_ISREG(st.st_mode) and st.st_size >= 64 and _candidate(name, st.st_mode):
+                elf.append(rel)
+    return sorted(elf), sorted(stack)
+
+
+def _is_elf(path: str) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return f.read(4) == ELF_MAGIC
+    except OSError:
+        return False
+
+
+def _scan_files(args: tuple[str, list[str]]) -> list[tuple[str, LibraryCode | None, bool]]:
+    root, rels = args
+    out = []
+    for rel in rels:
+        full = os.path.join(root, rel)
+        if not _is_elf(full):
+            out.append((rel, None, False))
+            continue
+        try:
+            code = read_file(full)
+        except OSError as exc:
+            from verify.fatbin import FileCode
+
+            code = FileCode(error=f"unreadable: {exc.strerror or exc}")
+        out.append((rel, library_code(rel, None, code), True))
+    return out
+
+
+def owners_of(prefix: Path) -> dict[str, str]:
+    """Prefix-relative path -> "name version" of the package that installed it."""
+    from verify.records import read_records
+
+    records = read_records(prefix)
+    by_id = {p.id: f"{p.name} {p.version}" for p in records.packages}
+    return {path: by_id.get(claims[0].package, claims[0].package)
+            for path, claims in records.claims.items() if claims}
+
+
+def _chunks(items: list[str], n: int) -> list[list[str]]:
+    """``n`` lists of about equal total size (largest files spread first)."""
+    return [items[i::n] for i in range(n)]
+
+
+def scan_prefix(prefix: Path, *, owners: Mapping[str, str] | None = None,
+                jobs: int | None = None, files: list[str] | None = None) -> Coverage:
+    """The device code of an installed environment. ``files`` (prefix-relative) limits the
+    scan to those (``verify env`` passes the ELF files it already found)."""
+    prefix = Path(os.path.abspath(prefix))
+    found, stack_paths = walk(prefix)
+    rels = list(files) if files is not None else found
+    owners = owners_of(prefix) if owners is None else owners
+    sizes = {r: _size(prefix / r) for r in rels}
+    rels.sort(key=lambda r: -sizes[r])
+    jobs = max(1, min(jobs or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                               else os.cpu_count() or 1), len(rels) or 1))
+    work = [(str(prefix), chunk) for chunk in _chunks(rels, jobs) if chunk]
+    if jobs == 1 or sum(sizes.values()) < (64 << 20):
+        results = [r for w in work for r in _scan_files(w)]
+    else:
+        with ProcessPoolExecutor(max_workers=jobs) as pool:
+            results = [r for part in pool.map(_scan_files, work) for r in part]
+    libs = []
+    elf = 0
+    for rel, lib, is_elf in sorted(results, key=lambda r: r[0]):
+        elf += is_elf
+        if lib is not None:
+            libs.append(_with_owner(lib, owners.get(rel)))
+    stack = stack_from(stack_paths, lambda p: (prefix / p).read_bytes())
+    return Coverage(libraries=tuple(libs), stack=stack, elf_files=elf)
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _with_owner(lib: LibraryCode, owner: str | None) -> LibraryCode:
+    return dataclasses.replace(lib, package=owner)
+
+
+# ------------------------------------------------------------------ wheels
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ArchiveCode:
+    """What one archive holds: its libraries (member paths) and the files the stack reader
+    wants (their bytes; small: headers, version.py, ptxas's version line)."""
+
+    libraries: tuple[LibraryCode, ...]
+    elf_files: int
+    members: tuple[str, ...]            # every member path
+    stack_files: Mapping[str, bytes]
+
+
+def _stack_bytes(z: zipfile.ZipFile, name: str) -> bytes:
+    if "/bin/ptxas" in f"/{name}":  # only the version line matters: keep the match alone
+        import re
+
+        with z.open(name) as f:
+            m = re.search(rb"Cuda compilation tools, release \d+\.\d+", f.read())
+        return m.group(0) if m else b""
+    return z.read(name)
+
+
+def scan_archive(path: Path, package: str, *, tmp: Path | None = None,
+                 progress: Callable[[str], None] | None = None) -> ArchiveCode:
+    """The device code inside one wheel (a zip), read without installing it."""
+    libs: list[LibraryCode] = []
+    elf = 0
+    with zipfile.ZipFile(path) as z:
+        infos = [i for i in z.infolist() if not i.is_dir()]
+        members = [i.filename for i in infos]
+        for info in infos:
+            mode = info.external_attr >> 16
+            if info.file_size < 64 or not _candidate(info.filename.rsplit("/", 1)[-1], mode):
+                continue
+            with z.open(info) as f:
+                if f.read(4) != ELF_MAGIC:
+                    continue
+            elf += 1
+            if progress is not None:
+                progress(info.filename)
+            lib = _scan_member(z, info, package, tmp)
+            if lib is not None:
+                libs.append(lib)
+        wanted = candidates(members)
+        stack_files = {name: _stack_bytes(z, name) for name in wanted}
+    return ArchiveCode(libraries=tuple(libs), elf_files=elf, members=tuple(members),
+                       stack_files=stack_files)
+
+
+def _scan_member(z: zipfile.ZipFile, info: zipfile.ZipInfo, package: str,
+                 tmp: Path | None) -> LibraryCode | None:
+    fd, name = tempfile.mkstemp(prefix=".member.", dir=tmp)
+    try:
+        with os.fdopen(fd, "wb") as out, z.open(info) as src:
+            shutil.copyfileobj(src, out, 1 << 20)
+        return library_code(info.filename, package, read_file(name))
+    finally:
+        os.unlink(name)
+
+
+def coverage_of_archives(parts: list[ArchiveCode]) -> Coverage:
+    """One platform's coverage from the scans of its archives."""
+    libs = sorted((lib for p in parts for lib in p.libraries), key=lambda lib: lib.path)
+    files: dict[str, bytes] = {}
+    members: list[str] = []
+    for p in parts:
+        files.update(p.stack_files)
+        members.extend(p.members)
+    stack: CudaStack = stack_from(members, lambda m: files.get(m, b""))
+    return Coverage(libraries=tuple(libs), stack=stack,
+                    elf_files=sum(p.elf_files for p in parts))
