@@ -9,6 +9,7 @@ the oldest driver and the PTX ISA version (``verify.coverage`` and the preflight
 from __future__ import annotations
 
 import functools
+import re
 import sys
 from dataclasses import dataclass, field
 from importlib import resources
@@ -109,6 +110,10 @@ class Registry:
     models: dict[str, str] = field(default_factory=dict)  # model name -> compute capability
     cuda_releases: tuple[CudaRelease, ...] = ()           # oldest first
     minor_compat: dict[str, str] = field(default_factory=dict)  # CUDA major -> oldest driver
+    core_libraries: tuple[str, ...] = ()  # file name prefixes: see [coverage] in gpus.toml
+
+    def is_core_library(self, filename: str) -> bool:
+        return filename.startswith(self.core_libraries)
 
     def generation_of(self, cc: str) -> Generation | None:
         """The generation a compute capability belongs to, or None (Turing: 7.5)."""
@@ -118,6 +123,26 @@ class Registry:
         """A GPU model's compute capability: "H100", "nvidia rtx 5090", "GB300"."""
         want = _model_key(name)
         return next((cc for m, cc in self.models.items() if _model_key(m) == want), None)
+
+    def resolve_gpu(self, text: str) -> tuple[str, tuple[str, ...]] | None:
+        """What ``--gpu`` names: (label, compute capabilities), or None when nothing matches.
+
+        "sm_90", "sm_90a", "9.0", "H100", "RTX 5090" -> one capability; "hopper" -> the
+        generation's members."""
+        raw = text.strip()
+        m = re.fullmatch(r"(?:sm_|compute_)?(\d{2,3})[af]?", raw.lower())
+        if m and raw.lower().startswith(("sm_", "compute_")):
+            digits = m.group(1)
+            return raw, (f"{int(digits[:-1])}.{digits[-1]}",)
+        if re.fullmatch(r"\d{1,2}\.\d", raw):
+            return raw, (raw,)
+        cc = self.model(raw)
+        if cc is not None:
+            return raw, (cc,)
+        gen = self.generations.get(raw.lower())
+        if gen is not None and gen.all_capabilities:
+            return gen.name, gen.all_capabilities
+        return None
 
     def release(self, cuda: str) -> CudaRelease | None:
         major_minor = ".".join(cuda.split(".")[:2])
@@ -204,7 +229,8 @@ def _parse(data: dict) -> Registry:
                              for v, r in data.get("cuda-releases", {}).items()),
                             key=lambda r: cc_key(r.version)))
     return Registry(generations=gens, pypi_torch=lines, models=dict(data.get("models", {})),
-                    cuda_releases=releases, minor_compat=dict(data.get("cuda-minor-compat", {})))
+                    cuda_releases=releases, minor_compat=dict(data.get("cuda-minor-compat", {})),
+                    core_libraries=tuple(data.get("coverage", {}).get("core-libraries", ())))
 
 
 @functools.cache

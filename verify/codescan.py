@@ -20,13 +20,14 @@ import shutil
 import stat
 import tempfile
 import zipfile
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from verify.coverage import Coverage, LibraryCode, library_code
-from verify.cudastack import CudaStack, candidates, stack_from
+from verify.cudastack import CudaStack, candidates, essence, stack_from, stack_member
 from verify.fatbin import read_file
 
 ELF_MAGIC = b"\x7fELF"
@@ -153,23 +154,27 @@ class ArchiveCode:
 
     libraries: tuple[LibraryCode, ...]
     elf_files: int
-    members: tuple[str, ...]            # every member path
-    stack_files: Mapping[str, bytes]
+    members: tuple[str, ...]            # the member paths the stack reader looks at
+    stack_files: Mapping[str, bytes]    # their essential lines (cudastack.essence)
 
+    def to_dict(self) -> dict[str, Any]:
+        return {"libraries": [lib.to_dict() for lib in self.libraries],
+                "elf_files": self.elf_files, "members": list(self.members),
+                "stack_files": {k: v.decode("latin-1") for k, v in self.stack_files.items()}}
 
-def _stack_bytes(z: zipfile.ZipFile, name: str) -> bytes:
-    if "/bin/ptxas" in f"/{name}":  # only the version line matters: keep the match alone
-        import re
-
-        with z.open(name) as f:
-            m = re.search(rb"Cuda compilation tools, release \d+\.\d+", f.read())
-        return m.group(0) if m else b""
-    return z.read(name)
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ArchiveCode:
+        return cls(libraries=tuple(LibraryCode.from_dict(x) for x in d["libraries"]),
+                   elf_files=int(d["elf_files"]), members=tuple(d["members"]),
+                   stack_files={k: v.encode("latin-1") for k, v in d["stack_files"].items()})
 
 
 def scan_archive(path: Path, package: str, *, tmp: Path | None = None,
                  progress: Callable[[str], None] | None = None) -> ArchiveCode:
-    """The device code inside one wheel (a zip), read without installing it."""
+    """The device code inside one archive (a wheel, a .conda or .tar.bz2 conda package), read
+    without installing it."""
+    if path.name.endswith((".conda", ".tar.bz2")):
+        return _scan_conda(path, package, tmp)
     libs: list[LibraryCode] = []
     elf = 0
     with zipfile.ZipFile(path) as z:
@@ -185,24 +190,57 @@ def scan_archive(path: Path, package: str, *, tmp: Path | None = None,
             elf += 1
             if progress is not None:
                 progress(info.filename)
-            lib = _scan_member(z, info, package, tmp)
+            with z.open(info) as src:
+                lib = _scan_stream(src, info.filename, package, tmp)
             if lib is not None:
                 libs.append(lib)
-        wanted = candidates(members)
-        stack_files = {name: _stack_bytes(z, name) for name in wanted}
-    return ArchiveCode(libraries=tuple(libs), elf_files=elf, members=tuple(members),
+        stack_files = {name: essence(name, z.read(name)) for name in candidates(members)}
+    return ArchiveCode(libraries=tuple(libs), elf_files=elf,
+                       members=tuple(m for m in members if stack_member(m)),
                        stack_files=stack_files)
 
 
-def _scan_member(z: zipfile.ZipFile, info: zipfile.ZipInfo, package: str,
-                 tmp: Path | None) -> LibraryCode | None:
-    fd, name = tempfile.mkstemp(prefix=".member.", dir=tmp)
+def _scan_conda(path: Path, package: str, tmp: Path | None) -> ArchiveCode:
+    from conda_package_streaming.package_streaming import stream_conda_component
+
+    libs: list[LibraryCode] = []
+    elf = 0
+    members: list[str] = []
+    stack_files: dict[str, bytes] = {}
+    with open(path, "rb") as fileobj:
+        for tar, member in stream_conda_component(path.name, fileobj, component="pkg"):
+            if not member.isfile():
+                continue
+            members.append(member.name)
+            src = tar.extractfile(member)
+            if src is None:
+                continue
+            if stack_member(member.name) and candidates([member.name]):
+                stack_files[member.name] = essence(member.name, src.read())
+                continue
+            if member.size < 64 or not _candidate(member.name.rsplit("/", 1)[-1], member.mode):
+                continue
+            if src.read(4) != ELF_MAGIC:
+                continue
+            elf += 1
+            src = tar.extractfile(member)
+            lib = _scan_stream(src, member.name, package, tmp)
+            if lib is not None:
+                libs.append(lib)
+    return ArchiveCode(libraries=tuple(libs), elf_files=elf,
+                       members=tuple(m for m in members if stack_member(m)),
+                       stack_files=stack_files)
+
+
+def _scan_stream(src: Any, name: str, package: str, tmp: Path | None) -> LibraryCode | None:
+    """Copy one member into a temporary file, read its fatbins, remove the file."""
+    fd, tmpname = tempfile.mkstemp(prefix=".member.", dir=tmp)
     try:
-        with os.fdopen(fd, "wb") as out, z.open(info) as src:
+        with os.fdopen(fd, "wb") as out:
             shutil.copyfileobj(src, out, 1 << 20)
-        return library_code(info.filename, package, read_file(name))
+        return library_code(name, package, read_file(tmpname))
     finally:
-        os.unlink(name)
+        os.unlink(tmpname)
 
 
 def coverage_of_archives(parts: list[ArchiveCode]) -> Coverage:

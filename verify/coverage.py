@@ -15,10 +15,15 @@ fatbin is decided on its own (a library keeps one fatbin per translation unit):
 The library is ``native`` when some of its fatbins run natively (those that need the JIT are
 counted: cuFFT ships many kernels as PTX only, on every GPU), ``jit`` when none does but some
 JIT-compile (a library built for ``compute_90`` alone, on a Blackwell), ``none`` when nothing
-runs. Fatbins that hold code for other architectures only (cuBLASLt's ``sm_90a`` kernels seen from an
-A100) are counted as ``uncovered``: libraries pick kernels by architecture and never launch
-them there. Per environment and X.Y the worst library decides (none > jit > native), and every
-failing library is named with what it does carry; a generation is decided per member X.Y.
+runs. Fatbins that hold code for other architectures only (cuBLASLt's ``sm_90a`` kernels
+seen from an A100) are counted as ``uncovered``: libraries pick kernels by architecture and
+never launch them there. Per environment and X.Y the worst library decides (none > jit >
+native), and every failing library is named with what it does carry; a generation is decided
+per member X.Y.
+
+An environment in which only optional libraries fail (anything but the ``core`` ones the
+registry names: torch's own, cuBLAS, cuDNN, NCCL) is ``partial``: it runs, and what those
+libraries do fails there (cuSPARSELt, for 2:4 sparsity, needs sm_80 and later).
 
 The driver: the environment's CUDA runtime (``verify.cudastack``) needs the driver of its own
 release for everything, and runs from the oldest driver of its major under minor version
@@ -39,6 +44,7 @@ from verify.fatbin import FileCode
 
 COVERAGE_FORMAT = 1
 Status = Literal["native", "jit", "none"]
+EnvStatus = Literal["native", "jit", "partial", "none", "no-cuda"]
 _RANK = {"native": 0, "jit": 1, "none": 2}
 
 
@@ -192,6 +198,7 @@ class LibraryDecision:
     ptx: str | None = None          # the newest-ISA PTX the JIT needs, as a token
     jit_fatbins: int = 0            # fatbins that run only by JIT
     uncovered: int = 0              # fatbins with no code for this GPU
+    blocked: int = 0                # of those, fatbins whose PTX is too new for the driver
     uncovered_targets: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
@@ -202,6 +209,8 @@ class LibraryDecision:
         if self.ptx:
             out["ptx"] = self.ptx
             out["jit_fatbins"] = self.jit_fatbins
+        if self.blocked:
+            out["blocked_by_driver"] = self.blocked
         if self.uncovered:
             out["uncovered_fatbins"] = self.uncovered
             out["of"] = self.library.fatbins
@@ -211,8 +220,11 @@ class LibraryDecision:
         return out
 
 
-def decide_library(lib: LibraryCode, cc: tuple[int, int]) -> LibraryDecision:
-    native = jit = uncovered = 0
+def decide_library(lib: LibraryCode, cc: tuple[int, int],
+                   max_isa: tuple[int, int] | None = None) -> LibraryDecision:
+    """One library on compute capability ``cc``; with ``max_isa`` (the newest PTX ISA the
+    driver knows), PTX of a newer ISA does not count: the driver cannot compile it."""
+    native = jit = uncovered = blocked = 0
     sass: set[str] = set()
     ptx: list[Target] = []
     missing: set[str] = set()
@@ -223,17 +235,19 @@ def decide_library(lib: LibraryCode, cc: tuple[int, int]) -> LibraryDecision:
             sass.add(max(runs, key=lambda t: (t.cc, t.variant == "a")).name)
             continue
         jits = [t for t in targets if t.jit_compiles(cc)]
-        if jits:
+        usable = [t for t in jits if max_isa is None or not t.isa or cc_key(t.isa) <= max_isa]
+        if usable:
             jit += n
-            ptx.append(max(jits, key=lambda t: (t.cc, cc_key(t.isa) if t.isa else (0, 0))))
+            ptx.append(max(usable, key=lambda t: (t.cc, cc_key(t.isa) if t.isa else (0, 0))))
             continue
+        blocked += n if jits else 0
         uncovered += n
         missing.update(t.name for t in targets)
     best = max(ptx, key=lambda t: cc_key(t.isa) if t.isa else (0, 0)) if ptx else None
     status: Status = "native" if native else "jit" if jit else "none"
     return LibraryDecision(library=lib, status=status, sass=tuple(_arch_sorted(sass)),
                            ptx=best.token if best else None, jit_fatbins=jit,
-                           uncovered=uncovered,
+                           uncovered=uncovered, blocked=blocked,
                            uncovered_targets=tuple(_arch_sorted(missing)))
 
 
@@ -321,7 +335,7 @@ class Coverage:
 class CcDecision:
     cc: str
     generation: str | None
-    status: Status | Literal["no-cuda"]
+    status: EnvStatus
     libraries: tuple[LibraryDecision, ...]
     jit_driver: str | None = None    # the oldest driver that JIT-compiles every PTX needed
     jit_isa: str | None = None
@@ -333,7 +347,8 @@ class CcDecision:
 
     @property
     def runs(self) -> bool:
-        return self.status in ("native", "jit")
+        """It runs, possibly without some optional library's kernels (``partial``)."""
+        return self.status in ("native", "jit", "partial")
 
     def failing(self) -> list[LibraryDecision]:
         return [d for d in self.libraries if d.status == "none"]
@@ -361,38 +376,43 @@ def decide(cov: Coverage, cc: str, *, driver: str | None = None,
     reg = reg or registry()
     key = cc_key(cc)
     gen = reg.generation_of(cc)
-    decisions = tuple(sorted((decide_library(lib, key) for lib in cov.libraries
+    have = known = None
+    if driver is not None:
+        have = reg.driver_cuda(driver)
+        known = reg.release(have) if have else None
+    max_isa = cc_key(known.ptx_isa) if known else (0, 0) if driver is not None else None
+    decisions = tuple(sorted((decide_library(lib, key, max_isa) for lib in cov.libraries
                               if lib.fatbins), key=_library_order))
     gname = gen.name if gen else None
     if not decisions:
         return CcDecision(cc=cc, generation=gname, status="no-cuda", libraries=(),
                           reason="no CUDA device code in this environment")
-    status: Status = max((d.status for d in decisions), key=_RANK.__getitem__)
+    worst: Status = max((d.status for d in decisions), key=_RANK.__getitem__)
+    failing = [d for d in decisions if d.status == "none"]
+    core = [d for d in failing if reg.is_core_library(d.library.name)]
+    status: EnvStatus = worst
+    if failing and not core and len(failing) < len(decisions):
+        status = "partial"
     isas = [Target.parse(d.ptx).isa for d in decisions if d.status != "none" and d.ptx]
     isa = max(isas, key=cc_key) if isas else None
     release = reg.release_for_ptx(isa) if isa else None
     jit_driver = release.driver if release else None
     sm = "sm_" + cc.replace(".", "")
     reason = ""
-    if status == "none":
-        names = [d.library.name for d in decisions if d.status == "none"]
+    if status in ("none", "partial"):
+        names = [d.library.name for d in failing]
         more = f" and {len(names) - 2} more" if len(names) > 2 else ""
         reason = f"no {sm} in {', '.join(names[:2])}{more}"
+        if any(d.blocked for d in failing):
+            reason += (f" that driver {driver} (CUDA {have or 'older than 11.0'}) can use: "
+                       "their PTX is newer")
+        if status == "partial":
+            reason = f"runs, but {reason}: those libraries' kernels fail there"
     elif status == "jit":
         names = [d.library.name for d in decisions if d.status == "jit"]
         floor = f"driver >= {jit_driver}" if jit_driver else \
             "a driver newer than any CUDA release samebits knows"
-        reason = f"only by PTX JIT in {', '.join(names)} (PTX ISA {isa}: {floor})"
-    if driver is not None and isa and status != "none":
-        have = reg.driver_cuda(driver)
-        known = reg.release(have) if have else None
-        if known is None or cc_key(known.ptx_isa) < cc_key(isa):
-            names = [d.library.name for d in decisions if d.ptx and d.status != "none"
-                     and Target.parse(d.ptx).isa == isa]
-            status = "none"
-            reason = (f"{', '.join(names)} need PTX JIT of PTX ISA {isa}; driver {driver} "
-                      f"provides CUDA {have or 'older than 11.0'}"
-                      + (f" (PTX ISA {known.ptx_isa})" if known else ""))
+        reason = f"{', '.join(names)} only by PTX JIT (the JIT needs PTX ISA {isa}: {floor})"
     return CcDecision(cc=cc, generation=gname, status=status, libraries=decisions,
                       jit_driver=jit_driver, jit_isa=isa, reason=reason)
 
@@ -415,14 +435,18 @@ def runs_on_line(decisions: Mapping[str, Sequence[CcDecision]]) -> str:
         title = g.capitalize()
         if ds and all(d.status == "no-cuda" for d in ds):
             parts.append(f"{title} – (no CUDA code)")
-        elif all(d.runs for d in ds):
-            jit = [d for d in ds if d.status == "jit"]
+        elif all(d.status in ("native", "jit") for d in ds):
+            jit = sorted({lib.library.name for d in ds for lib in d.libraries
+                          if lib.status == "jit"})
             sms = f" ({', '.join(d.sm for d in ds)})" if len(ds) > 1 else ""
-            note = f" JIT on {', '.join(d.sm for d in jit)}" if jit else ""
+            note = f" (JIT: {', '.join(jit)})" if jit else ""
             parts.append(f"{title} ✔{sms}{note}")
+        elif all(d.runs for d in ds):
+            reasons = list(dict.fromkeys(d.reason for d in ds if d.status == "partial"))
+            parts.append(f"{title} ◐ ({'; '.join(reasons)})")
         else:
-            bad = [d for d in ds if not d.runs]
-            parts.append(f"{title} ✘ ({'; '.join(d.reason for d in bad)})")
+            reasons = list(dict.fromkeys(d.reason for d in ds if not d.runs))
+            parts.append(f"{title} ✘ ({'; '.join(reasons)})")
     return " ".join(parts)
 
 

@@ -13,7 +13,7 @@ conda package all work):
     ptxas         any ``.../bin/ptxas*``: "Cuda compilation tools, release 12.8" inside it
 
 ``stack_from(files)`` is pure: ``files`` maps each candidate path to a function returning its
-bytes (``candidates`` says which paths are worth reading).
+bytes (``candidates`` says which paths are worth reading, ``essence`` which part of them).
 """
 
 from __future__ import annotations
@@ -54,9 +54,28 @@ class CudaStack:
                    sources=tuple(sorted(dict(d.get("sources", {})).items())))
 
 
+def stack_member(path: str) -> bool:
+    """Whether ``stack_from`` looks at this path at all (a candidate, or a library name)."""
+    return path.endswith(HEADER_ENDS) or bool(_PTXAS.search(path) or _LIB.search(path))
+
+
 def candidates(paths: Iterable[str]) -> list[str]:
     """The paths ``stack_from`` reads: version headers, torch/version.py, ptxas binaries."""
     return sorted(p for p in paths if p.endswith(HEADER_ENDS) or _PTXAS.search(p))
+
+
+_ESSENTIAL = re.compile(
+    rb"^(#define\s+(CUDART_VERSION|CUDNN_MAJOR|CUDNN_MINOR|CUDNN_PATCHLEVEL|NCCL_MAJOR"
+    rb"|NCCL_MINOR|NCCL_PATCH)\b.*|__version__\s*=.*|cuda(\s*:[^=]*)?\s*=.*)$", re.M)
+
+
+def essence(path: str, data: bytes) -> bytes:
+    """The part of a candidate file ``stack_from`` reads (what a cache keeps): the version
+    lines of a header or version.py, the release line of a ptxas."""
+    if _PTXAS.search(path):
+        m = _RELEASE.search(data)
+        return m.group(0) if m else b""
+    return b"\n".join(m.group(0) for m in _ESSENTIAL.finditer(data))
 
 
 def _defines(text: str, *names: str) -> str | None:

@@ -43,8 +43,8 @@ needs. One thing needs a payload: whether a translation unit had any kernel at a
 only fatbin is an sm_75 cubin with no function in it, which no GPU ever launches). When every
 entry of a fatbin is stored as is, its first cubin's ``.text.*`` sections and its PTX texts'
 ``.entry`` directives are counted, and a fatbin with none is ``empty``; a fatbin with a
-compressed entry is assumed to hold kernels. ``__nv_relfatbin`` (relocatable device code that NCCL and NVSHMEM ship for device-side
-linking, never loaded as is) is left out.
+compressed entry is assumed to hold kernels. ``__nv_relfatbin`` (relocatable device code that
+NCCL and NVSHMEM ship for device-side linking, never loaded as is) is left out.
 
 Where fatbins are looked for: every allocated, non-executable PROGBITS section of a 64-bit
 little-endian ELF file but the toolchain's own tables (``NOT_CODE``): ``.nv_fatbin``, and
