@@ -358,6 +358,8 @@ class CcDecision:
         return {"cc": self.cc, "sm": self.sm, "generation": self.generation,
                 "status": self.status, "reason": self.reason,
                 "libraries": {k: counts.get(k, 0) for k in ("native", "jit", "none")},
+                "native": {d.library.path: list(d.sass) for d in self.libraries
+                           if d.status == "native"},
                 "failing": [d.to_dict() for d in self.failing()],
                 "jit": [d.to_dict() for d in self.libraries if d.ptx and d.status != "none"],
                 "partial": [d.to_dict() for d in self.libraries
