@@ -29,7 +29,7 @@ from verify.coverage import (
 
 DOC_KIND = "samebits.coverage"
 DOC_FORMAT = 1
-MARK = {"native": "✔", "jit": "✔ JIT", "partial": "◐", "none": "✘", "no-cuda": "–"}
+MARK = {"native": "✔", "jit": "✔", "partial": "◐", "none": "✘", "no-cuda": "–"}
 
 
 def platform_doc(cov: Coverage, *, driver: str | None = None,
@@ -44,9 +44,21 @@ def platform_doc(cov: Coverage, *, driver: str | None = None,
 
 def lock_doc(*, environment: str, lockfile: str, lock_sha256: str,
              platforms: Mapping[str, Coverage], reg: Registry | None = None) -> dict[str, Any]:
+    """The committed document: each platform's libraries once, the decisions without the
+    per-library lists of what each carries (``libraries`` has them)."""
+    docs = {p: _lean(platform_doc(c, reg=reg)) for p, c in sorted(platforms.items())}
     return {"kind": DOC_KIND, "format": DOC_FORMAT, "environment": environment,
-            "lockfile": lockfile, "lock_sha256": lock_sha256,
-            "platforms": {p: platform_doc(c, reg=reg) for p, c in sorted(platforms.items())}}
+            "lockfile": lockfile, "lock_sha256": lock_sha256, "platforms": docs}
+
+
+def _lean(doc: dict[str, Any]) -> dict[str, Any]:
+    for ds in doc["generations"].values():
+        for d in ds:
+            for key in ("failing", "partial", "jit"):
+                d[key] = [{k: v for k, v in lib.items()
+                           if k not in ("carries", "uncovered_targets", "package")}
+                          for lib in d[key]]
+    return doc
 
 
 def gpu_doc(cov: Coverage, label: str, ccs: Sequence[str], *, driver: str | None = None,
@@ -63,6 +75,13 @@ def gpu_doc(cov: Coverage, label: str, ccs: Sequence[str], *, driver: str | None
 
 
 # ------------------------------------------------------------------ text
+
+
+def _in_order(gens: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """Generations in the registry's order (a JSON round trip sorts them by name)."""
+    order = list(registry().generations)
+    return sorted(gens.items(), key=lambda kv: (order.index(kv[0]) if kv[0] in order
+                                                else len(order), kv[0]))
 
 
 def stack_line(doc: Mapping[str, Any]) -> str:
@@ -118,7 +137,7 @@ def platform_text(doc: Mapping[str, Any], where: str) -> str:
     lines = [f"{where}: {stack_line(doc)}",
              f"  runs on: {doc['runs_on']}",
              f"  {len(libs)} libraries with device code among {doc['elf_files']} ELF files"]
-    for ds in doc["generations"].values():
+    for _gen, ds in _in_order(doc["generations"]):
         for d in ds:
             if d["status"] in ("none", "partial"):
                 lines.append("  " + decision_line(d))
@@ -144,7 +163,7 @@ def markdown(doc: Mapping[str, Any]) -> str:
     for plat, p in doc["platforms"].items():
         lines += [f"## {plat}", "", stack_line(p), "", f"**Runs on:** {p['runs_on']}", "",
                   "| generation | GPU | verdict |", "|---|---|---|"]
-        for gen, ds in p["generations"].items():
+        for gen, ds in _in_order(p["generations"]):
             for d in ds:
                 body = "native" if d["status"] == "native" else d["reason"]
                 lines.append(f"| {gen} | {d['sm']} | {MARK[d['status']]} {body} |")
