@@ -4,6 +4,8 @@
     samebits check lockfiles/volta.conda-lock.yml --gpu V100 --package torch
     samebits check --prefix /opt/env [--gpu ...] [--driver ...]
     samebits check --all --write        lockfiles/<env>.coverage.json + .coverage.md, every lock
+    samebits check hopper --write       the same for one lock (nox -s lock does it for those it
+                                        locked)
     samebits check --all --check        exit 1 when one of those is missing or names another lock
 
 A lock's archives are fetched into the cache (hash-checked) and read without installing
@@ -55,7 +57,8 @@ def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
     p.add_argument("--all", action="store_true", help="every lockfile of the project")
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--write", action="store_true",
-                      help="write lockfiles/<env>.coverage.json and .coverage.md")
+                      help="write lockfiles/<env>.coverage.json and .coverage.md beside each "
+                      "lock")
     mode.add_argument("--check", action="store_true",
                       help="write nothing; exit 1 when a coverage file is missing or stale")
     p.add_argument("--cache-dir", type=Path,
@@ -102,8 +105,6 @@ def run_check(args: argparse.Namespace, out: Output) -> int:
             raise UsageError("--prefix checks one installed environment: give no ENV, --all, "
                              "--write or --check with it")
         return _check_prefix(args.prefix, gpu, driver, out)
-    if (args.write or args.check) and not args.all:
-        raise UsageError("--write and --check work on --all (every lockfile)")
     if args.all and args.names:
         raise UsageError("give ENV names or --all, not both")
     if args.write and (args.package or gpu or driver or args.platform):
