@@ -36,7 +36,6 @@ from samebits.gpus import registry, sass_runs_on
 from verify.facts import Facts, GpuFacts
 
 
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Problem:
     check: str
