@@ -190,3 +190,15 @@ def test_registry_facts_match_the_wheels(cache: Path, line) -> None:
         with zipfile.ZipFile(io.BufferedReader(RangeFile(arm.url), 1 << 16)) as z:
             has_cuda = "torch/lib/libtorch_cuda.so" in z.namelist()
         assert has_cuda is line.aarch64_cuda
+
+
+def test_torch_still_says_so(cache: Path, tmp_path: Path) -> None:
+    """The refusal text the attention workload recognises (tests/test_gpu_workloads.py) is in
+    the locked torch's libtorch_cuda.so, and the workload's matcher takes it as a refusal."""
+    from tests.test_gpu_workloads import CUDNN_REFUSAL
+    from verify.workloads.attention import no_kernel
+    from verify.workloads._common import Refused
+
+    lib = extract(wheel(cache, "hopper", "torch"), "torch/lib/libtorch_cuda.so", tmp_path)
+    assert CUDNN_REFUSAL.encode() + b"\0" in lib.read_bytes()
+    assert isinstance(no_kernel("CUDNN_ATTENTION", [CUDNN_REFUSAL], deterministic=True), Refused)
