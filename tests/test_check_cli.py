@@ -194,3 +194,68 @@ def test_committed_tables_on_volta(lock: Path) -> None:
         else:
             assert "sm_70" not in torch["sass"] and volta["status"] == "none", plat
             assert volta["reason"].startswith("no sm_70 in libtorch_cuda.so")
+
+
+def _installed(tmp_path: Path) -> Path:
+    from installer import install
+    from installer.destinations import SchemeDictionaryDestination
+    from installer.sources import WheelFile
+
+    whl = wheel_bytes_to(tmp_path, Wheel(name="fakecuda", version="1.0",
+                                         tag="py3-none-manylinux_2_28_x86_64", files=FILES))
+    prefix = tmp_path / "env"
+    site = prefix / "lib" / "python3.12" / "site-packages"
+    site.mkdir(parents=True)
+    (prefix / "pyvenv.cfg").write_text("home = /usr/bin\nversion = 3.12\n")
+    dest = SchemeDictionaryDestination({k: str(site) for k in ("purelib", "platlib")} | {
+        "scripts": str(prefix / "bin"), "headers": str(prefix / "include"), "data": str(prefix)},
+        interpreter="/usr/bin/python3", script_kind="posix")
+    with WheelFile.open(whl) as source:
+        install(source, dest, additional_metadata={})
+    return prefix
+
+
+@pytest.mark.parametrize("linkage", [True, False])
+def test_verify_env_reports_the_kernels(tmp_path: Path, linkage: bool) -> None:
+    """`verify env --json` carries the coverage (with and without --no-linkage), its text a
+    "runs on" line; --no-coverage leaves it out."""
+    prefix = _installed(tmp_path)
+    extra = [] if linkage else ["--no-linkage"]
+    res = samebits("verify", "env", "--prefix", str(prefix), "--json", *extra)
+    doc = json.loads(res.stdout)
+    libs = doc["coverage"]["libraries"]
+    assert [(x["path"], x["package"], x["sass"]) for x in libs] == [
+        ("lib/python3.12/site-packages/fakecuda/lib/libfake.so", "fakecuda 1.0",
+         ["sm_80", "sm_90"])]
+    assert doc["coverage"]["runs_on"].startswith("Ampere ✔ (sm_80, sm_86) Ada ✔ Hopper ✔")
+    text = samebits("verify", "env", "--prefix", str(prefix), *extra).stdout
+    assert "  kernels    1 libraries with CUDA device code; runs on: Ampere ✔" in text
+    bare = json.loads(samebits("verify", "env", "--prefix", str(prefix), "--json",
+                               "--no-coverage", *extra).stdout)
+    assert "coverage" not in bare
+
+
+def test_audit_preflight_names_what_the_lock_runs_on(tmp_path: Path) -> None:
+    """The audit's preflight carries "this lock runs on: ..." from the environment's kernels,
+    and fails when the GPU in use is not among them."""
+    from samebits.app.audit.pipeline import with_kernel_coverage
+    from samebits.app.audit.verdict import Step
+    from tests.test_facts import H200, sample_facts
+
+    prefix = _installed(tmp_path)
+    step = with_kernel_coverage(Step(name="preflight", status="ok", summary="s"), prefix, None,
+                                None)
+    assert step.status == "ok"
+    assert step.notes[-1].startswith("this lock runs on: Ampere ✔ (sm_80, sm_86) Ada ✔ Hopper ✔")
+
+    class Runtime:  # the audit's Runtime, reporting a V100 (its facts come from the worker)
+        def facts(self):  # noqa: ANN202
+            import dataclasses
+
+            return sample_facts(gpu=True, gpus=(dataclasses.replace(
+                H200, name="Tesla V100", compute_capability="7.0"),))
+
+    step = with_kernel_coverage(Step(name="preflight", status="ok", summary="s"), prefix,
+                                Runtime(), "cuda:0")
+    assert step.status == "failed"
+    assert step.reasons == ("preflight: this GPU (sm_70): no sm_70 in libfake.so",)

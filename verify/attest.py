@@ -8,7 +8,8 @@
       "predicateType": "https://samebits.dev/verify-gpu/v1",
       "predicate": {"format": 1, "device": "cpu" | "cuda:0", "suite_version": 1,
                     "samebits": "0.1.0", "lock": {...} | null,
-                    "facts": {...}, "settings": {...}, "workloads": {name: {...}}}
+                    "facts": {...}, "settings": {...}, "workloads": {name: {...}},
+                    "coverage": {"runs_on", "libraries", "stack", "this_gpu"}}  # verify gpu
     }
 
 ``build_statement`` is pure: digests come in as data. ``statement_bytes`` is canonical JSON,
@@ -70,8 +71,10 @@ def build_statement(*, facts: Facts, device: str, settings: Mapping[str, Any],
                     workloads: Mapping[str, Mapping[str, Any]], suite_version: int,
                     environment: Mapping[str, str] | None = None,
                     lock: LockInfo | None = None,
-                    samebits_version: str = __version__) -> dict[str, Any]:
-    """The Statement as a dict. ``environment`` is ``verify.digest.prefix_digests``'s answer."""
+                    samebits_version: str = __version__,
+                    coverage: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The Statement as a dict. ``environment`` is ``verify.digest.prefix_digests``'s answer;
+    ``coverage`` (``verify.coverage_report.summary``) what the environment's kernels run on."""
     subjects = [{"name": name, "digest": {"sha256": digest}}
                 for name, digest in sorted((environment or {}).items())]
     if lock is not None:
@@ -92,6 +95,7 @@ def build_statement(*, facts: Facts, device: str, settings: Mapping[str, Any],
             "facts": facts.to_dict(),
             "settings": dict(settings),
             "workloads": {name: dict(rec) for name, rec in sorted(workloads.items())},
+            **({"coverage": dict(coverage)} if coverage is not None else {}),
         },
     }
 

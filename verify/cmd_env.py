@@ -51,6 +51,8 @@ def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
                    help="compare every file with an earlier `verify env --json` report")
     p.add_argument("--no-linkage", action="store_true",
                    help="skip resolving ELF files' shared libraries")
+    p.add_argument("--no-coverage", action="store_true",
+                   help="skip reading the CUDA kernels (which GPUs the environment runs on)")
     p.add_argument("--jobs", type=int, metavar="N",
                    help="hashing processes (default: one per available core)")
     p.set_defaults(func=run_env)
@@ -63,7 +65,8 @@ def run_env(args: argparse.Namespace, out: Output) -> int:
         raise UsageError(f"--jobs {args.jobs}: must be at least 1")
     report = check_env((args.prefix or Path(sys.prefix)).absolute(), lockfile=args.lockfile,
                        platform=args.platform, against=args.against, jobs=args.jobs,
-                       linkage=not args.no_linkage, progress=out.progress)
+                       linkage=not args.no_linkage, progress=out.progress,
+                       coverage=not args.no_coverage)
     if out.json:
         sys.stdout.flush()
         sys.stdout.buffer.write(canonical_json(report_json(report)))
@@ -75,7 +78,7 @@ def run_env(args: argparse.Namespace, out: Output) -> int:
 
 def check_env(prefix: Path, *, lockfile: Path | None = None, platform: str | None = None,
               against: Path | None = None, jobs: int | None = None, linkage: bool = True,
-              progress: Any = None) -> EnvReport:
+              progress: Any = None, coverage: bool = False) -> EnvReport:
     """Everything ``verify env`` checks, as an ``EnvReport`` (also ``samebits audit``'s API)."""
     from samebits.lockfile import parse_lock
     from verify.digest import digests
@@ -112,11 +115,20 @@ def check_env(prefix: Path, *, lockfile: Path | None = None, platform: str | Non
         notes.append("editable installs (sources outside the prefix, not checked): "
                      + ", ".join(editable))
     links = check_linkage(manifest, host_dirs=host_library_dirs()) if linkage else None
+    kernels = _coverage(manifest) if coverage else None
     return EnvReport(
         manifest=manifest, digests=digests(manifest), findings=tuple(merge(*groups)),
         linkage=links, platform=platform, locked_packages=locked,
         lockfile=str(lockfile) if lockfile else None,
-        reference=reference, notes=tuple(notes))
+        reference=reference, notes=tuple(notes), coverage=kernels)
+
+
+def _coverage(manifest) -> dict[str, Any]:
+    """Which GPUs the environment's kernels run on (``samebits check --prefix``'s document)."""
+    from verify.codescan import scan_manifest
+    from verify.coverage_report import platform_doc
+
+    return platform_doc(scan_manifest(manifest))
 
 
 def _default_platform(lock, manifest) -> str:

@@ -133,6 +133,19 @@ def scan_prefix(prefix: Path, *, owners: Mapping[str, str] | None = None,
     return Coverage(libraries=tuple(libs), stack=stack, elf_files=elf)
 
 
+def scan_manifest(manifest: Any) -> Coverage:
+    """The device code of a prefix ``verify env`` has walked: its ELF files (or, when it read
+    no ELF headers, ``--no-linkage``, the files that may be ELF files), owners from the
+    manifest's records."""
+    labels = {p.id: f"{p.name} {p.version}" for p in manifest.records.packages}
+    owners = {e.path: labels.get(e.owner, e.owner) for e in manifest.entries if e.owner}
+    has_elf = any(e.elf is not None for e in manifest.entries)
+    files = [e.path for e in manifest.entries if e.type == "file" and (
+        (e.elf is not None and not e.elf.error) if has_elf
+        else _candidate(e.path.rsplit("/", 1)[-1], 0o111 if e.exec else 0))]
+    return scan_prefix(manifest.prefix, owners=owners, files=files)
+
+
 def _size(path: Path) -> int:
     try:
         return path.stat().st_size

@@ -144,6 +144,31 @@ def platform_text(doc: Mapping[str, Any], where: str) -> str:
     return "\n".join(lines)
 
 
+NO_CUDA = "CPUs only (no CUDA device code in the environment)"
+
+
+def summary(cov: Coverage, *, gpu_cc: str | None = None) -> dict[str, Any]:
+    """What an attestation and the audit carry: the runs-on line, the stack, and the decision
+    for the GPU in use (``gpu_cc``; None on the CPU)."""
+    line = runs_on_line(generation_decisions(cov)) if cov.libraries else NO_CUDA
+    this = decide(cov, gpu_cc) if gpu_cc and cov.libraries else None
+    return {"runs_on": line, "libraries": len(cov.libraries), "stack": cov.stack.to_dict(),
+            "this_gpu": ({"cc": this.cc, "sm": this.sm, "status": this.status,
+                          "reason": this.reason} if this is not None else None)}
+
+
+def runs_on_note(prefix: Any, *, gpu_cc: str | None = None) -> tuple[str, str | None]:
+    """For the audit's preflight: ("this lock runs on: ...", a reason when this machine's GPU,
+    compute capability ``gpu_cc``, is one its kernels do not run on)."""
+    from verify.codescan import scan_prefix
+
+    s = summary(scan_prefix(prefix), gpu_cc=gpu_cc)
+    this = s["this_gpu"]
+    reason = (f"this GPU ({this['sm']}): {this['reason']}"
+              if this is not None and this["status"] == "none" else None)
+    return f"this lock runs on: {s['runs_on']}", reason
+
+
 # ------------------------------------------------------------------ markdown
 
 
