@@ -14,13 +14,16 @@ ELF magic. Symlinks are not followed (their target is read once, under its own n
 
 from __future__ import annotations
 
+import csv
 import dataclasses
+import json
 import os
+import posixpath
 import shutil
 import stat
 import tempfile
 import zipfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -90,14 +93,50 @@ def _scan_files(args: tuple[str, list[str]]) -> list[tuple[str, LibraryCode | No
     return out
 
 
-def owners_of(prefix: Path) -> dict[str, str]:
-    """Prefix-relative path -> "name version" of the package that installed it."""
-    from verify.records import read_records
+def owners_of(prefix: Path, wanted: Iterable[str]) -> dict[str, str]:
+    """Prefix-relative path -> "name version" of the package that installed it, for the
+    ``wanted`` paths: the first column of every dist-info RECORD, the "files" of every
+    conda-meta record (what verify.records reads in full; here only the names matter)."""
+    want = set(wanted)
+    out: dict[str, str] = {}
+    for meta in sorted((prefix / "conda-meta").glob("*.json")):
+        try:
+            doc = json.loads(meta.read_text())
+            label = f"{doc['name']} {doc['version']}"
+            files = doc.get("files", ())
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        for f in files:
+            if f in want:
+                out.setdefault(f, label)
+    for record in sorted(prefix.glob("lib/python*/site-packages/*.dist-info/RECORD")):
+        site = record.parent.parent.relative_to(prefix).as_posix()
+        name, _, version = record.parent.name.removesuffix(".dist-info").rpartition("-")
+        try:
+            lines = record.read_text(errors="replace").splitlines()
+        except OSError:
+            continue
+        for row in csv.reader(lines):
+            if not row:
+                continue
+            rel = posixpath.normpath(f"{site}/{row[0]}")
+            if rel in want:
+                out.setdefault(rel, f"{_dist_name(record.parent)} {version}" if name else rel)
+    return out
 
-    records = read_records(prefix)
-    by_id = {p.id: f"{p.name} {p.version}" for p in records.packages}
-    return {path: by_id.get(claims[0].package, claims[0].package)
-            for path, claims in records.claims.items() if claims}
+
+def _dist_name(dist_info: Path) -> str:
+    """The project name from METADATA (the folder name is normalised: nvidia_cudnn_cu13)."""
+    try:
+        with open(dist_info / "METADATA", errors="replace") as f:
+            for line in f:
+                if line.startswith("Name:"):
+                    return line[5:].strip()
+                if not line.strip():
+                    break
+    except OSError:
+        pass
+    return dist_info.name.removesuffix(".dist-info").rpartition("-")[0]
 
 
 def _chunks(items: list[str], n: int) -> list[list[str]]:
@@ -112,7 +151,7 @@ def scan_prefix(prefix: Path, *, owners: Mapping[str, str] | None = None,
     prefix = Path(os.path.abspath(prefix))
     found, stack_paths = walk(prefix)
     rels = list(files) if files is not None else found
-    owners = owners_of(prefix) if owners is None else owners
+    owners = owners_of(prefix, rels) if owners is None else owners
     sizes = {r: _size(prefix / r) for r in rels}
     rels.sort(key=lambda r: -sizes[r])
     jobs = max(1, min(jobs or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")

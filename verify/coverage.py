@@ -105,16 +105,22 @@ class Target:
 
 
 def _targets(code: FileCode) -> Counter[tuple[Target, ...]]:
-    groups: Counter[tuple[Target, ...]] = Counter()
+    """Distinct target sets of the file's fatbins (empty ones left out), fatbins each. Keys
+    are plain tuples while counting (tens of thousands of entries), Targets at the end."""
+    keys: Counter[tuple[tuple[str, int, str, str], ...]] = Counter()
     for fat in code.fatbins:
         if fat.empty:
             continue
-        ts = set()
-        for e in fat.entries:
-            kind = "sass" if e.is_sass else "ptx" if e.is_ptx else f"kind{e.kind}"
-            isa = f"{e.version[0]}.{e.version[1]}" if e.is_ptx else ""
-            ts.add(Target(kind=kind, arch=e.arch, variant=e.variant, isa=isa))
-        groups[tuple(sorted(ts))] += 1
+        keys[tuple(sorted({("sass" if e.kind == 2 else "ptx" if e.kind == 1 else f"kind{e.kind}",
+                            e.arch, e.variant,
+                            f"{e.version[0]}.{e.version[1]}" if e.kind == 1 else "")
+                           for e in fat.entries}))] += 1
+    made: dict[tuple[str, int, str, str], Target] = {}
+    groups: Counter[tuple[Target, ...]] = Counter()
+    for key, n in keys.items():
+        ts = tuple(made.setdefault(k, Target(kind=k[0], arch=k[1], variant=k[2], isa=k[3]))
+                   for k in key)
+        groups[tuple(sorted(ts))] += n
     return groups
 
 

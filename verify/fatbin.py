@@ -62,7 +62,7 @@ import os
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 MAGIC = 0xBA55ED50
 MAGIC_BYTES = struct.pack("<I", MAGIC)
@@ -87,9 +87,9 @@ class FatbinError(ValueError):
     """A fatbin whose headers do not add up; the message says where and what."""
 
 
-@dataclass(frozen=True, slots=True)
-class Entry:
-    """One target of a fatbin: SASS for ``sm_<arch><variant>`` or PTX for ``compute_<arch>``."""
+class Entry(NamedTuple):
+    """One target of a fatbin: SASS for ``sm_<arch><variant>`` or PTX for ``compute_<arch>``
+    (a NamedTuple: a CUDA environment holds tens of thousands)."""
 
     kind: int
     arch: int                       # 90, 100, 121
@@ -117,8 +117,7 @@ class Entry:
         return f"kind {self.kind} (arch {self.arch})"
 
 
-@dataclass(frozen=True, slots=True)
-class Fatbin:
+class Fatbin(NamedTuple):
     offset: int                     # in the file
     size: int                       # header included
     section: str
@@ -166,8 +165,8 @@ def parse_fatbin(buf: Any, pos: int, limit: int, *, section: str = "") -> Fatbin
     if at != end:
         raise FatbinError(f"offset {pos:#x}: the entries end at {at:#x}, the header says "
                           f"{end:#x}")
-    return Fatbin(offset=pos, size=end - pos, section=section,
-                  entries=tuple(e for e, _, _ in entries), empty=_empty(buf, entries))
+    return Fatbin(pos, end - pos, section, tuple(e for e, _, _ in entries),
+                  _empty(buf, entries))
 
 
 def _empty(buf: Any, entries: list[tuple[Entry, int, int]]) -> bool:
@@ -202,8 +201,8 @@ def _entry(buf: Any, at: int, end: int) -> tuple[Entry, int, int]:
     variant = "a" if flags & FLAG_ARCH_SPECIFIC else "f" if flags & FLAG_FAMILY else ""
     if compression == "none":
         stored = size = padded
-    return Entry(kind=kind, arch=arch, variant=variant, version=(major, minor),
-                 compression=compression, stored=stored, size=size), span, at + header_size
+    return (Entry(kind, arch, variant, (major, minor), compression, stored, size), span,
+            at + header_size)
 
 
 def _kernels(buf: Any, start: int, size: int, kind: int) -> int | None:
