@@ -41,9 +41,9 @@ Compression: LZ4 (CUDA 11.x-12.x ``--compress-all``) and zstd (CUDA 12.8+/13 ``-
 entries are recognised and counted, never decompressed: the header says everything coverage
 needs. One thing needs a payload: whether a translation unit had any kernel at all (cuFFTW's
 only fatbin is an sm_75 cubin with no function in it, which no GPU ever launches). When every
-entry of a fatbin is stored as is, its first cubin's ``.text.*`` sections and its PTX texts'
-``.entry`` directives are counted, and a fatbin with none is ``empty``; a fatbin with a
-compressed entry is assumed to hold kernels. ``__nv_relfatbin`` (relocatable device code that
+entry of a fatbin is stored as is and none names a ``.text.<kernel>`` section (cubins) or an
+``.entry`` (PTX), the fatbin is ``empty``; a fatbin with a compressed entry is assumed to hold
+kernels. ``__nv_relfatbin`` (relocatable device code that
 NCCL and NVSHMEM ship for device-side linking, never loaded as is) is left out.
 
 Where fatbins are looked for: every allocated, non-executable PROGBITS section of a 64-bit
@@ -173,10 +173,18 @@ def _empty(buf: Any, entries: list[tuple[Entry, int, int]]) -> bool:
     """Every entry stored as is, and none defines a function (see the module docstring)."""
     if not entries or any(e.compression != "none" for e, _, _ in entries):
         return False
-    sass = [(e, at) for e, _, at in entries if e.is_sass]
-    if sass and _kernels(buf, sass[0][1], sass[0][0].stored, KIND_ELF) != 0:
-        return False
-    return all(_kernels(buf, at, e.stored, e.kind) == 0 for e, _, at in entries if not e.is_sass)
+    return not any(_defines_code(buf, at, e.stored, e.kind) for e, _, at in entries)
+
+
+def _defines_code(buf: Any, start: int, size: int, kind: int) -> bool:
+    """Whether a payload stored as is defines a function: a cubin names each kernel's code
+    section ``.text.<kernel>`` in its section-name table (names there follow a NUL), a PTX
+    text declares each with ``.entry``. Anything else counts as code (the cautious answer)."""
+    if kind == KIND_PTX:
+        return buf.find(b".entry", start, start + size) >= 0
+    if kind == KIND_ELF and bytes(buf[start:start + 4]) == b"\x7fELF":
+        return buf.find(b"\0.text.", start, start + size) >= 0
+    return True
 
 
 def _entry(buf: Any, at: int, end: int) -> tuple[Entry, int, int]:
@@ -203,21 +211,6 @@ def _entry(buf: Any, at: int, end: int) -> tuple[Entry, int, int]:
         stored = size = padded
     return (Entry(kind, arch, variant, (major, minor), compression, stored, size), span,
             at + header_size)
-
-
-def _kernels(buf: Any, start: int, size: int, kind: int) -> int | None:
-    """Functions defined by a payload stored as is: a cubin's ``.text.<name>`` sections, a PTX
-    text's ``.entry`` directives; None for anything else or a cubin that does not parse."""
-    if kind == KIND_PTX:
-        return bytes(buf[start:start + size]).count(b".entry")
-    if kind != KIND_ELF:
-        return None
-    try:
-        with memoryview(buf) as view, view[start:start + size] as cubin:
-            sections = elf_sections(cubin, size)
-    except (NotElf, FatbinError, struct.error, ValueError):
-        return None
-    return sum(1 for s in sections if s.name.startswith(".text."))
 
 
 def walk_fatbins(buf: Any, start: int, end: int, *, section: str = STRICT_SECTION
