@@ -139,6 +139,7 @@ def test_coverage_round_trips() -> None:
 @pytest.mark.parametrize("token", ["sm_90", "sm_90a", "sm_103f", "compute_121/9.2",
                                    "compute_100f/9.0", "kind8_75"])
 def test_target_tokens_round_trip(token: str) -> None:
+    """Targets are written and read back as the same tokens."""
     assert Target.parse(token).token == token
 
 
