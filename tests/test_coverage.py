@@ -13,11 +13,11 @@ from verify.coverage import (
     Target,
     decide,
     decide_library,
-    driver_check,
     generation_decisions,
-    runs_on_line,
 )
+from verify.coverage_report import runs_on_line
 from verify.cudastack import CudaStack, essence, stack_from
+from verify.driverfloor import driver_check
 
 
 def lib(name: str, *groups: Sequence[str], package: str = "pkg 1.0") -> LibraryCode:

@@ -196,8 +196,8 @@ def test_torch_still_says_so(cache: Path, tmp_path: Path) -> None:
     """The refusal text the attention workload recognises (tests/test_gpu_workloads.py) is in
     the locked torch's libtorch_cuda.so, and the workload's matcher takes it as a refusal."""
     from tests.test_gpu_workloads import CUDNN_REFUSAL
-    from verify.workloads.attention import no_kernel
     from verify.workloads._common import Refused
+    from verify.workloads.attention import no_kernel
 
     lib = extract(wheel(cache, "hopper", "torch"), "torch/lib/libtorch_cuda.so", tmp_path)
     assert CUDNN_REFUSAL.encode() + b"\0" in lib.read_bytes()

@@ -25,20 +25,19 @@ An environment in which only optional libraries fail (anything but the ``core`` 
 registry names: torch's own, cuBLAS, cuDNN, NCCL) is ``partial``: it runs, and what those
 libraries do fails there (cuSPARSELt, for 2:4 sparsity, needs sm_80 and later).
 
-The driver: the environment's CUDA runtime (``verify.cudastack``) needs the driver of its own
-release for everything, and runs from the oldest driver of its major under minor version
-compatibility (without PTX JIT of newer PTX, and without features that need a newer driver).
-``driver_check`` says which of those a given driver gets. Everything here is pure.
+With a driver given, PTX newer than that driver's CUDA does not count (it cannot be
+JIT-compiled). What the CUDA runtime itself asks of the driver: ``verify.driverfloor``; the
+one-line summary: ``verify.coverage_report.runs_on_line``. Everything here is pure.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from samebits.gpus import Registry, cc_key, registry, version_key
+from samebits.gpus import Registry, cc_key, registry
 from verify.cudastack import CudaStack
 from verify.fatbin import FileCode
 
@@ -257,63 +256,6 @@ def decide_library(lib: LibraryCode, cc: tuple[int, int],
                            uncovered_targets=tuple(_arch_sorted(missing)))
 
 
-# ------------------------------------------------------------------ the driver
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class DriverCheck:
-    """What the environment's CUDA runtime asks of the driver, and (with ``given``) what a
-    given driver gets: ``ok`` (the runtime's own release or newer), ``minor-compat`` (runs under
-    CUDA minor version compatibility), ``too-old``, or ``unknown``."""
-
-    runtime: str | None
-    full: str | None = None          # the runtime release's own oldest driver
-    compat: str | None = None        # the oldest driver of the runtime's major
-    given: str | None = None
-    provides: str | None = None      # the CUDA release the given driver provides
-    status: str = "unknown"
-    message: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"cuda_runtime": self.runtime, "driver": self.full, "minor_compat": self.compat,
-                "given": self.given, "provides": self.provides, "status": self.status,
-                "message": self.message}
-
-
-def driver_check(stack: CudaStack, given: str | None = None,
-                 reg: Registry | None = None) -> DriverCheck:
-    reg = reg or registry()
-    rt = stack.cuda_runtime
-    release = reg.release(rt) if rt and "." in rt else None
-    full = release.driver if release else None
-    compat = reg.minor_compat.get(rt.split(".")[0]) if rt else None
-    provides = reg.driver_cuda(given) if given else None
-    if given is None:
-        msg = (f"CUDA {rt} runtime: driver >= {full}" if full else
-               f"CUDA {rt} runtime" if rt else "no CUDA runtime found")
-        if compat and compat != full:
-            msg += f" (runs from {compat} under minor version compatibility)"
-        return DriverCheck(runtime=rt, full=full, compat=compat, status="unknown",
-                           message=msg)
-    have = version_key(given)
-    if rt is None:
-        status, msg = "ok", "no CUDA runtime in the environment"
-    elif full and have >= version_key(full):
-        status, msg = "ok", f"driver {given} provides CUDA {provides}; the runtime is {rt}"
-    elif compat and have >= version_key(compat):
-        status = "minor-compat"
-        msg = (f"driver {given} provides CUDA {provides}; the CUDA {rt} runtime runs under minor "
-               f"version compatibility (from {compat}): PTX newer than CUDA {provides} cannot be "
-               "JIT-compiled and features that need a newer driver fail")
-    else:
-        need = compat or full
-        status = "too-old"
-        msg = (f"driver {given} provides CUDA {provides or 'older than 11.0'}; the CUDA {rt} "
-               f"runtime needs {'>= ' + need if need else 'a newer driver'}")
-    return DriverCheck(runtime=rt, full=full, compat=compat, given=given, provides=provides,
-                       status=status, message=msg)
-
-
 # ------------------------------------------------------------------ environments
 
 
@@ -431,31 +373,3 @@ def generation_decisions(cov: Coverage, *, driver: str | None = None,
     reg = reg or registry()
     return {name: [decide(cov, cc, driver=driver, reg=reg) for cc in g.all_capabilities]
             for name, g in reg.generations.items() if g.all_capabilities}
-
-
-def runs_on_line(decisions: Mapping[str, Sequence[CcDecision]]) -> str:
-    """"Ampere ✔ Ada ✔ Hopper ✔ Blackwell ✔ (sm_100, ...) Volta ✘ (no sm_70 in ...)"."""
-    order = sorted(decisions, key=lambda g: (not all(d.runs for d in decisions[g]),
-                                             _GEN_ORDER.get(g, 99)))
-    parts = []
-    for g in order:
-        ds = decisions[g]
-        title = g.capitalize()
-        if ds and all(d.status == "no-cuda" for d in ds):
-            parts.append(f"{title} – (no CUDA code)")
-        elif all(d.status in ("native", "jit") for d in ds):
-            jit = sorted({lib.library.name for d in ds for lib in d.libraries
-                          if lib.status == "jit"})
-            sms = f" ({', '.join(d.sm for d in ds)})" if len(ds) > 1 else ""
-            note = f" (JIT: {', '.join(jit)})" if jit else ""
-            parts.append(f"{title} ✔{sms}{note}")
-        elif all(d.runs for d in ds):
-            reasons = list(dict.fromkeys(d.reason for d in ds if d.status == "partial"))
-            parts.append(f"{title} ◐ ({'; '.join(reasons)})")
-        else:
-            reasons = list(dict.fromkeys(d.reason for d in ds if not d.runs))
-            parts.append(f"{title} ✘ ({'; '.join(reasons)})")
-    return " ".join(parts)
-
-
-_GEN_ORDER = {"volta": 0, "ampere": 1, "ada": 2, "hopper": 3, "blackwell": 4}

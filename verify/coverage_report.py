@@ -19,13 +19,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from samebits.gpus import Registry, registry
-from verify.coverage import (
-    Coverage,
-    decide,
-    driver_check,
-    generation_decisions,
-    runs_on_line,
-)
+from verify.coverage import CcDecision, Coverage, decide, generation_decisions
+from verify.driverfloor import driver_check
 
 DOC_KIND = "samebits.coverage"
 DOC_FORMAT = 1
@@ -75,6 +70,35 @@ def gpu_doc(cov: Coverage, label: str, ccs: Sequence[str], *, driver: str | None
 
 
 # ------------------------------------------------------------------ text
+
+
+def runs_on_line(decisions: Mapping[str, Sequence[CcDecision]]) -> str:
+    """"Ampere ✔ Ada ✔ Hopper ✔ Blackwell ✔ (sm_100, ...) Volta ✘ (no sm_70 in ...)"."""
+    order = sorted(decisions, key=lambda g: (not all(d.runs for d in decisions[g]),
+                                             _GEN_ORDER.get(g, 99)))
+    parts = []
+    for g in order:
+        ds = decisions[g]
+        title = g.capitalize()
+        if ds and all(d.status == "no-cuda" for d in ds):
+            parts.append(f"{title} – (no CUDA code)")
+        elif all(d.status in ("native", "jit") for d in ds):
+            jit = sorted({lib.library.name for d in ds for lib in d.libraries
+                          if lib.status == "jit"})
+            sms = f" ({', '.join(d.sm for d in ds)})" if len(ds) > 1 else ""
+            note = f" (JIT: {', '.join(jit)})" if jit else ""
+            parts.append(f"{title} ✔{sms}{note}")
+        elif all(d.runs for d in ds):
+            reasons = list(dict.fromkeys(d.reason for d in ds if d.status == "partial"))
+            parts.append(f"{title} ◐ ({'; '.join(reasons)})")
+        else:
+            reasons = list(dict.fromkeys(d.reason for d in ds if not d.runs))
+            parts.append(f"{title} ✘ ({'; '.join(reasons)})")
+    return " ".join(parts)
+
+
+_GEN_ORDER = {"volta": 0, "ampere": 1, "ada": 2, "hopper": 3, "blackwell": 4}
+
 
 
 def _in_order(gens: Mapping[str, Any]) -> list[tuple[str, Any]]:
