@@ -60,7 +60,8 @@ def child_ours(prefix: str, jobs: int) -> dict:
     cov = scan_prefix(Path(prefix), jobs=jobs)
     gens = generation_decisions(cov)
     seconds = time.perf_counter() - t0
-    return {"seconds": seconds, "cpu": _cpu() - c0, "elf_files": cov.elf_files, "libraries": len(cov.libraries),
+    return {"seconds": seconds, "cpu": _cpu() - c0, "elf_files": cov.elf_files,
+            "libraries": len(cov.libraries),
             "fatbins": sum(lib.fatbins for lib in cov.libraries),
             "decisions": sum(len(ds) for ds in gens.values()),
             "files": [lib.path for lib in cov.libraries]}
