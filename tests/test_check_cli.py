@@ -246,7 +246,7 @@ def test_audit_preflight_names_what_the_lock_runs_on(tmp_path: Path) -> None:
     step = with_kernel_coverage(Step(name="preflight", status="ok", summary="s"), prefix, None,
                                 None)
     assert step.status == "ok"
-    assert step.notes[-1].startswith("this lock runs on: Ampere ✔ (sm_80, sm_86) Ada ✔ Hopper ✔")
+    assert step.summary.startswith("s; this lock runs on: Ampere ✔ (sm_80, sm_86) Ada ✔ Hopper ✔")
 
     class Runtime:  # the audit's Runtime, reporting a V100 (its facts come from the worker)
         def facts(self):  # noqa: ANN202

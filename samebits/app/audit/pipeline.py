@@ -353,8 +353,8 @@ def preflight_step(runtime: Runtime, requested: str, authors: Attestation,
 
 def with_kernel_coverage(step: Step, prefix: Path | None, runtime: Runtime | None,
                          device: str | None) -> Step:
-    """The preflight with "this lock runs on: ..." read from the environment's kernels
-    (``verify.coverage``), and a reason when they do not run on the GPU in use."""
+    """The preflight's summary with "this lock runs on: ..." read from the environment's
+    kernels (``verify.coverage``), and a reason when they do not run on the GPU in use."""
     if prefix is None:
         return step
     from dataclasses import replace
@@ -364,10 +364,11 @@ def with_kernel_coverage(step: Step, prefix: Path | None, runtime: Runtime | Non
     gpu = runtime.facts().gpu(int(device.split(":")[1])) \
         if runtime is not None and device and device.startswith("cuda") else None
     note, reason = runs_on_note(prefix, gpu_cc=gpu.compute_capability if gpu else None)
+    summary = f"{step.summary}; {note}"
     if reason is None:
-        return replace(step, notes=(*step.notes, note))
-    return replace(step, status="failed", reasons=(*step.reasons, f"preflight: {reason}"),
-                   notes=(*step.notes, note))
+        return replace(step, summary=summary)
+    return replace(step, summary=summary, status="failed",
+                   reasons=(*step.reasons, f"preflight: {reason}"))
 
 
 def _environment(req: AuditRequest, platform: str
