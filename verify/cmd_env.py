@@ -78,7 +78,7 @@ def run_env(args: argparse.Namespace, out: Output) -> int:
 
 def check_env(prefix: Path, *, lockfile: Path | None = None, platform: str | None = None,
               against: Path | None = None, jobs: int | None = None, linkage: bool = True,
-              progress: Any = None, coverage: bool = False) -> EnvReport:
+              progress: Any = None, coverage: bool = True) -> EnvReport:
     """Everything ``verify env`` checks, as an ``EnvReport`` (also ``samebits audit``'s API)."""
     from samebits.lockfile import parse_lock
     from verify.digest import digests
