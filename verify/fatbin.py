@@ -157,23 +157,27 @@ def parse_fatbin(buf: Any, pos: int, limit: int, *, section: str = "") -> Fatbin
     if end > limit:
         raise FatbinError(f"offset {pos:#x}: the fatbin claims {header_size + body} bytes, "
                           f"only {limit - pos} are left")
-    entries = []
+    entries: list[Entry] = []
+    starts: list[int] = []
     at = pos + header_size
     while at < end:
-        entries.append(_entry(buf, at, end))
-        at += entries[-1][1]
+        entry, span = _entry(buf, at, end)
+        entries.append(entry)
+        starts.append(at + span - entry.stored if entry.compression == "none" else 0)
+        at += span
     if at != end:
         raise FatbinError(f"offset {pos:#x}: the entries end at {at:#x}, the header says "
                           f"{end:#x}")
-    return Fatbin(pos, end - pos, section, tuple(e for e, _, _ in entries),
-                  _empty(buf, entries))
+    return Fatbin(pos, end - pos, section, tuple(entries), _empty(buf, entries, starts))
 
 
-def _empty(buf: Any, entries: list[tuple[Entry, int, int]]) -> bool:
-    """Every entry stored as is, and none defines a function (see the module docstring)."""
-    if not entries or any(e.compression != "none" for e, _, _ in entries):
+def _empty(buf: Any, entries: list[Entry], starts: list[int]) -> bool:
+    """Every entry stored as is, and none defines a function (see the module docstring).
+    ``starts``: where each payload begins (an uncompressed payload fills its padded span)."""
+    if not entries or any(e.compression != "none" for e in entries):
         return False
-    return not any(_defines_code(buf, at, e.stored, e.kind) for e, _, at in entries)
+    return not any(_defines_code(buf, at, e.stored, e.kind)
+                   for e, at in zip(entries, starts, strict=True))
 
 
 def _defines_code(buf: Any, start: int, size: int, kind: int) -> bool:
@@ -187,9 +191,8 @@ def _defines_code(buf: Any, start: int, size: int, kind: int) -> bool:
     return True
 
 
-def _entry(buf: Any, at: int, end: int) -> tuple[Entry, int, int]:
-    """The entry at ``at``, how many bytes it takes (header + padded payload), and where its
-    payload starts."""
+def _entry(buf: Any, at: int, end: int) -> tuple[Entry, int]:
+    """The entry at ``at`` and how many bytes it takes (header + padded payload)."""
     if at + _ENTRY.size > end:
         raise FatbinError(f"entry at {at:#x}: {end - at} bytes left, an entry header needs 64")
     (kind, _, header_size, padded, stored, _, minor, major, arch, _, _, flags, _,
@@ -209,8 +212,7 @@ def _entry(buf: Any, at: int, end: int) -> tuple[Entry, int, int]:
     variant = "a" if flags & FLAG_ARCH_SPECIFIC else "f" if flags & FLAG_FAMILY else ""
     if compression == "none":
         stored = size = padded
-    return (Entry(kind, arch, variant, (major, minor), compression, stored, size), span,
-            at + header_size)
+    return Entry(kind, arch, variant, (major, minor), compression, stored, size), span
 
 
 def walk_fatbins(buf: Any, start: int, end: int, *, section: str = STRICT_SECTION
