@@ -25,7 +25,7 @@ import pytest
 from samebits.gpus import registry
 from samebits.install import fetch_all
 from samebits.lockfile import LockedPackage, parse_lock
-from verify.fatbin import STRICT_SECTION, read_file
+from tests.gpu.cuobjdump_compare import ours, theirs
 
 ROOT = Path(__file__).resolve().parents[1]
 LOCKS = ROOT / "lockfiles"
@@ -67,27 +67,6 @@ def cuobjdump(cache: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
                    tmp_path_factory.mktemp("cuobjdump"))
     tool.chmod(tool.stat().st_mode | stat.S_IXUSR)
     return tool
-
-
-def theirs(tool: Path, path: Path, kind: str) -> list[str]:
-    """cuobjdump --list-elf / --list-ptx: "ELF file 1: libx.1.sm_90a.cubin" -> "sm_90a"."""
-    out = subprocess.run([str(tool), f"--list-{kind}", str(path)], capture_output=True,
-                         text=True, timeout=600)
-    assert out.returncode == 0 or "does not contain" in out.stderr, out.stderr
-    return re.findall(r"\.(sm_\d+[a-z]?)\.(?:cubin|ptx)$", out.stdout, re.M)
-
-
-def ours(path: Path, kind: str) -> list[str]:
-    """Our entries of .nv_fatbin (what cuobjdump lists), named its way: PTX as sm_XY, and a
-    family-specific sm_103f as sm_103 (cuobjdump drops the "f", keeps the "a")."""
-    names = []
-    for fat in read_file(path).fatbins:
-        if fat.section != STRICT_SECTION:
-            continue
-        for e in fat.entries:
-            if (kind == "elf" and e.is_sass) or (kind == "ptx" and e.is_ptx):
-                names.append(f"sm_{e.arch}{'a' if e.variant == 'a' else ''}")
-    return names
 
 
 @pytest.mark.parametrize(("package", "member"), [
