@@ -75,9 +75,9 @@ step cuobjdump 180 0 python -m tests.gpu.cuobjdump_compare
 prefix=$(python -c "import torch, pathlib; print(pathlib.Path(torch.__file__).resolve().parents[4])")
 step check-h200 120 0 python -m samebits check --prefix "$prefix" --gpu H200
 # two ranks on the one GPU: refused before anything runs (exit 1, "two ranks ... one GPU")
-step fleet-shared-gpu 120 1 torchrun --standalone --nproc-per-node 2 -m verify fleet \
+step fleet-shared-gpu 120 1 python -m torch.distributed.run --standalone --nproc-per-node 2 -m verify fleet \
     --only gemm_fp32 --no-env-digest --rank-timeout 60 --out "$OUT/fleet-shared.json"
-step fleet-one-rank 120 0 torchrun --standalone --nproc-per-node 1 -m verify fleet \
+step fleet-one-rank 120 0 python -m torch.distributed.run --standalone --nproc-per-node 1 -m verify fleet \
     --only gemm_fp32,sum_fp32 --no-env-digest --rank-timeout 60 --out "$OUT/fleet-one.json"
 step verify-gpu-probe 200 0 python -m verify gpu --probe ${ONLY:+--only "$ONLY"} \
     --out "$OUT/probe.intoto.json"
