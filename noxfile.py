@@ -1,6 +1,7 @@
 """Sessions: thin wrappers that install samebits and call its CLI.
 
-    nox -s lock [-- ENV ...]        solve environments/ into lockfiles/
+    nox -s lock [-- ENV ...]        solve environments/ into lockfiles/ (+ coverage tables)
+    nox -s coverage [-- ENV ...]    lockfiles/<env>.coverage.json/.md from the locks' wheels
     nox -s tests [-- PYTEST ARGS]   the test suite (what CI runs)
     nox -s render [-- ENV ...]      lockfiles -> containers/<env>/ (conda, Containerfile, Nix)
     nox -s verify-gpu [-- ARGS]     facts + workloads + attestation for this machine
@@ -27,6 +28,17 @@ def lock(session: nox.Session) -> None:
     """Solve every spec (or the ones named after --) into lockfiles/."""
     session.install("-e", ".")
     session.run("samebits", "lock", *session.posargs)
+    # the kernel coverage tables are refreshed with the locks (archives read once, cached)
+    names = [a for a in session.posargs if not a.startswith("-")]
+    session.run("samebits", "check", *(names or ["--all"]), "--write")
+
+
+@nox.session
+def coverage(session: nox.Session) -> None:
+    """Kernel coverage tables beside the locks: which GPUs each lock runs on, read from the
+    fatbins of its wheels (downloaded into the samebits cache, hash-checked)."""
+    session.install("-e", ".")
+    session.run("samebits", "check", *(session.posargs or ["--all"]), "--write")
 
 
 @nox.session

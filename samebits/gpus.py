@@ -1,14 +1,17 @@
 """The GPU generation registry, read from ``data/gpus.toml``.
 
 Everything here is data plus pure checks: which CUDA lines can target a generation, and what
-torch from PyPI ships for a given release. ``spec`` calls the checks before anything is solved.
+torch from PyPI ships for a given release (``spec`` calls these before anything is solved);
+GPU models by name; which generation a compute capability belongs to; and, per CUDA release,
+the oldest driver and the PTX ISA version (``verify.coverage`` and the preflight use these).
 """
 
 from __future__ import annotations
 
 import functools
+import re
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 
 from packaging.specifiers import SpecifierSet
@@ -23,11 +26,16 @@ else:  # pragma: no cover
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Generation:
     name: str
-    compute_capabilities: tuple[str, ...]
+    compute_capabilities: tuple[str, ...]  # what a build must carry code for
     examples: tuple[str, ...]
     cuda: SpecifierSet | None
     cuda_text: str = ""
     note: str = ""
+    members: tuple[str, ...] = ()  # every compute capability of the generation (10.3, 12.1)
+
+    @property
+    def all_capabilities(self) -> tuple[str, ...]:
+        return self.members or self.compute_capabilities
 
     @property
     def needs_cuda(self) -> bool:
@@ -53,6 +61,7 @@ class PypiTorchLine:
     nccl: str
     sm: tuple[str, ...]
     aarch64_cuda: bool
+    checked: str | None = None  # the release whose wheels a network test reads
 
     def covers(self, generation: Generation) -> bool:
         return all(sass_runs_on(self.sm, cc) for cc in generation.compute_capabilities)
@@ -76,10 +85,79 @@ def sass_runs_on(sm: tuple[str, ...] | list[str], cc: str) -> bool:
     return False
 
 
+def cc_key(cc: str) -> tuple[int, int]:
+    """"9.0" -> (9, 0); "12.1" -> (12, 1)."""
+    major, minor = cc.split(".")
+    return int(major), int(minor)
+
+
+def version_key(v: str) -> tuple[int, ...]:
+    """"580.65.06" -> (580, 65, 6): driver versions compare part by part."""
+    return tuple(int(x) for x in v.split("."))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CudaRelease:
+    version: str      # "13.0"
+    driver: str       # the oldest Linux driver for it
+    ptx_isa: str      # the PTX ISA version its compiler writes
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Registry:
     generations: dict[str, Generation]
     pypi_torch: tuple[PypiTorchLine, ...]
+    models: dict[str, str] = field(default_factory=dict)  # model name -> compute capability
+    cuda_releases: tuple[CudaRelease, ...] = ()           # oldest first
+    minor_compat: dict[str, str] = field(default_factory=dict)  # CUDA major -> oldest driver
+    core_libraries: tuple[str, ...] = ()  # file name prefixes: see [coverage] in gpus.toml
+
+    def is_core_library(self, filename: str) -> bool:
+        return filename.startswith(self.core_libraries)
+
+    def generation_of(self, cc: str) -> Generation | None:
+        """The generation a compute capability belongs to, or None (Turing: 7.5)."""
+        return next((g for g in self.generations.values() if cc in g.all_capabilities), None)
+
+    def model(self, name: str) -> str | None:
+        """A GPU model's compute capability: "H100", "nvidia rtx 5090", "GB300"."""
+        want = _model_key(name)
+        return next((cc for m, cc in self.models.items() if _model_key(m) == want), None)
+
+    def resolve_gpu(self, text: str) -> tuple[str, tuple[str, ...]] | None:
+        """What ``--gpu`` names: (label, compute capabilities), or None when nothing matches.
+
+        "sm_90", "sm_90a", "9.0", "H100", "RTX 5090" -> one capability; "hopper" -> the
+        generation's members."""
+        raw = text.strip()
+        m = re.fullmatch(r"(?:sm_|compute_)?(\d{2,3})[af]?", raw.lower())
+        if m and raw.lower().startswith(("sm_", "compute_")):
+            digits = m.group(1)
+            return raw, (f"{int(digits[:-1])}.{digits[-1]}",)
+        if re.fullmatch(r"\d{1,2}\.\d", raw):
+            return raw, (raw,)
+        cc = self.model(raw)
+        if cc is not None:
+            return raw, (cc,)
+        gen = self.generations.get(raw.lower())
+        if gen is not None and gen.all_capabilities:
+            return gen.name, gen.all_capabilities
+        return None
+
+    def release(self, cuda: str) -> CudaRelease | None:
+        major_minor = ".".join(cuda.split(".")[:2])
+        return next((r for r in self.cuda_releases if r.version == major_minor), None)
+
+    def release_for_ptx(self, isa: str) -> CudaRelease | None:
+        """The first CUDA release whose compiler writes PTX ISA ``isa`` (or a newer one)."""
+        want = cc_key(isa)
+        return next((r for r in self.cuda_releases if cc_key(r.ptx_isa) >= want), None)
+
+    def driver_cuda(self, driver: str) -> str | None:
+        """The newest CUDA release a driver provides: 535.104 -> "12.2"."""
+        have = version_key(driver)
+        ok = [r.version for r in self.cuda_releases if version_key(r.driver) <= have]
+        return ok[-1] if ok else None
 
     def pypi_torch_line(self, version: str) -> PypiTorchLine | None:
         v = Version(version)
@@ -99,6 +177,10 @@ class Registry:
             if any(spec.contains(p, prereleases=True) for p in probes):
                 out.append(line)
         return out
+
+
+def _model_key(name: str) -> str:
+    return "".join(name.lower().removeprefix("nvidia").split())
 
 
 def _line_probes(spec: SpecifierSet) -> list[str]:
@@ -129,6 +211,7 @@ def _parse(data: dict) -> Registry:
             cuda=SpecifierSet(cuda) if cuda else None,
             cuda_text=cuda or "",
             note=g.get("note", ""),
+            members=tuple(g.get("members", ())),
         )
     lines = tuple(
         PypiTorchLine(
@@ -138,10 +221,16 @@ def _parse(data: dict) -> Registry:
             nccl=t["nccl"],
             sm=tuple(t["sm"]),
             aarch64_cuda=t["aarch64-cuda"],
+            checked=t.get("checked"),
         )
         for t in data["pypi-torch"]
     )
-    return Registry(generations=gens, pypi_torch=lines)
+    releases = tuple(sorted((CudaRelease(version=v, driver=r["driver"], ptx_isa=r["ptx-isa"])
+                             for v, r in data.get("cuda-releases", {}).items()),
+                            key=lambda r: cc_key(r.version)))
+    return Registry(generations=gens, pypi_torch=lines, models=dict(data.get("models", {})),
+                    cuda_releases=releases, minor_compat=dict(data.get("cuda-minor-compat", {})),
+                    core_libraries=tuple(data.get("coverage", {}).get("core-libraries", ())))
 
 
 @functools.cache

@@ -8,6 +8,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -214,3 +215,174 @@ def test_fleet_outside_a_launcher_is_a_usage_error() -> None:
     assert res.returncode == 2
     assert "error: verify fleet runs under a launcher" in res.stderr
     assert "hint: torchrun" in res.stderr
+
+
+# ---------------------------------------------- refusals, a hung rank, torchrun's summary, numpy
+
+
+def launch_by_hand(tmp: Path, n: int, *, env_of=lambda rank: {}, args: tuple[str, ...] = (),
+                   python: str = sys.executable, cwd: Path = ROOT,
+                   base_env: dict[str, str] | None = None) -> tuple[list, dict]:
+    """``n`` ranks started one by one (as on separate nodes); the report rank 0 wrote."""
+    port = str(_free_port())
+    out = tmp / "fleet.json"
+    procs = []
+    for rank in range(n):
+        env = {**(base_env or _env()), "RANK": str(rank), "LOCAL_RANK": str(rank),
+               "WORLD_SIZE": str(n), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port,
+               **env_of(rank)}
+        procs.append(subprocess.Popen(
+            [python, "-m", "verify", "fleet", "--only", ONLY, "--no-env-digest", "--out",
+             str(out), *args], cwd=cwd, env=env, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True))
+    outs = [p.communicate(timeout=300) for p in procs]
+    return [(p.returncode, o, e) for p, (o, e) in zip(procs, outs, strict=True)], (
+        json.loads(out.read_text()) if out.exists() else {})
+
+
+@pytest.mark.slow
+def test_preflight_runs_on_every_rank_and_refuses_the_group(tmp_path: Path) -> None:
+    """Rank 2 alone has LD_LIBRARY_PATH outside its environment: its preflight fails, the
+    group runs nothing, and the report names rank 2 and the problem."""
+    results, report = launch_by_hand(
+        tmp_path, 3, env_of=lambda r: {"LD_LIBRARY_PATH": "/opt/elsewhere/lib"} if r == 2 else {})
+    assert results[0][0] == 1, results[0][2][-2000:]
+    assert report["verdict"] == "refused" and report["workloads"] == []
+    assert [(p["rank"], p["check"]) for p in report["preflight"]] == [(2, "library-path")]
+    assert "REFUSED rank 2 on" in results[0][1]
+    assert "LD_LIBRARY_PATH points outside the environment" in results[0][1]
+
+
+@pytest.mark.slow
+def test_hung_rank_is_named_in_a_partial_report_and_torchrun_shows_the_verdict(
+        tmp_path: Path) -> None:
+    """Rank 2 hangs in sum_fp32: after --rank-timeout rank 0 writes a partial report naming
+    rank 2 (the others' bits compared), exits 1, and torchrun's failure summary, printed after
+    its own traceback, carries samebits' verdict."""
+    out = tmp_path / "fleet.json"
+    started = time.monotonic()
+    res = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=3",
+         "-m", "tests.fleet_fault", "hang:sum_fp32@2", "--only", ONLY, "--no-env-digest",
+         "--rank-timeout", "20", "--out", str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=400, env=_env())
+    took = time.monotonic() - started
+    report = json.loads(out.read_text())
+    assert res.returncode != 0
+    assert report["verdict"] == "incomplete"
+    assert [(m["rank"], m["reason"]) for m in report["missing"]] == [
+        (2, "no workload record within 20 s: hung or crashed")]
+    assert [r["rank"] for r in report["ranks"]] == [0, 1] and report["suspects"] == []
+    assert took < 300
+    both = res.stdout + res.stderr
+    summary = both.rfind("Root Cause")
+    assert summary > both.rfind("Traceback"), both[-3000:]
+    assert "samebits verify fleet: fleet: 2 ranks" in both[summary:]
+    assert "MISSING rank 2: no workload record within 20 s" in both[summary:]
+
+
+@pytest.mark.parametrize(("checkins", "expected"), [
+    ([{"rank": 0, "host": "a", "device": "cuda:0", "gpu_uuid": "u1"},
+      {"rank": 1, "host": "a", "device": "cuda:1", "gpu_uuid": "u2"}], []),
+    ([{"rank": 0, "host": "a", "device": "cuda:0", "gpu_uuid": "u1"},
+      {"rank": 1, "host": "a", "device": "cuda:0", "gpu_uuid": "u1"},
+      {"rank": 2, "host": "a", "device": "cuda:1", "gpu_uuid": "u2"}],
+     ["ranks 0, 1 share GPU u1 (a): their results are not independent and their timing and "
+      "memory interfere"]),
+    ([{"rank": 0, "host": "a", "device": "cuda:0", "gpu_uuid": None},
+      {"rank": 3, "host": "a", "device": "cuda:0", "gpu_uuid": None},
+      {"rank": 4, "host": "b", "device": "cuda:0", "gpu_uuid": None}],
+     ["ranks 0, 3 share cuda:0 on a (a): their results are not independent and their timing "
+      "and memory interfere"]),
+    ([{"rank": 0, "host": "a", "device": "cpu", "gpu_uuid": None},
+      {"rank": 1, "host": "a", "device": "cpu", "gpu_uuid": None}], []),
+])
+def test_two_ranks_on_one_gpu_are_refused(checkins: list[dict], expected: list[str]) -> None:
+    """Ranks on the same GPU (by UUID; by host and cuda:N when the UUID is unknown) refuse the
+    group; CPU ranks share the machine by design."""
+    from verify.fleet_checkin import refusal, shared_devices
+
+    assert [s["message"] for s in shared_devices(checkins)] == expected
+    why = refusal([{**c, "preflight": []} for c in checkins])
+    assert (why is None) is (not expected)
+
+
+def test_refused_report_renders(tmp_path: Path) -> None:
+    """A refused group's report is a format-1 report: text, HTML and fleet-report read it."""
+    from verify.fleet import format_report, refused_report
+
+    checkins = [{"rank": r, "host": "a", "local_rank": r, "device": "cuda:0", "gpu_uuid": "u1",
+                 "preflight": []} for r in range(2)]
+    from verify.fleet_checkin import refusal
+
+    report = refused_report(checkins, refusal(checkins), world_size=2, backend="nccl")
+    assert "verdict: REFUSED" in format_report(report)
+    assert 'id="refused"' in render_html(report)
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(report))
+    res = subprocess.run([sys.executable, "-m", "samebits", "verify", "fleet-report", str(path)],
+                         cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert res.returncode == 1 and "REFUSED ranks 0, 1 share GPU u1" in res.stdout
+
+
+def _closure(*names: str) -> list[Path]:
+    """The installed top-level files of these distributions and all they require (no
+    extras), as tests/test_layers.py builds torch's."""
+    from importlib import metadata
+
+    from packaging.requirements import Requirement
+
+    seen: dict[str, metadata.Distribution] = {}
+    todo = list(names)
+    while todo:
+        name = todo.pop()
+        try:
+            dist = metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            continue
+        key = dist.metadata["Name"].lower()
+        if key in seen:
+            continue
+        seen[key] = dist
+        for req in dist.requires or ():
+            r = Requirement(req)
+            if r.marker is None or r.marker.evaluate({"extra": ""}):
+                todo.append(r.name)
+    assert "numpy" not in seen, "samebits or torch now requires numpy"
+    tops: set[Path] = set()
+    for dist in seen.values():
+        for f in dist.files or ():
+            top = f.parts[0]
+            if top in ("..", "__pycache__") or top.endswith(".pth") or "__editable__" in top:
+                continue
+            tops.add(Path(dist.locate_file(top)))
+    return sorted(tops)
+
+
+@pytest.mark.slow
+def test_fleet_runs_without_numpy(tmp_path: Path) -> None:
+    """torchrun with 3 gloo ranks in a venv holding torch and samebits' own dependencies but no
+    numpy (torch's all_gather_object would need it): the fleet runs and agrees."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    site = venv / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / "site-packages"
+    for top in _closure("torch", "samebits"):
+        if top.exists() and not (site / top.name).exists():
+            os.symlink(top, site / top.name)
+    shim = tmp_path / "path"
+    shim.mkdir()
+    for pkg in ("samebits", "verify", "tests"):
+        os.symlink(ROOT / pkg, shim / pkg)
+    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(shim), "OMP_NUM_THREADS": "1"}
+    python = str(venv / "bin" / "python")
+    assert subprocess.run([python, "-c", "import numpy"], env=env, cwd=tmp_path,
+                          capture_output=True).returncode != 0
+    out = tmp_path / "fleet.json"
+    res = subprocess.run([python, "-m", "torch.distributed.run", "--standalone",
+                          "--nproc-per-node=3", "-m", "verify", "fleet", "--only", ONLY,
+                          "--no-env-digest", "--out", str(out)],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=400)
+    assert res.returncode == 0, res.stderr[-3000:]
+    report = json.loads(out.read_text())
+    assert report["verdict"] == "consistent" and report["world_size"] == 3
+    assert report["collectives"]["all_reduce/large"]["ranks_agree"] is True

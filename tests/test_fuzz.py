@@ -245,3 +245,41 @@ def test_bundle_bytes_never_crash(tmp_path: Path, blob: bytes) -> None:
         check(path)
     except InputError as exc:
         assert exc.message.startswith(str(path))
+
+
+# ------------------------------------------------------------------ the fatbin reader
+
+def _fatbin_seed() -> bytes:
+    from tests.fatbin_fixtures import Sec, cubin, elf, fatbin, ptx, sass
+
+    fat = fatbin([sass(75), sass(90, "a"), ptx(120, header_size=80),
+                  sass(100, "f", header_size=112), sass(80, compression="none",
+                                                        payload=cubin(["_Z1kv"]))])
+    return elf([Sec(".nv_fatbin", fat + b"\0" * 8 + fat), Sec(".rodata", b"ab" + fat)])
+
+
+@given(st.data())
+def test_fatbin_reader_never_crashes(data: st.DataObject) -> None:
+    """A real-shaped ELF file with fatbins, its bytes mutated anywhere: read_code returns
+    fatbins and at most an error message, never an exception."""
+    from verify.fatbin import read_code
+
+    blob = bytearray(_fatbin_seed())
+    for _ in range(data.draw(st.integers(1, 8))):
+        at = data.draw(st.integers(0, len(blob) - 1))
+        blob[at] = data.draw(st.integers(0, 255))
+    cut = data.draw(st.integers(0, len(blob)))
+    code = read_code(bytes(blob[:cut]), cut)
+    assert code.error is None or isinstance(code.error, str)
+    for fat in code.fatbins:
+        assert fat.size >= 16 and all(e.name for e in fat.entries)
+
+
+@given(st.binary(max_size=600))
+def test_fatbin_bytes_never_crash(blob: bytes) -> None:
+    """Random bytes, with and without the ELF and fatbin magics in front: no exception."""
+    from verify.fatbin import MAGIC_BYTES, read_code, search_fatbins
+
+    for data in (blob, b"\x7fELF\x02\x01\x01" + blob, MAGIC_BYTES + b"\x01\x00\x10\x00" + blob):
+        read_code(data, len(data))
+        list(search_fatbins(data, 0, len(data)))

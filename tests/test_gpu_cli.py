@@ -141,3 +141,30 @@ def test_gpu_runs_identical_and_tf32_explained(tmp_path: Path,
     differing = {w["name"]: w for w in doc["different"]}
     assert rc == 1 and "gemm_fp32" in differing
     assert "settings.cuda_matmul_allow_tf32" in differing["gemm_fp32"]["attributed_to"]
+
+
+def test_attestation_carries_kernel_coverage(runs) -> None:
+    """The attestation says what the environment's kernels run on (this CPU torch venv: no
+    CUDA code) and, on a GPU, the decision for the GPU used."""
+    from verify.coverage_report import NO_CUDA
+
+    doc = json.loads(runs["full1"][0].read_text())
+    cov = doc["predicate"]["coverage"]
+    assert (cov["runs_on"], cov["libraries"], cov["this_gpu"]) == (NO_CUDA, 0, None)
+    assert cov["stack"]["torch"].endswith("+cpu") and cov["stack"]["torch_cuda"] is None
+
+
+def test_coverage_summary_decides_the_gpu_in_use() -> None:
+    """On a GPU the attestation records the decision for its compute capability."""
+    from tests.test_coverage import CUFILE, TORCH, cov
+    from tests.test_facts import sample_facts
+    from verify.attest import build_statement
+    from verify.coverage_report import summary
+
+    s = summary(cov(TORCH, CUFILE), gpu_cc="7.0")
+    assert s["this_gpu"] == {"cc": "7.0", "sm": "sm_70", "status": "none",
+                             "reason": "no sm_70 in libtorch_cuda.so, libcufile.so.0"}
+    st = build_statement(facts=sample_facts(gpu=True), device="cuda:0", settings={},
+                         workloads={}, suite_version=1, environment={"environment": "e" * 64},
+                         coverage=s)
+    assert st["predicate"]["coverage"]["this_gpu"]["status"] == "none"

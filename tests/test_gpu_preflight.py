@@ -135,3 +135,25 @@ def test_library_checks(env: tuple, device: str, expected: list[Problem]) -> Non
     requested = "cpu" if device == "cpu" else "auto"
     assert list(check(facts, device=device, requested=requested, lock=None,
                       prefix="/opt/env")) == expected
+
+
+BLACKWELL = LockNeeds(path="lockfiles/blackwell.conda-lock.yml", cuda="13.0",
+                      compute_capabilities=("10.0", "12.0"), generation="blackwell")
+
+
+@pytest.mark.parametrize(("name", "cc"), [("NVIDIA B300", "10.3"), ("NVIDIA GB300", "10.3"),
+                                          ("NVIDIA GB10", "12.1"), ("NVIDIA B200", "10.0")])
+def test_blackwell_lock_takes_every_blackwell(name: str, cc: str) -> None:
+    """Compute capabilities 10.3 (B300/GB300) and 12.1 (GB10) are Blackwell: the blackwell
+    lock (which records the 10.0 and 12.0 it is built for) is theirs."""
+    gpu = dataclasses.replace(H200, name=name, compute_capability=cc)
+    facts = sample_facts(gpu=True, gpus=(gpu,))
+    assert list(check(facts, device="cuda:0", lock=BLACKWELL)) == []
+
+
+def test_hopper_lock_still_refuses_a_b300() -> None:
+    """Membership is by generation: a Hopper lock on a B300 is still the wrong lock."""
+    gpu = dataclasses.replace(H200, name="NVIDIA B300", compute_capability="10.3")
+    (problem,) = check(sample_facts(gpu=True, gpus=(gpu,)), device="cuda:0",
+                       lock=dataclasses.replace(HOPPER, cuda="13.0"))
+    assert problem.check == "lock-gpu"

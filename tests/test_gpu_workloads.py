@@ -176,3 +176,87 @@ def test_gpu_every_workload_runs(facts: Facts) -> None:
     assert errors == {}
     assert suite.results["gemm_fp32"].status == "ok"
     assert set(suite.results) == set(BY_NAME)
+
+
+# ------------------------------------------------- what PyTorch says when it refuses a backend
+
+# What torch 2.13's sdp_utils (check_cudnn_deterministic) warns before "No available kernel"
+# when cuDNN attention is asked for under use_deterministic_algorithms(True); the network test
+# test_torch_still_says_so finds the same text in the locked libtorch_cuda.so.
+CUDNN_REFUSAL = "cuDNN SDPA is not deterministic."
+
+
+class _CudaContext:
+    """A Context that says it is on CUDA while its tensors stay on the CPU: the attention code
+    takes its CUDA branch (fp16 inputs, every backend tried) on a machine without a GPU."""
+
+    def __init__(self, seed: int) -> None:
+        from verify.workloads._common import Context
+
+        self._ctx = Context(device=torch.device("cpu"), seed=seed)
+        self.cuda = True
+        self.device = self._ctx.device
+
+    def __getattr__(self, name: str):  # generator, randn, ...
+        return getattr(self._ctx, name)
+
+
+def _torch_refusing_cudnn(*args, **kwargs):
+    """torch.nn.functional.scaled_dot_product_attention as CUDA torch behaves under
+    sdpa_kernel(CUDNN_ATTENTION) with deterministic algorithms: it warns, then gives up."""
+    import warnings
+
+    warnings.warn(CUDNN_REFUSAL, UserWarning, stacklevel=2)
+    raise RuntimeError("No available kernel. Aborting execution.")
+
+
+@pytest.mark.parametrize(("deterministic", "status", "detail"), [
+    (True, "refused", 'CUDNN_ATTENTION: PyTorch refuses it under use_deterministic_algorithms'
+                      '(True): "cuDNN SDPA is not deterministic."; it runs under the default '
+                      'profile (--profile default)'),
+    (False, "unavailable", "CUDNN_ATTENTION: no kernel for this device, dtype or settings: "
+                           "cuDNN SDPA is not deterministic."),
+])
+def test_cudnn_attention_refusal_is_recorded_with_torchs_reason(
+        monkeypatch: pytest.MonkeyPatch, deterministic: bool, status: str, detail: str) -> None:
+    """Deterministic mode's refusal of cuDNN attention is "refused" with PyTorch's reason and
+    the profile that runs it, not "unavailable"; the SDPA call is faked at torch's boundary
+    (the real one needs a GPU: test_gpu_cudnn_attention_refused)."""
+    from verify import workloads
+    from verify.workloads import attention
+    from verify.workloads._common import seed_for
+
+    monkeypatch.setattr(attention.F, "scaled_dot_product_attention", _torch_refusing_cudnn)
+    torch.use_deterministic_algorithms(deterministic)
+    result, _ = workloads._run_one("sdpa_cudnn", attention.sdpa_cudnn,
+                                   _CudaContext(seed_for("sdpa_cudnn")))
+    assert (result.status, result.detail) == (status, detail)
+
+
+@pytest.mark.gpu
+def test_gpu_cudnn_attention_refused(facts: Facts) -> None:
+    """On a real GPU: cuDNN attention is refused under the deterministic profile, with
+    PyTorch's reason, and runs under the default one."""
+    det = run_suite(facts, device="cuda:0", only=["sdpa_cudnn"]).results["sdpa_cudnn"]
+    assert det.status == "refused" and "--profile default" in det.detail
+    loose = run_suite(facts, device="cuda:0", settings=DEFAULT, only=["sdpa_cudnn"])
+    assert loose.results["sdpa_cudnn"].status in ("ok", "unavailable")
+
+
+def test_workspace_in_force_is_recorded_beside_the_variable() -> None:
+    """The settings record the cuBLAS workspace sizes in force in this process next to the
+    variable; without CUDA in use they are None, and say why."""
+    back = readback()
+    assert (back["cublas_workspace_bytes"], back["cublaslt_workspace_bytes"],
+            back["cublas_workspace_source"]) == (None, None, "no CUDA in use")
+
+
+@pytest.mark.gpu
+def test_gpu_workspace_is_read_per_process(facts: Facts, monkeypatch: pytest.MonkeyPatch) -> None:
+    """torch sizes the cuBLAS workspace once per process: changing the variable after the
+    first GEMM changes the recorded variable, not the size in force (32 MiB for :4096:8)."""
+    run_suite(facts, device="cuda:0", only=["gemm_fp32"])
+    monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", ":16:8")
+    back = readback()
+    assert back["cublas_workspace_config"] == ":16:8"
+    assert back["cublas_workspace_bytes"] == 4096 * 1024 * 8

@@ -9,16 +9,18 @@
       "predicate": {"format": 1, "device": "cpu" | "cuda:0", "suite_version": 1,
                     "samebits": "0.1.0", "lock": {...} | null,
                     "facts": {...}, "settings": {...}, "workloads": {name: {...}},
+                    "coverage": {"runs_on", "libraries", "stack", "this_gpu"},  # verify gpu
                     "fingerprints": {workload: {output: {...}}},   # optional (samebits attest)
                     "paper": {...}}                                # optional (a paper manifest)
     }
 
-The two optional keys are written only when given, so a statement without them is byte for
-byte what it was before they existed. ``fingerprints``: a few sampled values per workload
+The optional keys are written only when given, so a statement without them is byte for byte
+what it was before they existed. ``coverage``: which GPU generations the environment's
+kernels run on (``verify gpu``). ``fingerprints``: a few sampled values per workload
 output (``verify.errorstats.tensors.fingerprint``), so a reviewer can put a number on a
 difference without the authors' saved outputs. ``paper``: the paper's commands, the
 environment each was given and each output's digest and comparable values
-(``samebits.app.paper.record``). Both are opaque here: their writers and readers check them.
+(``samebits.app.paper.record``). They are opaque here: their writers and readers check them.
 
 ``build_statement`` is pure: digests come in as data. ``statement_bytes`` is canonical JSON,
 so equal results give equal bytes (no timestamps, no host names, no absolute paths).
@@ -87,8 +89,10 @@ def build_statement(*, facts: Facts, device: str, settings: Mapping[str, Any],
                     lock: LockInfo | None = None,
                     samebits_version: str = __version__,
                     fingerprints: Mapping[str, Any] | None = None,
-                    paper: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The Statement as a dict. ``environment`` is ``verify.digest.prefix_digests``'s answer."""
+                    paper: Mapping[str, Any] | None = None,
+                    coverage: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The Statement as a dict. ``environment`` is ``verify.digest.prefix_digests``'s answer;
+    ``coverage`` (``verify.coverage_report.summary``) what the environment's kernels run on."""
     subjects = [{"name": name, "digest": {"sha256": digest}}
                 for name, digest in sorted((environment or {}).items())]
     if lock is not None:
@@ -110,6 +114,8 @@ def build_statement(*, facts: Facts, device: str, settings: Mapping[str, Any],
         predicate["fingerprints"] = dict(fingerprints)
     if paper is not None:
         predicate["paper"] = dict(paper)
+    if coverage is not None:
+        predicate["coverage"] = dict(coverage)
     return {
         "_type": STATEMENT_TYPE,
         "subject": subjects,

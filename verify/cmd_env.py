@@ -65,6 +65,8 @@ def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
                    help="samebits' cache: bytecode verdicts, and the conda archives that give "
                    "executable bits and link targets (default: $XDG_CACHE_HOME/samebits, "
                    "the one `samebits install` fills)")
+    p.add_argument("--no-coverage", action="store_true",
+                   help="skip reading the CUDA kernels (which GPUs the environment runs on)")
     p.add_argument("--jobs", type=int, metavar="N",
                    help="hashing processes (default: one per available core)")
     p.set_defaults(func=run_env)
@@ -79,7 +81,8 @@ def run_env(args: argparse.Namespace, out: Output) -> int:
                        platform=args.platform, against=args.against, jobs=args.jobs,
                        linkage=not args.no_linkage, bytecode=not args.no_bytecode,
                        cache=args.cache_dir, progress=out.progress,
-                       read=ReadOptions(environment=args.lock_env, python=args.lock_python))
+                       read=ReadOptions(environment=args.lock_env, python=args.lock_python),
+                       coverage=not args.no_coverage)
     if out.json:
         sys.stdout.flush()
         sys.stdout.buffer.write(canonical_json(report_json(report)))
@@ -92,7 +95,8 @@ def run_env(args: argparse.Namespace, out: Output) -> int:
 def check_env(prefix: Path, *, lockfile: Path | None = None, platform: str | None = None,
               against: Path | None = None, jobs: int | None = None, linkage: bool = True,
               bytecode: bool = True, cache: Path | None = None,
-              progress: Any = None, read: ReadOptions | None = None) -> EnvReport:
+              progress: Any = None, read: ReadOptions | None = None,
+              coverage: bool = True) -> EnvReport:
     """Everything ``verify env`` checks, as an ``EnvReport`` (also ``samebits audit``'s API).
     ``read`` says how to read a lockfile of another format (converted on read)."""
     from samebits.install import default_cache_dir
@@ -157,12 +161,21 @@ def check_env(prefix: Path, *, lockfile: Path | None = None, platform: str | Non
                      + ", ".join(editable))
     links = check_linkage(manifest, host_dirs=host_library_dirs()) if linkage else None
     ident_digest = identity_digest(interpreter) if kind != "conda" else None
+    kernels = _coverage(manifest) if coverage else None
     return EnvReport(
         manifest=manifest, digests=digests(manifest, ident_digest),
         findings=tuple(merge(*groups)), linkage=links, platform=platform,
         locked_packages=locked, lockfile=str(lockfile) if lockfile else None,
         reference=reference, notes=tuple(notes), interpreter=interpreter, bytecode=bc,
-        unproven=tuple(unproven(manifest.records.packages)))
+        unproven=tuple(unproven(manifest.records.packages)), coverage=kernels)
+
+
+def _coverage(manifest) -> dict[str, Any]:
+    """Which GPUs the environment's kernels run on (``samebits check --prefix``'s document)."""
+    from verify.codescan import scan_manifest
+    from verify.coverage_report import platform_doc
+
+    return platform_doc(scan_manifest(manifest))
 
 
 def _read_options(read: ReadOptions | None, prefix: Path, platform: str | None) -> ReadOptions:

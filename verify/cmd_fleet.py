@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
 import os
+import sys
+import time
 from pathlib import Path
 
 from samebits._io import atomic_write, canonical_json, read_json
@@ -11,7 +15,7 @@ from samebits.dsse import load_signing_key, open_document, signed_bytes
 from samebits.errors import EXIT_DIFFERENT, EXIT_OK, InputError
 from samebits.ui import Output
 from verify.attest import STATEMENT_TYPE
-from verify.fleet import analyse, format_report
+from verify.fleet import FAILING, analyse, format_report, refused_report
 from verify.fleet_html import render_html
 
 DEFAULT_OUT = Path("build/fleet.json")
@@ -23,12 +27,16 @@ def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
         "fleet", parents=parents,
         help="every rank: facts, environment digest, workloads, collectives; rank 0 reports",
         description="Run under torchrun, srun or a Kubernetes job (RANK, WORLD_SIZE, LOCAL_RANK, "
-        "MASTER_ADDR, MASTER_PORT). Each rank runs the verify-gpu suite on its own device "
-        "(cuda:LOCAL_RANK, or the CPU) and an all_reduce/reduce_scatter workload; the group "
-        "gathers the results over NCCL or gloo and rank 0 writes the report.",
-        epilog="exit codes: 0 consistent or explained; 1 a suspect rank or an undecided class; "
-        "2 bad input or not under a launcher. Example: torchrun --nnodes 4 --nproc-per-node 8 "
-        "-m verify fleet --out fleet.json",
+        "MASTER_ADDR, MASTER_PORT). Each rank runs the preflight, then the verify-gpu suite on "
+        "its own device (cuda:LOCAL_RANK, or the CPU) and an all_reduce/reduce_scatter "
+        "workload (NCCL or gloo); rank 0 collects the results rank by rank with a deadline and "
+        "writes the report.",
+        epilog="exit codes: 0 consistent or explained; 1 a suspect rank, an undecided class, a "
+        "rank missing after --rank-timeout (a partial report), or refused before running (a "
+        "rank's preflight failed, two ranks on one GPU); 2 bad input or not under a launcher. "
+        "Under torchrun the verdict is also rank 0's error message, shown in torchrun's "
+        "summary. Example: torchrun --nnodes 4 --nproc-per-node 8 -m verify fleet --out "
+        "fleet.json",
     )
     p.add_argument("--out", type=Path, default=DEFAULT_OUT,
                    help=f"report path (default {DEFAULT_OUT})")
@@ -39,6 +47,11 @@ def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
                    help="auto: cuda:LOCAL_RANK when torch sees GPUs, else the CPU")
     p.add_argument("--no-env-digest", action="store_true",
                    help="skip hashing the environment (the host name stands in)")
+    p.add_argument("--rank-timeout", type=float, default=600, metavar="S",
+                   help="how long rank 0 waits for a rank's check-in, record or collectives "
+                   "before naming it missing in a partial report (default 600)")
+    p.add_argument("--lockfile", type=Path, metavar="L",
+                   help="each rank's preflight also checks its driver and GPU against this lock")
     p.add_argument("--sign-key", "--sign", dest="sign", type=Path, metavar="KEY",
                    help="rank 0 writes the report as an in-toto Statement (predicate: the "
                    "report) in a DSSE envelope signed with this Ed25519 private key (under "
@@ -60,7 +73,7 @@ def _finish(report: dict, out: Output, html: Path | None, extra: dict) -> int:
     if html is not None:
         atomic_write(html, render_html(report))
     out.emit({**report, **extra}, format_report(report))
-    return EXIT_DIFFERENT if report["verdict"] in ("suspects", "undecided") else EXIT_OK
+    return EXIT_DIFFERENT if report["verdict"] in FAILING else EXIT_OK
 
 
 def run_fleet(args: argparse.Namespace, out: Output) -> int:
@@ -70,16 +83,25 @@ def run_fleet(args: argparse.Namespace, out: Output) -> int:
     only = list(select(args.only)) if args.only else None
     rank0 = int(os.environ.get("RANK", "0")) == 0
     key = load_signing_key(args.sign) if args.sign and rank0 else None  # before the run
-    records = run_rank(device_request=args.device, only=only,
-                       skip_env_digest=args.no_env_digest)
-    if not rank0:
+    outcome = run_rank(device_request=args.device, only=only,
+                       skip_env_digest=args.no_env_digest, rank_timeout=args.rank_timeout,
+                       lockfile=args.lockfile)
+    if outcome is None:  # not rank 0: rank 0 reports for everyone
         return EXIT_OK
-    report = analyse(records)
+    if outcome.refused is not None:
+        report = refused_report(outcome.checkins, outcome.refused,
+                                world_size=int(os.environ.get("WORLD_SIZE", "0")),
+                                backend=outcome.backend)
+    else:
+        report = analyse(outcome.records, missing=outcome.missing)
     data = (canonical_json(report) if key is None
             else signed_bytes(canonical_json(fleet_statement(report)), key))
     atomic_write(args.out, data)
-    return _finish(report, out, args.html, {"path": str(args.out),
+    code = _finish(report, out, args.html, {"path": str(args.out),
                                             "signed_by": key.keyid if key else None})
+    if code != EXIT_OK:
+        _tell_launcher(report)
+    return code
 
 
 def fleet_statement(report: dict) -> dict:
@@ -87,6 +109,20 @@ def fleet_statement(report: dict) -> dict:
     subjects = sorted({(n, d) for r in report["ranks"] for n, d in r["environment"].items()})
     return {"_type": STATEMENT_TYPE, "predicateType": FLEET_PREDICATE, "predicate": report,
             "subject": [{"name": n, "digest": {"sha256": d}} for n, d in subjects]}
+
+
+def _tell_launcher(report: dict) -> None:
+    """Under torchrun, rank 0's non-zero exit makes torchrun print a Python traceback and a
+    failure summary; written to TORCHELASTIC_ERROR_FILE, the verdict is that summary's
+    message instead of "To enable traceback see ...". Also the last line on stderr."""
+    verdict = format_report(report).splitlines()
+    summary = "samebits verify fleet: " + " | ".join(verdict)
+    sys.stderr.write(f"{summary}\n")
+    path = os.environ.get("TORCHELASTIC_ERROR_FILE")
+    if path:
+        with contextlib.suppress(OSError):
+            Path(path).write_text(json.dumps({"message": summary,
+                                              "timestamp": int(time.time())}))
 
 
 def run_fleet_report(args: argparse.Namespace, out: Output) -> int:

@@ -149,7 +149,8 @@ def run_gpu(args: argparse.Namespace, out: Output) -> int:
     statement = build_statement(
         facts=facts, device=device, settings=suite.settings,
         workloads={n: r.to_dict() for n, r in suite.results.items()},
-        suite_version=SUITE_VERSION, environment=env_digests, lock=lock)
+        suite_version=SUITE_VERSION, environment=env_digests, lock=lock,
+        coverage=_coverage(facts, device))
     data = signed_bytes(statement_bytes(statement), key)
     atomic_write(args.out, data)
 
@@ -184,6 +185,15 @@ def run_gpu(args: argparse.Namespace, out: Output) -> int:
         text.append(f"failed: {', '.join(failed)} (see the detail above)")
     out.emit(payload, "\n".join(text))
     return EXIT_DIFFERENT if failed or unstable else EXIT_OK
+
+
+def _coverage(facts: Facts, device: str) -> dict[str, Any]:
+    """What this environment's kernels run on, and the decision for the GPU in use."""
+    from verify.codescan import scan_prefix
+    from verify.coverage_report import summary
+
+    gpu = facts.gpu(int(device.split(":")[1])) if device.startswith("cuda") else None
+    return summary(scan_prefix(Path(sys.prefix)), gpu_cc=gpu.compute_capability if gpu else None)
 
 
 def _preflight_line(needs: LockNeeds | None, device: str) -> str:

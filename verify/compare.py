@@ -46,7 +46,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
             "env.ATEN_CPU_CAPABILITY", "env.DNNL_*", "env.ONEDNN_*"),
     "determinism": ("settings.profile", "settings.deterministic_*", "settings.cudnn_deterministic",
                     "settings.cudnn_benchmark", "settings.cublas_workspace_config",
-                    "env.CUBLAS_WORKSPACE_CONFIG"),
+                    "settings.cublas*_workspace_*", "env.CUBLAS_WORKSPACE_CONFIG"),
     "blas": ("torch.cuda", "torch.cublas", "settings.float32_matmul_precision",
              "settings.cuda_matmul_*", "settings.blas_library", "settings.mkldnn_enabled",
              "env.CUBLAS*", "env.NVIDIA_TF32_OVERRIDE", "env.TORCH_ALLOW_TF32_CUBLAS_OVERRIDE",

@@ -58,6 +58,7 @@ class EnvReport:
     interpreter: Mapping[str, Any] | None = None
     bytecode: BytecodeReport | None = None
     unproven: tuple[str, ...] = ()                 # pip packages with no recorded archive hash
+    coverage: Mapping[str, Any] | None = None  # verify.coverage_report.platform_doc
 
     @property
     def identical(self) -> bool:
@@ -135,6 +136,7 @@ def report_json(r: EnvReport) -> dict[str, Any]:
         "packages": [p.to_json() for p in m.records.packages],
         "notes": list(r.notes),
         "manifest": [entry_json(e) for e in m.entries],
+        **({"coverage": dict(r.coverage)} if r.coverage is not None else {}),
     }
 
 
@@ -201,6 +203,10 @@ def report_text(r: EnvReport) -> str:
     lines.append(f"  packages    sha256:{r.digests['packages']}")
     for note in r.notes:
         lines.append(f"  note: {note}")
+    if r.coverage is not None:
+        libs = len(r.coverage["libraries"])
+        lines.append(f"  kernels    {libs} libraries with CUDA device code; runs on: "
+                     f"{r.coverage['runs_on']}" if libs else "  kernels    no CUDA device code")
     if r.findings:
         lines.append(f"findings: {len(r.findings):,}")
         lines.extend(f"  {finding_line(f)}" for f in r.findings)

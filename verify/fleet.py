@@ -18,6 +18,13 @@ results. The rules:
   listed with the facts in which its representative differs.
 * Collectives: every rank must hold the same all_reduce bytes, and each rank's two repetitions
   must agree; a rank that breaks either is a suspect too.
+* Missing ranks (no record within the per-rank timeout) are named; the others' results stand
+  in a partial report (verdict ``incomplete`` unless there are suspects).
+
+``refused_report`` is the document when the group did not run at all (``verify.fleet_checkin``:
+a rank's preflight, two ranks on one GPU, a rank that never checked in).
+
+Verdicts and exit codes: consistent, explained (0); suspects, incomplete, undecided, refused (1).
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ from typing import Any
 from samebits.errors import InputError
 from verify.attest import Attestation, parse_attestation
 from verify.compare import class_id, class_label, compare, flat_facts
+from verify.fleet_checkin import refusal_lines
 
 FLEET_FORMAT = 1
 SUSPECT = "suspect a hardware fault (silent data corruption) or undeclared drift"
@@ -115,8 +123,31 @@ def _collectives(records: Sequence[Mapping[str, Any]]) -> tuple[dict[str, Any], 
     return doc, bad
 
 
-def analyse(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """The fleet report document for ``records`` (one per rank)."""
+FAILING = ("suspects", "incomplete", "undecided", "refused")
+
+
+def refused_report(checkins: Sequence[Mapping[str, Any]], why: Mapping[str, Any],
+                   world_size: int, backend: str) -> dict[str, Any]:
+    """The report of a fleet that was refused before anything ran."""
+    return {
+        "format": FLEET_FORMAT, "verdict": "refused", "world_size": world_size,
+        "backend": backend, "workloads": [],
+        "ranks": [{"rank": int(c["rank"]), "host": c.get("host"),
+                   "local_rank": c.get("local_rank"), "device": c.get("device"),
+                   "gpu_uuid": c.get("gpu_uuid"), "class": None, "collective_env": {},
+                   "environment": {}, "workloads": {}}
+                  for c in sorted(checkins, key=lambda c: int(c["rank"]))],
+        "classes": [], "environments": [], "collectives": {}, "suspects": [], "undecided": [],
+        "preflight": list(why.get("preflight", ())),
+        "shared_devices": list(why.get("shared_devices", ())),
+        "missing": list(why.get("missing", ())),
+    }
+
+
+def analyse(records: Sequence[Mapping[str, Any]],
+            missing: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
+    """The fleet report document for ``records`` (one per rank that reported) and the ranks
+    that did not (``missing``: rank, host, device, reason)."""
     if not records:
         raise InputError("fleet: no rank records")
     by_rank = {int(r["rank"]): r for r in records}
@@ -171,8 +202,8 @@ def analyse(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
          "verdict": SUSPECT}
         for r, s in sorted(suspects.items())]
     explained = any("differing_workloads" in c and c["differing_workloads"] for c in class_docs)
-    verdict = ("suspects" if suspect_docs else "undecided" if undecided
-               else "explained" if explained else "consistent")
+    verdict = ("suspects" if suspect_docs else "incomplete" if missing
+               else "undecided" if undecided else "explained" if explained else "consistent")
     order = sorted({n for att in atts.values() for n in att.workloads})
     return {
         "format": FLEET_FORMAT,
@@ -192,6 +223,9 @@ def analyse(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "collectives": coll,
         "suspects": suspect_docs,
         "undecided": undecided,
+        "preflight": [],
+        "shared_devices": [],
+        "missing": sorted((dict(m) for m in missing), key=lambda m: int(m["rank"])),
     }
 
 
@@ -234,6 +268,10 @@ def format_report(report: Mapping[str, Any]) -> str:
     for u in report["undecided"]:
         lines.append(f"UNDECIDED {u['workload']}: ranks {_ranks(u['ranks'])} of class "
                      f"{u['class']} disagree with no majority; add ranks or a reference")
+    lines += refusal_lines(report)
+    if report["verdict"] == "incomplete":
+        lines.append("a partial report: the ranks above that reported are compared; the "
+                     "missing ones are not")
     return "\n".join(lines)
 
 

@@ -7,6 +7,7 @@ from html import escape
 from typing import Any
 
 from verify.fleet import SUSPECT, cell_state
+from verify.fleet_checkin import refusal_lines
 
 COLOURS = {"ok": "#cdeccf", "explained": "#ffe3a3", "suspect": "#f5a3a3",
            "undecided": "#d9c8f0", "not-run": "#e4e4e4"}
@@ -38,7 +39,7 @@ def render_html(report: Mapping[str, Any]) -> str:
                          f'title="{e(w)}: {e(value)} ({state})">{e(short)}</td>')
         rows.append(f"<tr><th>{r['rank']}</th><td>{e(str(r['host']))}</td>"
                     f"<td>{e(str(r['device']))}</td><td>{e(str(r['gpu_uuid'] or '-'))}</td>"
-                    f"<td>{e(r['class'])}</td>{''.join(cells)}</tr>")
+                    f"<td>{e(str(r['class'] or '-'))}</td>{''.join(cells)}</tr>")
     head = "".join(f"<th>{e(w)}</th>" for w in report["workloads"])
     classes = "".join(f"<li><b>{e(c['id'])}</b> (ranks {e(', '.join(map(str, c['ranks'])))}): "
                       f"{e(c['label'])}</li>" for c in report["classes"])
@@ -46,6 +47,7 @@ def render_html(report: Mapping[str, Any]) -> str:
         f"<li>rank {s['rank']} on {e(str(s['host']))} ({e(str(s['device']))}, GPU "
         f"{e(str(s['gpu_uuid'] or '-'))}): {e(', '.join([*s['workloads'], *s['collectives']]))}"
         "</li>" for s in report["suspects"]) or "<li>none</li>"
+    refused = "".join(f"<li>{e(line)}</li>" for line in refusal_lines(report))
     legend = "".join(f'<li><span style="background:{COLOURS[k]}">&nbsp;&nbsp;&nbsp;&nbsp;</span>'
                      f" {e(k)}: {e(v)}</li>" for k, v in LEGEND.items())
     return (
@@ -56,6 +58,8 @@ def render_html(report: Mapping[str, Any]) -> str:
         f"<p>{report['world_size']} ranks, backend {e(str(report['backend']))}, "
         f"report format {report['format']}</p>\n"
         f"<h2>Suspects</h2><ul id=\"suspects\">{suspects}</ul>\n"
+        + (f"<h2>Refused or missing ranks</h2><ul id=\"refused\">{refused}</ul>\n"
+           if refused else "") +
         f"<h2>Classes</h2><ul>{classes}</ul>\n"
         f"<h2>Ranks &times; workloads</h2><table id=\"matrix\"><tr><th>rank</th><th>host</th>"
         f"<th>device</th><th>GPU UUID</th><th>class</th>{head}</tr>\n" + "\n".join(rows) +

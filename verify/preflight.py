@@ -7,7 +7,9 @@
     driver-torch   the driver's CUDA major is older than the one torch was built for
     no-kernel      a GPU's compute capability is not in torch's arch list: every kernel would
                    fail with "no kernel image is available for execution on the device"
-    lock-gpu       the lock targets other compute capabilities than this GPU's
+    lock-gpu       the GPU is not of the lock's generation (a B300, 10.3, is Blackwell: the
+                   registry's ``members``), or, for a lock of no known generation, not one of
+                   its compute capabilities
     cpu-only-torch a CPU-only torch on a machine whose driver sees GPUs
     library-path   LD_LIBRARY_PATH names folders outside the environment (and outside the
                    driver's own): a library there is loaded instead of the locked one
@@ -30,14 +32,8 @@ from pathlib import Path
 from packaging.version import InvalidVersion, Version
 
 from samebits.errors import EXIT_DIFFERENT, SamebitsError, UsageError
-from samebits.gpus import sass_runs_on
+from samebits.gpus import registry, sass_runs_on
 from verify.facts import Facts, GpuFacts
-
-# The oldest Linux driver for each CUDA release (NVIDIA's CUDA toolkit release notes, table 3).
-MIN_DRIVER = {"12.0": "525.60.13", "12.1": "530.30.02", "12.2": "535.54.03",
-              "12.3": "545.23.06", "12.4": "550.54.14", "12.5": "555.42.02",
-              "12.6": "560.28.03", "12.8": "570.26", "12.9": "575.51.03",
-              "13.0": "580.65.06", "13.1": "590.44.01"}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -186,8 +182,7 @@ def _gpu_problems(facts: Facts, gpu: GpuFacts, lock: LockNeeds | None) -> list[P
                     "every workload would fail with \"no kernel image is available for "
                     "execution on the device\"",
             hint=f"install a torch build whose arch list covers sm_{cc.replace('.', '')}"))
-    if lock is not None and lock.compute_capabilities and cc and (
-            cc not in lock.compute_capabilities):
+    if lock is not None and lock.compute_capabilities and cc and not _in_lock(lock, cc):
         out.append(Problem(
             check="lock-gpu",
             message=f"{lock.path} targets {lock.generation or 'other GPUs'} (compute capability "
@@ -195,6 +190,11 @@ def _gpu_problems(facts: Facts, gpu: GpuFacts, lock: LockNeeds | None) -> list[P
                     f"({cc})",
             hint="use the lockfile for this GPU's generation"))
     return out
+
+
+def _in_lock(lock: LockNeeds, cc: str) -> bool:
+    gen = registry().generations.get(lock.generation or "")
+    return cc in (gen.all_capabilities if gen is not None else lock.compute_capabilities)
 
 
 def _arch_cc(arch: str) -> str:
@@ -223,6 +223,7 @@ def _older_major(have: str, need: str) -> bool:
 
 def _driver_hint(cuda: str) -> str:
     v = Version(cuda)
-    floor = MIN_DRIVER.get(f"{v.major}.{v.minor}")
+    release = registry().release(f"{v.major}.{v.minor}")
+    floor = release.driver if release else None
     return (f"CUDA {v.major}.{v.minor} needs driver >= {floor}" if floor
             else f"install a driver that provides CUDA >= {v.major}.{v.minor}")

@@ -25,6 +25,7 @@ from __future__ import annotations
 import os
 import platform
 from collections.abc import Mapping
+from typing import Any
 
 from verify.facts.cpu import cpu_facts, glibc_version, parse_cpuinfo, thread_facts
 from verify.facts.driver import cuda_int, parse_smi_cuda, parse_smi_query, probe_driver_and_gpus
@@ -49,13 +50,14 @@ __all__ = ["FACTS_FORMAT", "ISA_FLAGS", "NUMERIC_ENV_NAMES", "NUMERIC_ENV_PREFIX
            "parse_smi_cuda", "parse_smi_query"]
 
 
-def detect(*, environ: Mapping[str, str] | None = None) -> Facts:
-    """Probe this machine once. Initialises CUDA when torch can use it; creates no cuBLAS handle."""
+def detect(*, environ: Mapping[str, str] | None = None, nvml: Any = None) -> Facts:
+    """Probe this machine once. Initialises CUDA when torch can use it; creates no cuBLAS handle.
+    ``nvml``: the nvidia-ml-py module to ask (default: ``import pynvml``)."""
     import torch
 
     environ = os.environ if environ is None else environ
     cuda_ok = bool(torch.version.cuda) and torch.cuda.is_available()
-    driver, gpus = probe_driver_and_gpus()
+    driver, gpus = probe_driver_and_gpus(nvml)
     return Facts(
         torch=torch_facts(torch, cuda_ok=cuda_ok),
         driver=driver,

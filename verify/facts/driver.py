@@ -2,7 +2,11 @@
 ``nvidia-smi``, else libcuda's ``cuDriverGetVersion`` (the version alone).
 
 ``probe_driver_and_gpus()`` returns the driver's facts (or None on a machine without one) and
-one row per GPU in the driver's order, ignoring ``CUDA_VISIBLE_DEVICES``. The parsers
+one row per GPU in the driver's order, ignoring ``CUDA_VISIBLE_DEVICES``; with MIG on, each
+slice follows its GPU as a row of its own (``mig: "slice"``, ``parent_uuid``). NVML is asked
+one field at a time: a field that fails is named in ``errors`` (of the driver, or of that GPU)
+and the others are kept; a GPU whose handle fails (``NVML_ERROR_GPU_IS_LOST``) stays as a row
+that says so. The parsers
 (``parse_smi_query``, ``parse_smi_cuda``, ``cuda_int``) are pure so tests feed them text.
 """
 
@@ -10,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import dataclasses
 import re
 import shutil
 import subprocess
@@ -56,54 +61,128 @@ def cuda_int(v: int) -> str:
     return f"{v // 1000}.{v % 1000 // 10}"
 
 
-def probe_driver_and_gpus() -> tuple[DriverFacts | None, list[dict[str, Any]]]:
-    for probe in (_probe_nvml, _probe_smi):
-        got = probe()
+def probe_driver_and_gpus(nvml: Any = None) -> tuple[DriverFacts | None, list[dict[str, Any]]]:
+    """The driver and its GPUs. ``nvml`` is the nvidia-ml-py module (``pynvml``) to ask;
+    by default it is imported, and tests pass one whose functions answer as a machine would."""
+    init_error = None
+    if nvml is None:
+        try:
+            import pynvml as nvml
+        except ImportError:
+            nvml = None
+    if nvml is not None:
+        got, init_error = _probe_nvml(nvml)
         if got is not None:
             return got
-    cuda = _libcuda_version()
-    return (DriverFacts(version="unknown", cuda=cuda, source="libcuda") if cuda else None), []
+    got = _probe_smi()
+    if got is None:
+        cuda = _libcuda_version()
+        got = ((DriverFacts(version="unknown", cuda=cuda, source="libcuda") if cuda else None),
+               [])
+    driver, gpus = got
+    if driver is not None and init_error:
+        driver = dataclasses.replace(driver, errors=(*driver.errors, f"nvml: {init_error}"))
+    return driver, gpus
 
 
 def _s(v: Any) -> str:
     return v.decode() if isinstance(v, bytes) else str(v)
 
 
-def _probe_nvml() -> tuple[DriverFacts, list[dict[str, Any]]] | None:
+def nvml_error_name(nvml: Any, exc: Exception) -> str:
+    """NVMLError(15) -> "NVML_ERROR_GPU_IS_LOST" (nvidia-ml-py's constant for its value)."""
+    value = getattr(exc, "value", None)
+    for name in dir(nvml):
+        if name.startswith("NVML_ERROR_") and getattr(nvml, name) == value:
+            return name
+    return f"{type(exc).__name__}: {exc}"
+
+
+# NVML errors that mean "no usable NVIDIA driver here", not a fault worth recording.
+_ABSENT = ("NVML_ERROR_LIBRARY_NOT_FOUND", "NVML_ERROR_DRIVER_NOT_LOADED")
+
+
+def _probe_nvml(nvml: Any) -> tuple[tuple[DriverFacts, list[dict[str, Any]]] | None, str | None]:
+    """(driver, GPUs) from NVML, every field asked on its own: a field that fails (no
+    permission, not supported, a GPU lost) is recorded in that GPU's or the driver's
+    ``errors`` and the rest is kept. (None, why) when NVML cannot start."""
     try:
-        import pynvml
-    except ImportError:
-        return None
+        nvml.nvmlInit()
+    except nvml.NVMLError as exc:
+        name = nvml_error_name(nvml, exc)
+        return None, None if name in _ABSENT else name
     try:
-        pynvml.nvmlInit()
-    except pynvml.NVMLError:
-        return None
-    try:
-        driver = DriverFacts(version=_s(pynvml.nvmlSystemGetDriverVersion()),
-                             cuda=cuda_int(pynvml.nvmlSystemGetCudaDriverVersion_v2()),
-                             source="nvml")
-        gpus = []
-        for i in range(pynvml.nvmlDeviceGetCount()):
-            h = pynvml.nvmlDeviceGetHandleByIndex(i)
-            major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(h)
-            gpus.append({"index": i, "name": _s(pynvml.nvmlDeviceGetName(h)),
-                         "uuid": _s(pynvml.nvmlDeviceGetUUID(h)),
-                         "compute_capability": f"{major}.{minor}",
-                         "memory_bytes": int(pynvml.nvmlDeviceGetMemoryInfo(h).total),
-                         "ecc": _nvml_mode(pynvml, pynvml.nvmlDeviceGetEccMode, h),
-                         "mig": _nvml_mode(pynvml, pynvml.nvmlDeviceGetMigMode, h)})
-        return driver, gpus
-    except pynvml.NVMLError:
-        return None
+        errors: list[str] = []
+
+        def ask(key: str, fn: Any, *args: Any, into: list[str] = errors) -> Any:
+            try:
+                return fn(*args)
+            except nvml.NVMLError as exc:
+                into.append(f"{key}: {nvml_error_name(nvml, exc)}")
+                return None
+
+        version = ask("version", nvml.nvmlSystemGetDriverVersion)
+        cuda = ask("cuda", nvml.nvmlSystemGetCudaDriverVersion_v2)
+        count = ask("device count", nvml.nvmlDeviceGetCount) or 0
+        gpus: list[dict[str, Any]] = []
+        for i in range(count):
+            gpus.extend(_nvml_gpu(nvml, i, ask))
+        driver = DriverFacts(version=_s(version) if version is not None else "unknown",
+                             cuda=cuda_int(cuda) if cuda is not None else "unknown",
+                             source="nvml", errors=tuple(errors))
+        return (driver, gpus), None
     finally:
-        with contextlib.suppress(pynvml.NVMLError):
-            pynvml.nvmlShutdown()
+        with contextlib.suppress(nvml.NVMLError):
+            nvml.nvmlShutdown()
 
 
-def _nvml_mode(pynvml: Any, getter: Any, handle: Any) -> str | None:
+def _nvml_gpu(nvml: Any, i: int, ask: Any) -> list[dict[str, Any]]:
+    """GPU ``i`` as NVML sees it, then one row per MIG slice when MIG is on (CUDA enumerates
+    the slices, and torch reports a slice's UUID: the slices are what processes run on)."""
+    errs: list[str] = []
+    row: dict[str, Any] = {"index": i, "name": "unknown", "uuid": "", "compute_capability": "",
+                           "memory_bytes": None, "ecc": None, "mig": None, "errors": errs}
+    h = ask("handle", nvml.nvmlDeviceGetHandleByIndex, i, into=errs)
+    if h is None:
+        return [row]
+    name = ask("name", nvml.nvmlDeviceGetName, h, into=errs)
+    uuid = ask("uuid", nvml.nvmlDeviceGetUUID, h, into=errs)
+    cc = ask("compute capability", nvml.nvmlDeviceGetCudaComputeCapability, h, into=errs)
+    mem = ask("memory", nvml.nvmlDeviceGetMemoryInfo, h, into=errs)
+    row.update(name=_s(name) if name is not None else "unknown",
+               uuid=_s(uuid) if uuid is not None else "",
+               compute_capability=f"{cc[0]}.{cc[1]}" if cc is not None else "",
+               memory_bytes=int(mem.total) if mem is not None else None,
+               ecc=_nvml_mode(nvml, nvml.nvmlDeviceGetEccMode, h),
+               mig=_nvml_mode(nvml, nvml.nvmlDeviceGetMigMode, h))
+    if row["mig"] != "enabled":
+        return [row]
+    slices = []
+    count = ask("MIG slots", nvml.nvmlDeviceGetMaxMigDeviceCount, h, into=errs) or 0
+    for j in range(count):
+        try:
+            mh = nvml.nvmlDeviceGetMigDeviceHandleByIndex(h, j)
+        except nvml.NVMLError as exc:  # NOT_FOUND: an empty slot
+            if nvml_error_name(nvml, exc) != "NVML_ERROR_NOT_FOUND":
+                errs.append(f"MIG slot {j}: {nvml_error_name(nvml, exc)}")
+            continue
+        serrs: list[str] = []
+        sname = ask("name", nvml.nvmlDeviceGetName, mh, into=serrs)
+        suuid = ask("uuid", nvml.nvmlDeviceGetUUID, mh, into=serrs)
+        smem = ask("memory", nvml.nvmlDeviceGetMemoryInfo, mh, into=serrs)
+        slices.append({"index": i, "name": _s(sname) if sname is not None else row["name"],
+                       "uuid": _s(suuid) if suuid is not None else "",
+                       "compute_capability": row["compute_capability"],
+                       "memory_bytes": int(smem.total) if smem is not None else None,
+                       "ecc": row["ecc"], "mig": "slice", "parent_uuid": row["uuid"],
+                       "errors": serrs})
+    return [row, *slices]
+
+
+def _nvml_mode(nvml: Any, getter: Any, handle: Any) -> str | None:
     try:
         current, _pending = getter(handle)
-    except pynvml.NVMLError:  # not supported on this GPU
+    except nvml.NVMLError:  # not supported on this GPU
         return None
     return "enabled" if current else "disabled"
 

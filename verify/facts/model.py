@@ -42,6 +42,7 @@ class DriverFacts:
     version: str
     cuda: str  # the newest CUDA version this driver provides, "12.4"
     source: str  # "nvml", "nvidia-smi" or "libcuda"
+    errors: tuple[str, ...] = ()  # "cuda: NVML_ERROR_NO_PERMISSION": fields NVML refused
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -54,7 +55,9 @@ class GpuFacts:
     sm_count: int | None
     memory_bytes: int | None
     ecc: str | None  # "enabled", "disabled" or None when unknown
-    mig: str | None
+    mig: str | None  # "enabled"/"disabled" for a GPU, "slice" for one MIG slice of it
+    parent_uuid: str | None = None  # a MIG slice's GPU
+    errors: tuple[str, ...] = ()  # "memory: NVML_ERROR_NO_PERMISSION", "handle: ..._GPU_IS_LOST"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -18,7 +18,8 @@ def cudnn_str(v: int) -> str:
 
 
 def _uuid(u: str) -> str:
-    return u.removeprefix("GPU-").lower()
+    """NVML's "GPU-<uuid>" / "MIG-<uuid>" and torch's bare "<uuid>" compare equal."""
+    return u.removeprefix("GPU-").removeprefix("MIG-").lower()
 
 
 def torch_facts(torch: Any, *, cuda_ok: bool) -> TorchFacts:
@@ -76,12 +77,17 @@ def torch_gpus(torch: Any) -> list[dict[str, Any]]:
 
 
 def merge_gpus(found: list[dict[str, Any]], seen: list[dict[str, Any]]) -> tuple[GpuFacts, ...]:
-    """Join the driver's list with torch's by UUID; either side may be empty."""
-    by_uuid = {_uuid(g["uuid"]): g for g in seen}
+    """Join the driver's rows with torch's devices by UUID; either side may be empty.
+
+    Under MIG torch enumerates slices, whose UUIDs are the slice rows' (not the GPU's). A
+    device torch sees that matches no row is kept as a row of its own, its error saying so,
+    so ``Facts.gpu(i)`` never loses what the workloads ran on."""
     rows = found or [{**g, "index": g["torch_index"], "ecc": None, "mig": None} for g in seen]
+    by_uuid = {_uuid(g["uuid"]): g for g in seen}
+    matched = {_uuid(r["uuid"]) for r in rows if _uuid(r["uuid"]) in by_uuid}
     out = []
     for row in rows:
-        t = by_uuid.get(_uuid(row["uuid"]), {})
+        t = by_uuid.get(_uuid(row["uuid"]), {}) if row["uuid"] else {}
         out.append(GpuFacts(
             index=row["index"], torch_index=t.get("torch_index"), name=row["name"],
             uuid=_uuid(row["uuid"]),
@@ -89,5 +95,15 @@ def merge_gpus(found: list[dict[str, Any]], seen: list[dict[str, Any]]) -> tuple
             sm_count=t.get("sm_count"),
             memory_bytes=row.get("memory_bytes") or t.get("memory_bytes"),
             ecc=row.get("ecc"), mig=row.get("mig"),
+            parent_uuid=_uuid(row["parent_uuid"]) if row.get("parent_uuid") else None,
+            errors=tuple(row.get("errors", ())),
         ))
+    if found:
+        for g in seen:
+            if _uuid(g["uuid"]) not in matched:
+                out.append(GpuFacts(
+                    index=-1, torch_index=g["torch_index"], name=g["name"],
+                    uuid=_uuid(g["uuid"]), compute_capability=g["compute_capability"],
+                    sm_count=g["sm_count"], memory_bytes=g["memory_bytes"], ecc=None, mig=None,
+                    errors=("not in the driver's list: no NVML row has this UUID",)))
     return tuple(out)

@@ -17,7 +17,9 @@ a workload's digest is sha256 of its outputs' bytes concatenated in the order it
 
 A workload ends in one of four states: ``ok`` (digests), ``unavailable`` (no kernel here, e.g.
 cuDNN attention on a CPU), ``refused`` (deterministic mode has no deterministic kernel, e.g.
-AdaptiveAvgPool2d backward on CUDA) or ``error`` (anything else; the message is kept).
+AdaptiveAvgPool2d backward on CUDA, or PyTorch turns a backend down as nondeterministic, e.g.
+cuDNN attention: the detail quotes PyTorch's reason and names the profile that runs it) or
+``error`` (anything else; the message is kept).
 
 With ``save_outputs=DIR`` the raw bytes go to ``DIR/<workload>/<output>.bin`` and an index to
 ``DIR/outputs.json`` (format 1) that ``verify.errorstats.output_errors`` reads.
@@ -150,7 +152,7 @@ def _timed(r: WorkloadResult, seconds: float) -> WorkloadResult:
 def _run_one(name: str, fn: Any, ctx: Any) -> tuple[WorkloadResult, dict[str, Any]]:
     import torch
 
-    from verify.workloads._common import Unavailable
+    from verify.workloads._common import Refused, Unavailable
 
     try:
         with warnings.catch_warnings():
@@ -160,6 +162,8 @@ def _run_one(name: str, fn: Any, ctx: Any) -> tuple[WorkloadResult, dict[str, An
                 torch.cuda.synchronize(ctx.device)
     except Unavailable as exc:
         return WorkloadResult(name=name, status="unavailable", detail=str(exc)), {}
+    except Refused as exc:
+        return WorkloadResult(name=name, status="refused", detail=str(exc)[:300]), {}
     except Exception as exc:  # recorded, not raised: one broken kernel must not hide the rest
         msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         refused = isinstance(exc, RuntimeError) and (

@@ -21,6 +21,11 @@ class Unavailable(Exception):
     """This workload has no kernel on this device (a CPU has no cuDNN attention)."""
 
 
+class Refused(Exception):
+    """PyTorch refuses this workload under the settings in force (deterministic algorithms);
+    the message carries PyTorch's own reason and the profile that runs it."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Context:
     device: torch.device

@@ -13,6 +13,14 @@ oneDNN uses on CPUs with avx512_bf16/AMX) and ``cudnn_allow_tf32`` for convoluti
 
 ``apply`` mutates torch's global state (there is no other kind); ``readback`` reports what torch
 says afterwards, and that, not the request, goes into the attestation.
+
+The cuBLAS workspace: torch reads CUBLAS_WORKSPACE_CONFIG once per process, when it first
+sizes a workspace, and keeps that size; the variable may say something else later (set after
+the first GEMM, or by a parent that changed it). ``readback`` records both: the variable as it
+is now, and the sizes in force in this process (``at::cuda::getChosenWorkspaceSize`` and
+``getCUDABlasLtWorkspaceSize``, called in the loaded libtorch_cuda), only once CUDA is
+initialised (the functions query the device) and only where torch exports them (2.9 and later:
+None, with the reason, before).
 """
 
 from __future__ import annotations
@@ -124,7 +132,35 @@ def readback() -> dict[str, Any]:
             bool(cuda_matmul.allow_bf16_reduced_precision_reduction),
         "mkldnn_enabled": bool(torch.backends.mkldnn.enabled),
         "blas_library": str(torch.backends.cuda.preferred_blas_library()).rsplit(".", 1)[-1],
+        **cublas_workspace(torch),
     }
+
+
+_WORKSPACE_SYMBOLS = {"cublas_workspace_bytes": "_ZN2at4cuda22getChosenWorkspaceSizeEv",
+                      "cublaslt_workspace_bytes": "_ZN2at4cuda26getCUDABlasLtWorkspaceSizeEv"}
+
+
+def cublas_workspace(torch: Any) -> dict[str, Any]:
+    """The cuBLAS and cuBLASLt workspace sizes torch uses in this process, in bytes; None
+    (and why, in ``cublas_workspace_source``) where they cannot be read."""
+    import ctypes
+
+    out: dict[str, Any] = dict.fromkeys(_WORKSPACE_SYMBOLS)
+    if not (torch.version.cuda and torch.cuda.is_available() and torch.cuda.is_initialized()):
+        out["cublas_workspace_source"] = "no CUDA in use"
+        return out
+    lib_path = os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cuda.so")
+    try:
+        lib = ctypes.CDLL(lib_path)
+        for key, symbol in _WORKSPACE_SYMBOLS.items():
+            fn = getattr(lib, symbol)
+            fn.restype = ctypes.c_size_t
+            out[key] = int(fn())
+    except (OSError, AttributeError) as exc:
+        out["cublas_workspace_source"] = f"not readable from this torch: {exc}"[:200]
+        return out
+    out["cublas_workspace_source"] = "libtorch_cuda at::cuda::getChosenWorkspaceSize"
+    return out
 
 
 def recorded(settings: Settings) -> dict[str, Any]:

@@ -149,7 +149,7 @@ def run_audit(req: AuditRequest, *, runtime_for: RuntimeFactory = Interpreter,
     else:
         pre, device = preflight_step(runtime, req.device, authors, needs,
                                      prefix=str(where.prefix) if where else None)
-    steps.append(pre)
+    steps.append(with_kernel_coverage(pre, where.prefix if where else None, runtime, device))
     if req.install is None:
         steps.append(env_step)
 
@@ -273,6 +273,26 @@ def preflight_step(runtime: Runtime, requested: str, authors: Attestation,
         notes = (f"the authors ran on {authors.device}; this machine runs on {device}",)
     return Step(name="preflight", status="ok", summary=device_line(facts, device),
                 notes=notes), device
+
+
+def with_kernel_coverage(step: Step, prefix: Path | None, runtime: Runtime | None,
+                         device: str | None) -> Step:
+    """The preflight's summary with "this lock runs on: ..." read from the environment's
+    kernels (``verify.coverage``), and a reason when they do not run on the GPU in use."""
+    if prefix is None:
+        return step
+    from dataclasses import replace
+
+    from verify.coverage_report import runs_on_note
+
+    gpu = runtime.facts().gpu(int(device.split(":")[1])) \
+        if runtime is not None and device and device.startswith("cuda") else None
+    note, reason = runs_on_note(prefix, gpu_cc=gpu.compute_capability if gpu else None)
+    summary = f"{step.summary}; {note}"
+    if reason is None:
+        return replace(step, summary=summary)
+    return replace(step, summary=summary, status="failed",
+                   reasons=(*step.reasons, f"preflight: {reason}"))
 
 
 def _environment(req: AuditRequest, platform: str
