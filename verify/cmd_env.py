@@ -88,6 +88,8 @@ def check_env(prefix: Path, *, lockfile: Path | None = None, platform: str | Non
     prefix_kind(prefix)  # a bad prefix fails before the lockfile is even read
     lock = parse_lock(lockfile) if lockfile else None
     reference = load_reference(against) if against else None
+    if lock is not None and platform is not None:  # bad input fails before any hashing
+        _check_platform(lockfile, lock, platform)
 
     manifest = build_manifest(prefix, jobs=jobs, elf=linkage, progress=progress)
     platform = platform or _default_platform(lock, manifest)
@@ -95,10 +97,7 @@ def check_env(prefix: Path, *, lockfile: Path | None = None, platform: str | Non
     notes: list[str] = []
     locked = None
     if lock is not None:
-        if platform not in lock.platforms:
-            raise UsageError(f"{lockfile}: no platform {platform} "
-                             f"(it has {', '.join(lock.platforms)})",
-                             hint="pass --platform with one of those")
+        _check_platform(lockfile, lock, platform)
         packages = lock.packages_for(platform)
         locked = len(packages)
         groups.append(lock_findings(manifest.records.packages, packages))
@@ -117,6 +116,13 @@ def check_env(prefix: Path, *, lockfile: Path | None = None, platform: str | Non
         linkage=links, platform=platform, locked_packages=locked,
         lockfile=str(lockfile) if lockfile else None,
         reference=reference, notes=tuple(notes))
+
+
+def _check_platform(lockfile: Path | None, lock: Any, platform: str) -> None:
+    if platform not in lock.platforms:
+        raise UsageError(f"{lockfile}: no platform {platform} "
+                         f"(it has {', '.join(lock.platforms)})",
+                         hint="pass --platform with one of those")
 
 
 def _default_platform(lock, manifest) -> str:
