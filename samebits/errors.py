@@ -114,7 +114,8 @@ class Problem:
 
     def text(self, *, file: bool = True) -> str:
         """``file: key = "value": message``; without the file when ``file`` is false."""
-        where = ": ".join(x for x in (self.file if file else "", self.key) if x)
+        where = ": ".join(x for x in (self.file if file else "", clip(self.key, QUOTE_LIMIT))
+                          if x)
         if self.value is None:
             return f"{where}: {self.message}" if where else self.message
         return f"{where} = {quote(self.value)}: {self.message}"

@@ -83,14 +83,14 @@ CASES = [
      f'{F}: pypi.requirements = "numpy>=>2": not a PEP 508 requirement: Expected semicolon '
      "(after name with no version specifier) or end"),
     ("duplicate requirement", edited(pypi__requirements=["numpy>=2", "NumPy<3"]),
-     f"{F}: pypi.requirements = \"NumPy<3\": 'numpy' is already given as 'numpy>=2'"),
+     f'{F}: pypi.requirements = "NumPy<3": "numpy" is already given as "numpy>=2"'),
     ("index not a URL", edited(pypi__index="pypi.org/simple"),
      f'{F}: pypi.index = "pypi.org/simple": must be an http(s):// or file:// URL'),
     ("conda without channels", edited(conda={"dependencies": ["pytorch"]}),
      f"{F}: conda.channels: missing: conda dependencies need at least one channel"),
     ("duplicate conda dependency",
      edited(conda={"channels": ["c"], "dependencies": ["numpy", "numpy >=2"]}),
-     f"{F}: conda.dependencies = \"numpy >=2\": 'numpy' is already given as 'numpy'"),
+     f'{F}: conda.dependencies = "numpy >=2": "numpy" is already given as "numpy"'),
     ("list of non-strings", edited(pypi__requirements=["numpy", 3]),
      f"{F}: pypi.requirements = ['numpy', 3]: must be a list of non-empty strings"),
     ("nothing to lock", edited(pypi=DELETE), f"{F}: nothing to lock: add [conda] dependencies "
@@ -213,3 +213,46 @@ def test_ambiguous_conda_spec_is_caught_before_solving() -> None:
     assert problems(data) == [
         f'{F}: conda.dependencies = "pytorch 2.4.0 cuda*": not a conda match spec: missing '
         "range specifier for '2.4.0'. Did you mean '==2.4.0' or '2.4.0.*'?"]
+
+
+MB = "x" * 1_000_000
+MB_QUOTED = f'"{"x" * 75}..." (1,000,000 characters)'
+HUGE = [
+    ("a megabyte generation", edited(generation=MB),
+     f"{F}: generation = {MB_QUOTED}: unknown generation (known: volta, ampere, ada, hopper, "
+     "blackwell, cpu)"),
+    ("a megabyte index", edited(pypi__index=MB),
+     f"{F}: pypi.index = {MB_QUOTED}: must be an http(s):// or file:// URL"),
+    ("a megabyte duplicate", edited(pypi__requirements=[MB, MB.upper()]),
+     f'{F}: pypi.requirements = "{"X" * 75}..." (1,000,000 characters): {MB_QUOTED} is '
+     f"already given as {MB_QUOTED}"),
+    ("a megabyte key", edited(**{MB: 1}),
+     f"{F}: {'x' * 77}... = 1: unknown key; known keys: format, name, description, extends, "
+     "abstract, generation, python, platforms, cuda, conda, pypi, exclude-newer"),
+    ("a megabyte list", edited(pypi__requirements=[MB, 3]),
+     f"{F}: pypi.requirements = ['{'x' * 75}... (1,000,007 characters): must be a list of "
+     "non-empty strings"),
+]
+
+
+@pytest.mark.parametrize(("data", "expected"), [c[1:] for c in HUGE], ids=[c[0] for c in HUGE])
+def test_huge_values_are_quoted_short(data: dict[str, Any], expected: str) -> None:
+    """A megabyte value is quoted in at most ~80 characters, with its length said."""
+    assert problems(data) == [expected]
+
+
+def test_huge_value_through_the_cli(tmp_path: Path) -> None:
+    """samebits lock on a spec with a megabyte value prints one short error, exit 2."""
+    import subprocess
+    import sys
+
+    (tmp_path / "environments").mkdir()
+    (tmp_path / "environments" / "big.toml").write_text(
+        f'generation = "cpu"\npython = "3.12"\n[platforms.linux-64]\nglibc = "2.28"\n'
+        f'[pypi]\nindex = "{MB}"\nrequirements = ["numpy"]\n')
+    proc = subprocess.run([sys.executable, "-m", "samebits", "lock", "--offline", "--quiet"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr == (f"error: environments/big.toml: pypi.index = {MB_QUOTED}: must be an "
+                           "http(s):// or file:// URL\nhint: fix the spec, then run `samebits "
+                           "lock` again\n")
