@@ -125,5 +125,5 @@ def test_settings_of(settings: dict, expected: tuple) -> None:
 def test_settings_of_unknown_profile() -> None:
     """A probe knob profile cannot be rerun by name: bad input, named."""
     with pytest.raises(InputError, match=r"a\.json: predicate\.settings\.profile = "
-                                         r"'default\+cudnn\.deterministic'"):
+                                         r'"default\+cudnn\.deterministic"'):
         settings_of(att(settings={**DET, "profile": "default+cudnn.deterministic"}))

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from samebits._io import atomic_write, canonical_json, read_json
-from samebits.errors import EXIT_DIFFERENT, EXIT_OK, InputError
+from samebits.errors import EXIT_DIFFERENT, EXIT_OK, InputError, quote
 from samebits.ui import Output
 from verify.fleet import analyse, format_report
 from verify.fleet_html import render_html
@@ -74,7 +74,7 @@ def run_fleet_report(args: argparse.Namespace, out: Output) -> int:
                     hint="write one with `torchrun ... -m verify fleet --out FILE`")
     fmt = doc.get("format") if isinstance(doc, dict) else None
     if not isinstance(doc, dict) or fmt != 1 or "ranks" not in doc:
-        raise InputError(f"{args.report}: format = {fmt!r}: not a samebits fleet report "
+        raise InputError(f"{args.report}: format = {quote(fmt)}: not a samebits fleet report "
                          "(format 1)",
                          hint="write one with `torchrun ... -m verify fleet --out FILE`")
     return _finish(doc, out, args.html, {})

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from samebits._io import read_json
-from samebits.errors import InputError
+from samebits.errors import InputError, quote
 from verify.drift import Finding
 from verify.linkage import LinkageReport
 from verify.manifest import Entry, Manifest
@@ -140,10 +140,10 @@ def load_reference(path: Path) -> Reference:
     doc = read_json(path, what="report",
                     hint="write one with `samebits verify env --json > FILE`")
     if not isinstance(doc, dict) or doc.get("kind") != REPORT_KIND:
-        raise InputError(f"{path}: not a `verify env` report (kind = {doc.get('kind')!r})"
+        raise InputError(f"{path}: not a `verify env` report (kind = {quote(doc.get('kind'))})"
                          if isinstance(doc, dict) else f"{path}: not a `verify env` report")
     if doc.get("format") != REPORT_FORMAT:
-        raise InputError(f"{path}: format = {doc.get('format')!r}: this samebits reads "
+        raise InputError(f"{path}: format = {quote(doc.get('format'))}: this samebits reads "
                          f"`verify env` reports of format {REPORT_FORMAT}",
                          hint="regenerate the reference with this samebits version")
     entries = doc.get("manifest")

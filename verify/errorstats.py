@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from samebits._io import canonical_json, read_json
-from samebits.errors import InputError, SamebitsError
+from samebits.errors import InputError, SamebitsError, quote
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -38,7 +38,7 @@ def _read_index(root: Path) -> dict[str, Any]:
                     hint="run `samebits verify gpu --save-outputs DIR`")
     fmt = doc.get("format") if isinstance(doc, dict) else None
     if fmt != 1:
-        raise InputError(f"{path}: format = {fmt!r}: this samebits reads format 1")
+        raise InputError(f"{path}: format = {quote(fmt)}: this samebits reads format 1")
     return doc["workloads"]
 
 
