@@ -204,3 +204,5 @@ def test_a_non_hex_sha256_stops_every_command_first(tmp_path: Path, attestation:
     assert proc.stderr == (f'error: {lock}: {CONDA}: hash.sha256 = "zz": not a sha256 '
                            f"(64 hex digits)\nhint: {RESTORE}\n")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["paper.conda-lock.yml"]
+
+

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -243,9 +245,6 @@ def test_huge_values_are_quoted_short(data: dict[str, Any], expected: str) -> No
 
 def test_huge_value_through_the_cli(tmp_path: Path) -> None:
     """samebits lock on a spec with a megabyte value prints one short error, exit 2."""
-    import subprocess
-    import sys
-
     (tmp_path / "environments").mkdir()
     (tmp_path / "environments" / "big.toml").write_text(
         f'generation = "cpu"\npython = "3.12"\n[platforms.linux-64]\nglibc = "2.28"\n'
@@ -256,3 +255,35 @@ def test_huge_value_through_the_cli(tmp_path: Path) -> None:
     assert proc.stderr == (f"error: environments/big.toml: pypi.index = {MB_QUOTED}: must be an "
                            "http(s):// or file:// URL\nhint: fix the spec, then run `samebits "
                            "lock` again\n")
+
+
+UNKNOWN = [
+    (["lock", "hoper", "--check"], "unknown environment 'hoper' (no environments/hoper.toml); "
+     "known: ampere, blackwell, cpu, flavour/hopper, hopper; did you mean hopper?"),
+    (["lock", "Blackwel", "--check"], "unknown environment 'Blackwel' (no "
+     "environments/Blackwel.toml); known: ampere, blackwell, cpu, flavour/hopper, hopper; "
+     "did you mean blackwell?"),
+    (["lock", "nope", "--check"], "unknown environment 'nope' (no environments/nope.toml); "
+     "known: ampere, blackwell, cpu, flavour/hopper, hopper"),
+    (["render", "conda", "ampre", "--check"], "unknown environment 'ampre' (no "
+     "lockfiles/ampre.conda-lock.yml); known: ampere, hopper; did you mean ampere?"),
+    (["install", "hoppr", "--prefix", "env"], "unknown environment 'hoppr' (no "
+     "lockfiles/hoppr.conda-lock.yml); known: ampere, hopper; did you mean hopper?"),
+]
+
+
+@pytest.mark.parametrize(("args", "message"), UNKNOWN, ids=[" ".join(u[0][:2]) for u in UNKNOWN])
+def test_unknown_environment_lists_known_and_suggests(tmp_path: Path, args: list[str],
+                                                      message: str) -> None:
+    """An unknown name: exit 2, every known id, and the closest one when one is close."""
+    for env_id in ("ampere", "blackwell", "hopper", "cpu", "flavour/hopper", "base"):
+        spec = tmp_path / "environments" / f"{env_id}.toml"
+        spec.parent.mkdir(parents=True, exist_ok=True)
+        spec.write_text("abstract = true\n" if env_id == "base" else 'generation = "cpu"\n')
+    (tmp_path / "lockfiles").mkdir()
+    for env_id in ("ampere", "hopper"):
+        (tmp_path / "lockfiles" / f"{env_id}.conda-lock.yml").write_text("")
+    proc = subprocess.run([sys.executable, "-m", "samebits", *args], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)
+    assert (proc.returncode, proc.stdout, proc.stderr) == (2, "", f"error: {message}\n")
+    assert not (tmp_path / "env").exists()
