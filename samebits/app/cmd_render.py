@@ -21,7 +21,7 @@ from typing import Any
 from samebits._io import atomic_write, atomic_writer
 from samebits.errors import EXIT_DIFFERENT, EXIT_OK, LockfileError, UsageError
 from samebits.lockfile import LOCK_SUFFIX
-from samebits.project import Project
+from samebits.project import Project, unknown_environment
 from samebits.render.source import DEFAULT_PREFIX, LockedEnv, load_locked_env
 from samebits.ui import Output
 
@@ -148,8 +148,7 @@ def locked_env(name: str, project: Project) -> LockedEnv:
     if project.spec_path(name).exists():
         raise LockfileError(f"{name}: no lockfile {lock}",
                             hint=f"run `samebits lock {name}` first")
-    known = ", ".join(_all_lock_ids(project)) or "none"
-    raise UsageError(f"unknown environment '{name}' (no {lock}); known: {known}")
+    raise unknown_environment(name, _all_lock_ids(project), lock)
 
 
 def _all_lock_ids(project: Project) -> list[str]:
