@@ -148,7 +148,7 @@ def test_markdown_report(audits: dict[str, Run]) -> None:
     assert md.startswith("# Paper audit: Reproduced: runtime differs only where recorded "
                          "facts explain it\n\n**Verdict: `explained`** (exit 0)")
     assert "| sum_fp32 | ok " in md and "| differs, explained | " in md
-    assert "2 fact(s) differ: threads.intra_op, env.OMP_NUM_THREADS." in md
+    assert "2 facts differ: threads.intra_op, env.OMP_NUM_THREADS." in md
     assert "| **threads.intra_op** | class | 2 | 1 | ≠ |" in md
     assert "\n```sh\n# install the lock's exact files" in md
     assert "\nsamebits audit --lockfile " in md and " --out threads\n" in md

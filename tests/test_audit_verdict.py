@@ -81,7 +81,7 @@ def test_judge_thread_count_explains_sum() -> None:
     level, reasons, notes = judge_runtime(compare(
         att(), att(changed={"sum_fp32": ok("f")}, threads_intra_op=1)))
     assert (level, reasons) == ("explained", ())
-    assert notes == ("1 workload(s) differ, each explained by recorded facts: sum_fp32 "
+    assert notes == ("1 workload differs, each explained by recorded facts: sum_fp32 "
                      "(threads.intra_op)",)
 
 

@@ -11,7 +11,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from samebits.errors import EXIT_DIFFERENT, EXIT_OK, UsageError
+from samebits.errors import EXIT_DIFFERENT, EXIT_OK, UsageError, plural
 from samebits.ui import Output
 from verify.attest import read_attestation
 from verify.compare import FactDiff, Report, compare
@@ -77,7 +77,7 @@ def format_report(r: Report) -> str:
     else:
         lines.append("classes differ in: " + ", ".join(_diff(d) for d in r.class_differences))
     total = len(r.identical) + len(r.different)
-    lines.append(f"{total} workloads compared: {len(r.identical)} identical, "
+    lines.append(f"{plural(total, 'workload')} compared: {len(r.identical)} identical, "
                  f"{len(r.different)} different")
     width = max((len(w.name) for w in r.different), default=10)
     for w in r.different:

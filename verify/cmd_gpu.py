@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from samebits._io import atomic_write, sha256_hex
-from samebits.errors import EXIT_DIFFERENT, EXIT_OK, InputError, ToolError
+from samebits.errors import EXIT_DIFFERENT, EXIT_OK, InputError, ToolError, plural
 from samebits.lockfile import lock_digest
 from samebits.ui import Output
 from verify.attest import LockInfo, build_statement, statement_bytes
@@ -68,9 +68,9 @@ def device_line(facts: Facts, device: str) -> str:
     """"device: cpu (...)" or "device: cuda:0 NVIDIA H200 (...)": the first line of every output."""
     f = facts
     if device == "cpu":
-        why = (f"{len(f.gpus)} GPU(s) present, not used" if f.gpus else "no GPU")
+        why = (f"{plural(len(f.gpus), 'GPU')} present, not used" if f.gpus else "no GPU")
         return (f"device: cpu ({why}; {f.cpu.model}, {f.cpu.vendor} {f.cpu_isa}, "
-                f"{f.threads.intra_op} threads, torch {f.torch.version})")
+                f"{plural(f.threads.intra_op, 'thread')}, torch {f.torch.version})")
     gpu = f.gpu(int(device.split(":")[1]))
     name = f"{gpu.name} (sm_{gpu.compute_capability.replace('.', '')}, {gpu.sm_count} SMs)" \
         if gpu else "unknown GPU"

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from samebits._io import read_json
-from samebits.errors import InputError, quote
+from samebits.errors import InputError, plural, quote
 from verify.drift import Finding
 from verify.linkage import LinkageReport
 from verify.manifest import Entry, Manifest
@@ -176,7 +176,8 @@ def report_text(r: EnvReport) -> str:
         lines.append(f"  unhashed   {_n(s['unhashed'], 'package file')} recorded without a hash "
                      "(in the manifest and the digest, not checkable)")
     if r.lockfile:
-        lines.append(f"  lockfile   {r.lockfile} ({r.platform}): {r.locked_packages} packages")
+        lines.append(f"  lockfile   {r.lockfile} ({r.platform}): "
+                     f"{plural(r.locked_packages or 0, 'package')}")
     if r.reference:
         same = r.reference.digests.get("environment") == r.digests["environment"]
         lines.append(f"  reference  {r.reference.path}: environment digest "

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from samebits._io import atomic_write, atomic_writer
-from samebits.errors import EXIT_DIFFERENT, EXIT_OK, LockfileError, UsageError
+from samebits.errors import EXIT_DIFFERENT, EXIT_OK, LockfileError, UsageError, plural
 from samebits.lockfile import LOCK_SUFFIX
 from samebits.project import Project, unknown_environment
 from samebits.render.source import DEFAULT_PREFIX, LockedEnv, load_locked_env
@@ -258,7 +258,7 @@ def run_oci(args: argparse.Namespace, out: Output) -> int:
     lines = [f"{target}: {env.name} for {platform} at {req.prefix}",
              f"manifest {result.manifest_digest} (tag {result.tag})",
              *(f"  layer {x['name']:<7} {x['digest']}  {x['size']:>12,} bytes  "
-               f"{len(x['packages'])} packages" for x in result.layers),
+               f"{plural(len(x['packages']), 'package')}" for x in result.layers),
              f"environment digest {result.env_digest} (verify env: identical)",
              f"inspect: skopeo inspect oci:{target}:{result.tag}"]
     if args.archive:

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Literal
 
-from samebits.errors import InputError
+from samebits.errors import InputError, plural
 from samebits.render.archives import BadMember, link_problem
 
 BLOCK = 1 << 20
@@ -123,7 +123,8 @@ def scan_prefix(prefix: Path, *, links_out: Collection[str] = ()) -> list[Entry]
     walk(prefix, "")
     if bad:
         lines = [str(b) for b in bad]
-        raise InputError(f"{len(lines)} entries cannot go into an image:\n  " + "\n  ".join(lines),
+        raise InputError(f"{plural(len(lines), 'entry', 'entries')} cannot go into an image:\n  "
+                         + "\n  ".join(lines),
                          hint="links must stay inside the prefix; nothing was written")
     return sorted(entries, key=lambda e: e.sort_key)
 

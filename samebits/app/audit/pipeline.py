@@ -35,7 +35,7 @@ from typing import Any
 from samebits.app.audit import envcheck
 from samebits.app.audit.runtime import Interpreter, Measured, Runtime, settings_of
 from samebits.app.audit.verdict import Level, Step, Verdict, decide, failed, judge_runtime, skipped
-from samebits.errors import EXIT_DIFFERENT, LockfileError, SamebitsError, UsageError
+from samebits.errors import EXIT_DIFFERENT, LockfileError, SamebitsError, UsageError, plural
 from samebits.lockfile import Lock, lock_digest, parse_lock
 from verify.attest import (
     Attestation,
@@ -133,8 +133,8 @@ def run_attest(req: AttestRequest, *, runtime_for: RuntimeFactory = Interpreter,
                              f"(it has {', '.join(lock.platforms)})", hint="pass --platform")
         missing = unhashed(lock, platform)
         if missing:
-            raise LockfileError(f"{req.lockfile}: {len(missing)} package(s) without a hash: "
-                                + ", ".join(missing), hint="re-lock with `samebits lock`")
+            raise LockfileError(f"{req.lockfile}: {plural(len(missing), 'package')} without a "
+                                "hash: " + ", ".join(missing), hint="re-lock with `samebits lock`")
     where = envcheck.locate(req.prefix)
     progress("verify env")
     report = _attest_env(where, req.lockfile, platform)  # drift refuses before anything runs
@@ -306,7 +306,8 @@ def lockfile_step(path: Path, lock: Lock, digest: str, platform: str,
     notes: list[str] = []
     missing = unhashed(lock, platform)
     if missing:
-        reasons.append(f"{path}: {len(missing)} package(s) without a hash: {', '.join(missing)}")
+        reasons.append(f"{path}: {plural(len(missing), 'package')} without a hash: "
+                       f"{', '.join(missing)}")
     attested = (authors.lock or {}).get("sha256")
     if attested and attested != digest:
         reasons.append(f"{path} is not the lockfile the authors attested: sha256 {digest}, "
@@ -315,7 +316,7 @@ def lockfile_step(path: Path, lock: Lock, digest: str, platform: str,
         notes.append("the attestation names no lockfile; only the packages digest ties it to "
                      "this lock")
     n = len(lock.packages_for(platform))
-    summary = (f"{path}: {n} packages for {platform}, sha256 {digest[:12]}"
+    summary = (f"{path}: {plural(n, 'package')} for {platform}, sha256 {digest[:12]}"
                + (", the one attested" if attested == digest else ""))
     return Step(name="lockfile", status="failed" if reasons else "ok", summary=summary,
                 reasons=tuple(reasons), notes=tuple(notes))
@@ -374,8 +375,8 @@ def workloads_step(measured: Measured, device: str, authors: Attestation) -> Ste
     unknown = [n for n in authors.workloads if n not in BY_NAME]
     notes = (f"not run (unknown to this samebits): {', '.join(unknown)}",) if unknown else ()
     return Step(name="workloads", status="ok", notes=notes,
-                summary=f"{len(measured.workloads)} workloads on {device} under the authors' "
-                f"settings ({authors.settings.get('profile')}): {what}")
+                summary=f"{plural(len(measured.workloads), 'workload')} on {device} under the "
+                f"authors' settings ({authors.settings.get('profile')}): {what}")
 
 
 def compare_step(authors: Attestation, reviewer: Attestation, runtime: Runtime,
@@ -390,7 +391,7 @@ def compare_step(authors: Attestation, reviewer: Attestation, runtime: Runtime,
     report = compare(authors, reviewer, errors=errors)
     level, reasons, notes = judge_runtime(report)
     same = len(report.identical)
-    summary = (f"{same} of {same + len(report.different)} workloads bit-identical; "
+    summary = (f"{same} of {plural(same + len(report.different), 'workload')} bit-identical; "
                f"{'same' if report.same_class else 'different'} equivalence class "
                f"({report.a.class_id} vs {report.b.class_id})")
     return (Step(name="compare", status="failed" if reasons else "ok", summary=summary,

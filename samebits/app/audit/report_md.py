@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from samebits.errors import plural
+
 CELL_WORDS = {"same": "same bits", "explained": "differs, explained",
               "unexplained": "DIFFERS, UNEXPLAINED", "not-run": "not run on either side",
               "absent": "run on one side only", "skipped": "not run (see steps)"}
@@ -92,7 +94,7 @@ def _environment(doc: Mapping[str, Any]) -> list[str]:
         return ["## Environment", "", "Not checked (see the steps).", ""]
     out = ["## Environment", "",
            f"verify env: {'identical to the lock' if env['identical'] else 'DRIFT'}, "
-           f"{env['entries']:,} files ({env['prefix_kind']}).", "",
+           f"{plural(env['entries'], 'file')} ({env['prefix_kind']}).", "",
            "| digest | this machine | attested |", "|---|---|---|"]
     for k in ("environment", "packages"):
         mine, theirs = env["digests"].get(k), env["attested"].get(k)
@@ -113,7 +115,8 @@ def _drift(doc: Mapping[str, Any]) -> list[str]:
 def _machines(doc: Mapping[str, Any]) -> list[str]:
     differ = [f["key"] for f in doc["facts"] if f["differs"]]
     if differ:
-        head = f"{len(differ)} fact(s) differ: {', '.join(differ)}."
+        head = (f"{plural(len(differ), 'fact')} {'differs' if len(differ) == 1 else 'differ'}: "
+                f"{', '.join(differ)}.")
     elif any(f["reviewer"] is not None for f in doc["facts"]):
         head = "No recorded fact differs."
     else:

@@ -31,7 +31,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from samebits.errors import EXIT_DIFFERENT, EXIT_OK
+from samebits.errors import EXIT_DIFFERENT, EXIT_OK, plural
 
 Level = Literal["bit-identical", "explained", "environment-identical", "not-reproduced"]
 StepName = Literal["lockfile", "preflight", "environment", "verify-env", "workloads", "compare"]
@@ -142,8 +142,9 @@ def judge_runtime(report: Any) -> tuple[Level, tuple[str, ...], tuple[str, ...]]
         reasons.append("the authors ran workloads this samebits does not know: "
                        + ", ".join(report.only_in_a) + " (another suite version?)")
     if report.different and not reasons:
-        notes.append(f"{len(report.different)} workload(s) differ, each explained by recorded "
-                     "facts: " + ", ".join(f"{d.name} ({', '.join(d.attributed_to)})"
+        notes.append(f"{plural(len(report.different), 'workload')} "
+                     f"{'differs' if len(report.different) == 1 else 'differ'}, each explained "
+                     "by recorded facts: " + ", ".join(f"{d.name} ({', '.join(d.attributed_to)})"
                                            for d in report.different))
     if reasons:
         return "not-reproduced", tuple(reasons), tuple(notes)
