@@ -93,7 +93,7 @@ def format_report(r: Report) -> str:
         lines.append(f"  {w.name:<{width}}  different{outs}{why}")
         for e in w.errors:
             lines.append(f"  {'':<{width}}    {e.output}: max abs error {e.max_abs:.3g}, "
-                         f"{e.max_ulp} ULP, {e.differing} of {e.total} elements differ")
+                         f"{e.ulp_text()}, {e.differing} of {e.total} elements differ")
     if r.only_in_a or r.only_in_b:
         lines.append(f"not compared: only in a: {', '.join(r.only_in_a) or 'none'}; "
                      f"only in b: {', '.join(r.only_in_b) or 'none'}")

@@ -22,11 +22,32 @@ from samebits.errors import InputError, SamebitsError, quote
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class OutputError:
+    """How far apart two saved outputs are. ``max_ulp`` is the largest distance in units in
+    the last place among elements whose two values have the same sign (zero counts as
+    either); ``opposite_signs`` counts the elements whose values have opposite signs, for
+    which a ULP count is no measure of closeness (+1e-6 and -1e-6 are ~1.7e9 floats apart)."""
+
     output: str
     max_abs: float
     max_ulp: int
     differing: int
     total: int
+    opposite_signs: int = 0
+
+    def ulp_text(self) -> str:
+        return ulp_text(self.max_ulp, self.differing, self.opposite_signs)
+
+
+def ulp_text(max_ulp: int, differing: int, opposite_signs: int = 0) -> str:
+    """``3 ULP``; ``3 ULP (2 elements of opposite sign)``; ``opposite signs`` when every
+    differing element changed sign."""
+    if opposite_signs and opposite_signs == differing:
+        return "opposite signs"
+    text = f"{max_ulp:,} ULP"
+    if opposite_signs:
+        many = "element" if opposite_signs == 1 else "elements"
+        text += f" ({opposite_signs:,} {many} of opposite sign)"
+    return text
 
 
 _INT_VIEW = {"float16": "int16", "bfloat16": "int16", "float32": "int32", "float64": "int64"}
@@ -82,13 +103,17 @@ def error_stats(output: str, a: Any, b: Any) -> OutputError:
     if name in _INT_VIEW:
         ia, ib = (_ordered(t, getattr(torch, _INT_VIEW[name])) for t in (a, b))
         diff = torch.nan_to_num((a.double() - b.double()).abs(), nan=float("inf"))
+        opposite = (ia > 0) & (ib < 0) | (ia < 0) & (ib > 0)
     else:  # integers and bools: the distance is the difference
         ia, ib = a.long(), b.long()
         diff = (ia - ib).abs().double()
-    ulp = (ia - ib).abs()
+        opposite = torch.zeros_like(ia, dtype=torch.bool)
+    # same sign: |ia - ib| < 2**63 even for float64, so the subtraction cannot overflow
+    ulp = torch.where(opposite, torch.zeros_like(ia), ia - ib).abs()
     return OutputError(output=output, max_abs=float(diff.max()) if diff.numel() else 0.0,
                        max_ulp=int(ulp.max()) if ulp.numel() else 0,
-                       differing=int((ia != ib).sum()), total=int(a.numel()))
+                       differing=int((ia != ib).sum()), total=int(a.numel()),
+                       opposite_signs=int(opposite.sum()))
 
 
 def _ordered(t: Any, int_dtype: Any) -> Any:

@@ -16,6 +16,7 @@ from typing import Any
 from samebits.app.audit.report_md import CELL_WORDS, digest, short
 from samebits.app.audit.verdict import LEVELS
 from samebits.errors import plural
+from verify.errorstats import ulp_text
 
 CELL_COLOURS = {"same": "#cdeccf", "explained": "#ffe3a3", "unexplained": "#f5a3a3",
                 "not-run": "#e4e4e4", "absent": "#d9c8f0", "skipped": "#f0f0f0"}
@@ -105,7 +106,8 @@ def _matrix(doc: Mapping[str, Any]) -> str:
     rows = []
     for w in doc["workloads"]:
         colour = CELL_COLOURS[w["cell"]]
-        errs = "; ".join(f"{e['output']}: max |Δ| {e['max_abs']:.3g}, {e['max_ulp']} ulp, "
+        errs = "; ".join(f"{e['output']}: max |Δ| {e['max_abs']:.3g}, "
+                         f"{ulp_text(e['max_ulp'], e['differing'], e.get('opposite_signs', 0))}, "
                          f"{e['differing']}/{e['total']} differ" for e in w["errors"])
         why = ", ".join(w["attributed_to"])
         note = " — ".join(x for x in (CELL_WORDS[w["cell"]], why and f"attributed to {why}",

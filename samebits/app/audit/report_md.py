@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from samebits.errors import plural
+from verify.errorstats import ulp_text
 
 CELL_WORDS = {"same": "same bits", "explained": "differs, explained",
               "unexplained": "DIFFERS, UNEXPLAINED", "not-run": "not run on either side",
@@ -27,6 +28,10 @@ def short(value: Any, limit: int = LONG) -> str:
     if len(first) > limit or first != text:
         return f"{first[:limit].rstrip()}… ({len(text):,} chars)"
     return text
+
+
+def _ulp(e: Mapping[str, Any]) -> str:
+    return ulp_text(e["max_ulp"], e["differing"], e.get("opposite_signs", 0))
 
 
 def digest(state: str) -> str:
@@ -71,7 +76,7 @@ def _matrix(doc: Mapping[str, Any]) -> list[str]:
            "| workload | authors | reviewer | result | attributed to | max error |",
            "|---|---|---|---|---|---|"]
     for w in doc["workloads"]:
-        errs = "; ".join(f"{e['output']}: {e['max_abs']:.3g} ({e['max_ulp']} ulp)"
+        errs = "; ".join(f"{e['output']}: {e['max_abs']:.3g} ({_ulp(e)})"
                          for e in w["errors"]) or "—"
         out.append(f"| {w['name']} | {digest(w['authors'])} | {digest(w['reviewer'])} | "
                    f"{CELL_WORDS[w['cell']]} | {', '.join(w['attributed_to']) or '—'} | "
