@@ -59,14 +59,15 @@ def quote(value: object, limit: int = QUOTE_LIMIT) -> str:
 
 def clip(text: str, limit: int) -> str:
     """``text`` in at most ``limit`` characters: whole when it fits, else cut at the last
-    space or punctuation in its second half (mid-word only when there is none) and ended
-    with "..."."""
+    space in its second half (else at punctuation, mid-word only when there is neither) and
+    ended with "..."."""
     if len(text) <= limit:
         return text
     room = max(limit - len(ELLIPSIS), 1)
-    cut = next((i for i in range(room, room // 2, -1)
-                if not (_in_word(text[i]) and _in_word(text[i - 1]))), room)
-    return text[:cut].rstrip() + ELLIPSIS
+    span = range(room, room // 2, -1)
+    cut = next((i for i in span if text[i].isspace()), None) or next(
+        (i for i in span if not (_in_word(text[i]) and _in_word(text[i - 1]))), room)
+    return text[:cut].rstrip(" \t\n,;:") + ELLIPSIS
 
 
 def _in_word(c: str) -> bool:
