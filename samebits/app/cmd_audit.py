@@ -142,8 +142,7 @@ def run_attest(args: argparse.Namespace, out: Output) -> int:
                 "recorded it"),
              f"  environment sha256:{digests['environment']}",
              f"  packages    sha256:{digests['packages']}",
-             *(f"  {n:<{width}}  {r['status']:<11}  {r.get('sha256', r.get('detail', ''))[:16]}"
-               for n, r in ran.items()),
+             *(f"  {n:<{width}}  {r['status']:<11}  {_what(r)}" for n, r in ran.items()),
              f"workloads: {', '.join(f'{v} {k}' for k, v in sorted(counts.items()))} in "
              f"{seconds:.1f} s (run by {result.python})",
              f"attestation: {args.out} (sha256 {sha256_hex(result.data)})"]
@@ -151,6 +150,12 @@ def run_attest(args: argparse.Namespace, out: Output) -> int:
         lines.append(f"outputs: {args.save_outputs} (ship it: reviewers get max errors)")
     out.emit(payload, "\n".join(lines))
     return EXIT_OK
+
+
+def _what(result: dict[str, Any]) -> str:
+    """A workload's line end: the first 16 hex digits of its digest, or its whole reason
+    (``EFFICIENT_ATTENTION has no CPU kernel``), never a reason cut mid-word."""
+    return result["sha256"][:16] if result.get("sha256") else str(result.get("detail", ""))
 
 
 # ------------------------------------------------------------------------------- audit
