@@ -116,7 +116,8 @@ def run_gpu(args: argparse.Namespace, out: Output) -> int:
         out.emit({"workloads": {n: BY_NAME[n].summary for n in names}}, "\n".join(rows))
         return EXIT_OK
     needs = LockNeeds.read(args.lockfile) if args.lockfile else None
-    facts = detect()
+    with out.phase("probing this machine (torch, CUDA, driver, GPU, CPU)"):
+        facts = detect()
     device = resolve_device(facts, args.device)
     problems = check(facts, device=device, requested=args.device, lock=needs, prefix=sys.prefix)
     if problems:
@@ -126,7 +127,8 @@ def run_gpu(args: argparse.Namespace, out: Output) -> int:
     start = time.perf_counter()
     hashing = _start_environment_digests()  # another process: changes no bits here
     try:
-        with out.progress("workloads", total=len(names)) as advance:
+        with out.progress(f"running {plural(len(names), 'workload')} on {device}",
+                          total=len(names)) as advance:
             suite = run_suite(facts, device=device, settings=settings, only=names,
                               save_outputs=args.save_outputs,
                               progress=lambda n: advance(description=n))
@@ -152,7 +154,9 @@ def run_gpu(args: argparse.Namespace, out: Output) -> int:
     if args.probe:
         from verify.probe import format_probe, probe, subprocess_runner
 
-        with out.progress("probe", total=None) as advance:
+        with out.progress(f"probing {plural(len(names), 'workload')} for stability: fresh "
+                          "processes under deterministic and default settings",
+                          total=None) as advance:
             report = probe(names, device=device, runner=subprocess_runner(device=device),
                            base=settings, parallel=4 if device == "cpu" else 1,
                            progress=lambda d: advance(description=d))
