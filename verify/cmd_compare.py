@@ -47,7 +47,10 @@ def run_compare(args: argparse.Namespace, out: Output) -> int:
     if (args.outputs_a is None) != (args.outputs_b is None):
         raise UsageError("--outputs-a and --outputs-b go together")
     a, b = read_attestation(args.a), read_attestation(args.b)
-    errors = output_errors(args.outputs_a, args.outputs_b) if args.outputs_a else None
+    errors = None
+    if args.outputs_a:
+        with out.phase("measuring how far the saved outputs differ (torch)"):
+            errors = output_errors(args.outputs_a, args.outputs_b)
     report = compare(a, b, errors=errors)
     out.emit(report.to_dict(), format_report(report))
     return EXIT_OK if report.verdict == "identical" else EXIT_DIFFERENT

@@ -16,6 +16,7 @@ import argparse
 import platform as _platform
 import sys
 from collections import Counter
+from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -110,12 +111,19 @@ def check_env(prefix: Path, *, lockfile: Path | None = None, platform: str | Non
     if editable:
         notes.append("editable installs (sources outside the prefix, not checked): "
                      + ", ".join(editable))
-    links = check_linkage(manifest, host_dirs=host_library_dirs()) if linkage else None
+    links = None
+    if linkage:
+        with (progress or _no_progress)("resolving every ELF file's shared libraries", None):
+            links = check_linkage(manifest, host_dirs=host_library_dirs())
     return EnvReport(
         manifest=manifest, digests=digests(manifest), findings=tuple(merge(*groups)),
         linkage=links, platform=platform, locked_packages=locked,
         lockfile=str(lockfile) if lockfile else None,
         reference=reference, notes=tuple(notes))
+
+
+def _no_progress(description: str, total: float | None) -> Any:
+    return nullcontext(lambda n=1, description=None: None)
 
 
 def _check_platform(lockfile: Path | None, lock: Any, platform: str) -> None:

@@ -138,7 +138,8 @@ def build_manifest(prefix: Path, *, jobs: int | None = None, elf: bool = True,
                 rel, st, target, _ = walked[pos]
                 entries[pos] = _entry(kind, rel, st, target, h, claims.get(rel, ()), sps)
 
-        bar = progress("hashing (MB)", total / 1e6) if progress else \
+        what = f"hashing {len(users):,} files of {prefix} (MB)"
+        bar = progress(what, total / 1e6) if progress else \
             nullcontext(lambda n=1: None)
         with bar as advance:
             hasher.wait(lambda nbytes: advance(nbytes / 1e6), each)
