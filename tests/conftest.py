@@ -1,7 +1,16 @@
-"""Shared fixtures: a local conda channel that mimics the CUDA stack, built once per session."""
+"""Shared fixtures: a local conda channel that mimics the CUDA stack, built once per session;
+the ``requires`` marker for tests that run an outside program; GPU tests skipped without one.
+
+A test that runs skopeo, umoci, chromium or Nix says so with ``@pytest.mark.requires("skopeo")``
+(several names: all needed); without one of them on PATH it is skipped, the reason naming the
+program and the apt package that provides it. A fixture that runs one calls ``require(name)``
+(its path, or the same skip). README "Development" has the one apt line that installs them;
+.ci/run installs them in CI.
+"""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -11,6 +20,32 @@ from tests.fakechannel import build_cuda_channel
 # Fixture modules shared by several test files.
 pytest_plugins = ["tests.lock_fixtures", "tests.render_fixtures", "tests.verify_fixtures"]
 
+# Outside programs tests may run -> the Debian package that provides each.
+APT_PACKAGES = {"skopeo": "skopeo", "umoci": "umoci", "chromium": "chromium",
+                "nix": "nix-bin", "nix-build": "nix-bin", "nix-store": "nix-bin",
+                "nix-instantiate": "nix-bin"}
+APT_LINE = ("apt-get install --no-install-recommends "
+            + " ".join(dict.fromkeys(APT_PACKAGES.values())))
+
+
+def missing_reason(program: str) -> str:
+    package = APT_PACKAGES.get(program, program)
+    return f"{program} is not on PATH (apt-get install {package}; .ci/run installs it)"
+
+
+def require(program: str) -> str:
+    """The path of ``program``, or skip the calling test or fixture saying how to get it."""
+    path = shutil.which(program)
+    if path is None:
+        pytest.skip(missing_reason(program))
+    return path
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "requires(*programs): runs these outside programs; skipped, naming each "
+        "missing one and its apt package, when one is not on PATH")
+
 
 @pytest.fixture(scope="session")
 def cuda_channel(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -19,7 +54,13 @@ def cuda_channel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Skip `gpu` tests when torch sees no CUDA device: CI has none."""
+    """Skip tests whose outside programs are missing, and `gpu` tests when torch sees no CUDA
+    device (CI has none)."""
+    for item in items:
+        programs = [p for mark in item.iter_markers("requires") for p in mark.args]
+        missing = [p for p in dict.fromkeys(programs) if shutil.which(p) is None]
+        if missing:
+            item.add_marker(pytest.mark.skip(reason="; ".join(map(missing_reason, missing))))
     try:
         import torch
 

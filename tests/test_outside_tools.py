@@ -1,0 +1,58 @@
+"""Tests that run an outside program skip, saying which and how to get it, where it is missing:
+the suite passes on a fresh machine without skopeo, umoci, chromium or Nix."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import APT_LINE, APT_PACKAGES
+
+ROOT = Path(__file__).resolve().parents[1]
+# One test per outside program, each of which calls it.
+NEEDS = {
+    "skopeo": "tests/test_interrupt.py::test_kill_during_render_oci_keeps_previous_layout",
+    "umoci": "tests/test_render_oci.py::test_umoci_unpacks_and_verify_env_agrees",
+    "chromium": "tests/test_audit_report.py::test_html_in_a_real_browser",
+}
+
+
+def hidden_path(folder: Path, hide: set[str]) -> str:
+    """A PATH with every program of this one but ``hide`` (links in ``folder``)."""
+    folder.mkdir()
+    for d in os.environ.get("PATH", "").split(os.pathsep):
+        if not os.path.isdir(d):
+            continue
+        for name in os.listdir(d):
+            target = os.path.join(d, name)
+            if name in hide or (folder / name).exists() or not os.access(target, os.X_OK):
+                continue
+            (folder / name).symlink_to(target)
+    return str(folder)
+
+
+def test_missing_programs_skip_with_their_reason(tmp_path: Path) -> None:
+    """With skopeo, umoci, chromium and Nix hidden from PATH, each test that runs one is
+    skipped before any fixture runs, naming the program and its apt package."""
+    path = hidden_path(tmp_path / "bin", set(APT_PACKAGES))
+    assert all(shutil.which(p, path=path) is None for p in APT_PACKAGES)
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider",
+                           *NEEDS.values()], cwd=ROOT, capture_output=True, text=True,
+                          timeout=600, env={**os.environ, "PATH": path})
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert re.search(r"\b3 skipped\b", proc.stdout), proc.stdout[-3000:]
+    for program, test in NEEDS.items():
+        file = test.split("::")[0]
+        reason = (f"{program} is not on PATH (apt-get install {APT_PACKAGES[program]}; "
+                  ".ci/run installs it)")
+        assert re.search(rf"SKIPPED \[1\] {re.escape(file)}:\d+: {re.escape(reason)}",
+                         proc.stdout), proc.stdout[-3000:]
+
+
+def test_readme_names_the_apt_line() -> None:
+    """README's Development section gives the one apt line that turns those tests on."""
+    assert f"sudo {APT_LINE}" in (ROOT / "README.md").read_text()
