@@ -10,6 +10,7 @@ import functools
 import sys
 from dataclasses import dataclass
 from importlib import resources
+from typing import Any
 
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
@@ -118,7 +119,7 @@ def _line_probes(spec: SpecifierSet) -> list[str]:
     return probes
 
 
-def _parse(data: dict) -> Registry:
+def _parse(data: dict[str, Any]) -> Registry:
     gens = {}
     for name, g in data["generation"].items():
         cuda = g.get("cuda")

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -152,7 +153,7 @@ def run_attest(args: argparse.Namespace, out: Output) -> int:
     return EXIT_OK
 
 
-def _what(result: dict[str, Any]) -> str:
+def _what(result: Mapping[str, Any]) -> str:
     """A workload's line end: the first 16 hex digits of its digest, or its whole reason
     (``EFFICIENT_ATTENTION has no CPU kernel``), never a reason cut mid-word."""
     return result["sha256"][:16] if result.get("sha256") else str(result.get("detail", ""))
