@@ -27,7 +27,7 @@ from collections.abc import Collection, Iterable, Iterator
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Literal
+from typing import Any, BinaryIO, Literal
 
 from samebits.errors import InputError, plural
 from samebits.render.archives import BadMember, link_problem
@@ -202,7 +202,7 @@ def gzip_layer(chunks: Iterable[bytes], out: BinaryIO, *, pool: Executor,
     crc = 0
     raw_size = 0
     gz_size = 0
-    pending: deque = deque()
+    pending: deque[Any] = deque()
     depth = 2 * (getattr(pool, "_max_workers", 2) or 2)
 
     def drain(keep: int) -> None:

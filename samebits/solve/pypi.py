@@ -17,6 +17,7 @@ import sys
 import tempfile
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlparse
 from urllib.request import url2pathname
 
@@ -160,7 +161,7 @@ def parse_via(text: str) -> dict[str, set[str]]:
     return deps
 
 
-def _locked(pkg: dict, platform: str, edges: dict[str, set[str]]) -> LockedPackage:
+def _locked(pkg: dict[str, Any], platform: str, edges: dict[str, set[str]]) -> LockedPackage:
     name = canonicalize_name(pkg["name"])
     wheels = pkg.get("wheels") or []
     art = wheels[0] if len(wheels) == 1 else pkg.get("sdist") or (wheels[0] if wheels else None)
