@@ -345,7 +345,7 @@ def preflight_step(runtime: Runtime, requested: str, authors: Attestation,
         return Step(name="preflight", status="failed", summary=device_line(facts, device),
                     reasons=tuple(f"preflight: {p.message}" for p in problems),
                     notes=tuple(dict.fromkeys(p.hint for p in problems if p.hint))), None
-    notes = ()
+    notes: tuple[str, ...] = ()
     if device.split(":")[0] != authors.device_type:
         notes = (f"the authors ran on {authors.device}; this machine runs on {device}",)
     return Step(name="preflight", status="ok", summary=device_line(facts, device),

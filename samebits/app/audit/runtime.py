@@ -43,7 +43,8 @@ class Measured:
 
 
 class Runtime(Protocol):
-    python: str
+    @property
+    def python(self) -> str: ...
 
     def facts(self) -> Facts: ...
 
