@@ -62,7 +62,7 @@ def run_fleet(args: argparse.Namespace, out: Output) -> int:
     only = list(select(args.only)) if args.only else None
     records = run_rank(device_request=args.device, only=only,
                        skip_env_digest=args.no_env_digest)
-    if int(os.environ.get("RANK", "0")) != 0:
+    if int(os.environ.get("RANK", "0")) != 0 or records is None:
         return EXIT_OK
     report = analyse(records)
     atomic_write(args.out, canonical_json(report))

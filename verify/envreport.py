@@ -239,7 +239,7 @@ def _short(h: str | None) -> str:
     return (h[:12] + "…") if h else "nothing"
 
 
-def _size(n: int) -> str:
+def _size(n: float) -> str:
     for unit in ("B", "kB", "MB", "GB"):
         if n < 1000 or unit == "GB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"

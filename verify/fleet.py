@@ -178,7 +178,7 @@ def analyse(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "format": FLEET_FORMAT,
         "verdict": verdict,
         "world_size": len(records),
-        "backend": sorted({r.get("backend") for r in records})[0],
+        "backend": sorted({str(r.get("backend")) for r in records})[0],
         "workloads": order,
         "ranks": [
             {"rank": r, "host": rec.get("host"), "local_rank": rec.get("local_rank"),

@@ -186,6 +186,8 @@ def _entry(kind: PrefixKind, rel: str, st: os.stat_result, target: str | None,
     sha, elf, error = hashed if hashed is not None else (None, None, None)
     claim = pick_claim(claims, etype, sha, target) if claims else None
     cached = rel.endswith(".pyc") and is_bytecode(rel)
+    owner: str | None
+    category: Category
     if claim is not None and not (cached and claim.sha256 is None):
         owner, category = claim.package, "package"
     elif cached:
