@@ -56,3 +56,30 @@ def test_missing_programs_skip_with_their_reason(tmp_path: Path) -> None:
 def test_readme_names_the_apt_line() -> None:
     """README's Development section gives the one apt line that turns those tests on."""
     assert f"sudo {APT_LINE}" in (ROOT / "README.md").read_text()
+
+
+def test_cpu_index_probe_answers_fast(tmp_path: Path) -> None:
+    """noxfile's probe of the CPU torch index: None for a server that answers; a short reason,
+    within seconds, for one that does not (the session then falls back to PyPI)."""
+    import http.server
+    import socket
+    import threading
+    import time
+
+    import noxfile
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        assert noxfile._reachable(f"http://127.0.0.1:{server.server_address[1]}/") is None
+    finally:
+        server.shutdown()
+        server.server_close()
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    start = time.monotonic()
+    why = noxfile._reachable(f"http://127.0.0.1:{port}/whl/cpu/torch/", timeout=2)
+    assert why is not None and "refused" in why.lower()
+    assert time.monotonic() - start < 3
+    assert noxfile._reachable("http://127.0.0.1:1/", timeout=0.5) is not None
