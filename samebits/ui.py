@@ -109,6 +109,22 @@ class Output:
             yield
 
     @contextlib.contextmanager
+    def steps(self, prefix: str = "") -> Iterator[Callable[[str], None]]:
+        """For code that reports its steps through a callback, ``progress("verify env")``,
+        and never says when one ends: yield such a callback. Each call ends the step before
+        and starts a ``phase(prefix + name)``; the block's end ends the last one.
+
+            with out.steps("attest: ") as step:
+                run_attest(req, progress=step)
+        """
+        with contextlib.ExitStack() as current:
+            def step(name: str) -> None:
+                current.close()
+                current.enter_context(self.phase(prefix + name))
+
+            yield step
+
+    @contextlib.contextmanager
     def progress(self, description: str, total: float | None) -> Iterator[Advance]:
         """A step with a count: yield ``advance(n=1, description=None)``.
 

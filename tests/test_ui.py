@@ -113,3 +113,20 @@ def test_a_real_terminal_gets_a_spinner_and_a_pipe_gets_a_line() -> None:
     piped = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True,
                            check=True)
     assert (piped.stdout, piped.stderr) == ("done\n", "solving hopper ...\n")
+
+
+def test_steps_from_a_callback() -> None:
+    """steps(): each callback call ends the previous step; piped, one line per step."""
+    err = io.StringIO()
+    out = Output(stderr=err, live=False)
+    with out.steps("audit: ") as step:
+        step("environment")
+        step("verify env")
+    assert err.getvalue() == "audit: environment ...\naudit: verify env ...\n"
+    live = Output(stderr=io.StringIO(), live=True)
+    with live.steps() as step:
+        step("one")
+        assert live._bar is not None and [t.description for t in live._bar.tasks] == ["one"]
+        step("two")
+        assert [t.description for t in live._bar.tasks] == ["two"]
+    assert live._bar is None
