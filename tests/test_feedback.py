@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.lock_fixtures import TmpProject, conda_spec
+from tests.render_fixtures import RenderProject
 from tests.verify_fixtures import Installed
 
 
@@ -110,6 +111,27 @@ def test_attest_shows_whole_reasons(pristine: Installed, tmp_path: Path) -> None
                "--python", sys.executable, "--only", "sdpa_efficient,sum_fp32", "--device",
                "cpu", "--out", str(tmp_path / "a.json"), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == "attest: verify env ...\nattest: preflight ...\nattest: workloads ...\n"
     line = next(ln for ln in proc.stdout.splitlines() if "sdpa_efficient" in ln)
     assert line.split() == ["sdpa_efficient", "unavailable", "EFFICIENT_ATTENTION", "has", "no",
                             "CPU", "kernel"]
+
+
+@pytest.mark.slow
+def test_render_oci_steps(render_project: RenderProject, package_cache: Path,
+                          tmp_path: Path) -> None:
+    """render oci: one line per step when piped (install, verify env, each layer, the
+    archive); with --json, stdout is one document and stderr is empty."""
+    args = ("render", "oci", "venv", "--platform", "linux-aarch64", "--python", sys.executable,
+            "--cache-dir", str(package_cache), "--root", str(render_project.root))
+    piped = render_project.samebits(*args, "--out", str(tmp_path / "a"), "--archive",
+                                    str(tmp_path / "a.tar"))
+    assert piped.returncode == 0, piped.stderr
+    lines = piped.stderr.splitlines()
+    assert lines[:2] == ["venv: installing linux-aarch64 into a scratch prefix ...",
+                         "venv: verify env on the scratch prefix ..."]
+    assert lines[2].startswith("venv: layer env (") and lines[2].endswith(" bytes) ...")
+    assert lines[3:] == [f"writing the oci-archive {tmp_path / 'a.tar'} ..."]
+    as_json = render_project.samebits(*args, "--out", str(tmp_path / "b"), "--json")
+    assert (as_json.returncode, as_json.stderr) == (0, "")
+    assert json.loads(as_json.stdout)["layers"][0]["name"] == "env"

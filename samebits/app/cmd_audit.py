@@ -119,8 +119,8 @@ def run_attest(args: argparse.Namespace, out: Output) -> int:
                         names=select(args.only), settings=settings,
                         save_outputs=args.save_outputs)
     start = time.perf_counter()
-    result = attest(req, progress=(lambda s: None) if out.json else
-                    (lambda s: out.info(f"attest: {s}")))
+    with out.steps("attest: ") as step:
+        result = attest(req, progress=step)
     atomic_write(args.out, result.data)
     seconds = time.perf_counter() - start
     digests = result.env_report["digests"]
@@ -201,8 +201,8 @@ def run_audit(args: argparse.Namespace, out: Output) -> int:
                        platform=args.platform, device=args.device, outputs=outputs,
                        workloads=not args.no_workloads, cache=args.cache_dir,
                        replace=args.replace)
-    result = audit(req, progress=(lambda s: None) if out.json else
-                   (lambda s: out.info(f"audit: {s}")))
+    with out.steps("audit: ") as step:
+        result = audit(req, progress=step)
     doc = build_document(result)
     files = write_reports(result, doc, args.out)
     code = result.verdict.exit_code(args.require)
