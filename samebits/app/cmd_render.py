@@ -249,9 +249,10 @@ def run_oci(args: argparse.Namespace, out: Output) -> int:
     target = args.out or project.root / "build" / "oci" / env.slug
     if args.archive and args.archive.exists() and not args.replace:
         raise UsageError(f"{args.archive}: already exists", hint="pass --replace")
-    with staged_dir(target, replace=args.replace) as stage:
-        result = build_image(req, stage, work=stage.parent, progress=out.info)
+    with staged_dir(target, replace=args.replace) as stage, out.steps() as step:
+        result = build_image(req, stage, work=stage.parent, progress=step)
         if args.archive:
+            step(f"writing the oci-archive {args.archive}")
             write_oci_archive(stage, args.archive, epoch=req.epoch)
     payload: dict[str, Any] = {"layout": str(target), "archive": str(args.archive or "") or None,
                                "platform": platform_json(platform), **result.to_json()}
