@@ -25,6 +25,7 @@ workload worker imports this module.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -43,9 +44,11 @@ ELLIPSIS = "..."
 
 def quote(value: object, limit: int = QUOTE_LIMIT) -> str:
     """``value`` as an error message quotes it: a string in double quotes with newlines and
-    quotes escaped, anything else as ``repr``. Longer than ``limit`` characters, it is cut at
-    a word boundary where one is near and its full length is said: a megabyte of input gives
-    one short line, never a megabyte of output."""
+    quotes escaped, a date or time as TOML writes it, anything else as ``repr``. Longer than
+    ``limit`` characters, it is cut at a word boundary where one is near and its full length
+    is said: a megabyte of input gives one short line, never a megabyte of output."""
+    if isinstance(value, (dt.date, dt.time)):  # as TOML and YAML write them: 2026-11-29
+        return value.isoformat()
     if isinstance(value, str):
         if len(value) + 2 <= limit:
             return json.dumps(value, ensure_ascii=False)
@@ -157,10 +160,18 @@ class SpecError(SamebitsError):
 
 
 def problems_json(problems: Sequence[Problem]) -> list[dict[str, object]]:
-    """Problems for --json; values longer than a message would quote are shortened too."""
-    return [{"file": p.file, "key": p.key, "message": p.message,
-             "value": p.value if len(repr(p.value)) <= 4 * QUOTE_LIMIT else quote(p.value)}
+    """Problems for --json. A value JSON cannot hold (a TOML or YAML date) or one longer than
+    a message would quote becomes its quoted text."""
+    return [{"file": p.file, "key": p.key, "message": p.message, "value": _json_value(p.value)}
             for p in problems]
+
+
+def _json_value(value: object) -> object:
+    try:
+        text = json.dumps(value)
+    except (TypeError, ValueError):  # a date or a time from TOML or YAML
+        return quote(value)
+    return value if len(text) <= 4 * QUOTE_LIMIT else quote(value)
 
 
 class LockfileError(SamebitsError):

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import json
+
 import pytest
 
 from samebits.errors import LockfileError, Problem, SpecError, clip, plural, quote
@@ -10,6 +13,8 @@ QUOTES = [
     ("a short string", "numpy>=>2", '"numpy>=>2"'),
     ("quotes and newlines escaped", 'a "b"\nc', '"a \\"b\\"\\nc"'),
     ("not a string", 12, "12"),
+    ("a TOML date", dt.date(2026, 1, 1), "2026-01-01"),
+    ("a TOML time", dt.datetime(2026, 1, 1, 12, 30), "2026-01-01T12:30:00"),
     ("a megabyte", "x" * 1_000_000, f'"{"x" * 75}..." (1,000,000 characters)'),
     ("cut at a word", "torch==2.13.0 " * 10,
      '"torch==2.13.0 torch==2.13.0 torch==2.13.0 torch==2.13.0 torch==2.13.0..." '
@@ -69,3 +74,11 @@ def test_problems_in_one_file_name_it_once() -> None:
     assert SpecError(problems).message == (
         '2 problems:\n  x.yml: package[0] a (linux-64): hash.md5 = "zz": not a md5\n'
         "  x.yml: package[1] b (linux-64): url: missing")
+
+
+def test_problems_in_json_hold_any_value() -> None:
+    """--json problems carry a value JSON cannot hold (a TOML date) as its text."""
+    err = SpecError([Problem(file="x.toml", key="python", value=dt.date(2026, 1, 1),
+                             message="must be a non-empty string")])
+    assert err.message == "x.toml: python = 2026-01-01: must be a non-empty string"
+    assert json.loads(json.dumps(err.to_json()))["problems"][0]["value"] == "2026-01-01"

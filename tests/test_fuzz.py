@@ -62,6 +62,7 @@ spec_maps = st.fixed_dictionaries({}, optional={
 
 def _check_spec_error(exc: SpecError, file: str) -> None:
     assert exc.problems, "a SpecError lists at least one problem"
+    json.dumps(exc.to_json())  # --json can print it, whatever the values were
     for p in exc.problems:
         assert p.file == file and isinstance(p.key, str) and p.message
         assert str(p).startswith(file)
@@ -123,6 +124,7 @@ def test_lockfile_reader_never_crashes(tmp_path: Path, data: st.DataObject) -> N
         lock = parse_lock(path)
     except LockfileError as exc:
         assert exc.message.startswith(str(path))
+        json.dumps(exc.to_json())  # --json can print it, whatever the values were
     else:
         _assert_well_formed(lock)
 
