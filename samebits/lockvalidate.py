@@ -18,10 +18,13 @@ finds the same way.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from samebits.errors import Problem, clip
+
+if TYPE_CHECKING:
+    from samebits.lockfile import LockedPackage
 
 HASH_LENGTHS = {"md5": 32, "sha256": 64}
 REQUIRED_HASH = {"conda": "md5", "pip": "sha256"}
@@ -150,6 +153,20 @@ def _hashes(key: str, hashes: Any, manager: Any, add: Any) -> None:
     needed = REQUIRED_HASH.get(manager) if isinstance(manager, str) else None
     if needed and hashes.get(needed) is None:
         add(f"{key}.{needed}", None, f"missing: every {manager} package needs its {needed}")
+
+
+def locked_problems(packages: Iterable[LockedPackage], file: str) -> list[Problem]:
+    """The same hash rules for packages another reader built (a pixi.lock, a uv.lock, ...):
+    each md5 and sha256 hex of the right length, conda packages with md5, pip with sha256."""
+    out: list[Problem] = []
+
+    def add(key: str, value: object, message: str) -> None:
+        out.append(Problem(file=file, key=key, value=value, message=message))
+
+    for i, p in enumerate(packages):
+        hashes = {k: v for k, v in (("md5", p.md5), ("sha256", p.sha256)) if v is not None}
+        _hashes(f"package[{i}] {_short(p.name)} ({p.platform}): hash", hashes, p.manager, add)
+    return out
 
 
 def pydantic_problems(errors: Sequence[Mapping[str, Any]], doc: Mapping[str, Any],

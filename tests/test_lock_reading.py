@@ -206,3 +206,20 @@ def test_a_non_hex_sha256_stops_every_command_first(tmp_path: Path, attestation:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["paper.conda-lock.yml"]
 
 
+
+
+def test_locked_problems_for_other_readers() -> None:
+    """Packages another reader built get the same hash rules, named the same way."""
+    from samebits.lockfile import LockedPackage
+    from samebits.lockvalidate import locked_problems
+
+    good = LockedPackage(name="numpy", version="2.0", manager="pip", platform="linux-64",
+                         url="https://x/numpy.whl", sha256=SHA)
+    bad = [good, LockedPackage(name="python", version="3.12", manager="conda",
+                               platform="linux-64", url="https://x/python.conda", sha256="zz")]
+    assert locked_problems([good], "uv.lock") == []
+    assert [str(p) for p in locked_problems(bad, "pixi.lock")] == [
+        'pixi.lock: package[1] python (linux-64): hash.sha256 = "zz": not a sha256 '
+        "(64 hex digits)",
+        "pixi.lock: package[1] python (linux-64): hash.md5: missing: every conda package needs "
+        "its md5"]
