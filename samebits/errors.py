@@ -39,6 +39,7 @@ EXIT_TOOL = 5
 
 
 QUOTE_LIMIT = 80
+KEY_LIMIT = 160  # a key names where a value is: "package[12] <name> (<platform>): hash.md5"
 ELLIPSIS = "..."
 
 
@@ -118,7 +119,7 @@ class Problem:
 
     def text(self, *, file: bool = True) -> str:
         """``file: key = "value": message``; without the file when ``file`` is false."""
-        where = ": ".join(x for x in (self.file if file else "", clip(self.key, QUOTE_LIMIT))
+        where = ": ".join(x for x in (self.file if file else "", clip(self.key, KEY_LIMIT))
                           if x)
         if self.value is None:
             return f"{where}: {self.message}" if where else self.message

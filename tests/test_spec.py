@@ -229,7 +229,7 @@ HUGE = [
      f'{F}: pypi.requirements = "{"X" * 75}..." (1,000,000 characters): {MB_QUOTED} is '
      f"already given as {MB_QUOTED}"),
     ("a megabyte key", edited(**{MB: 1}),
-     f"{F}: {'x' * 77}... = 1: unknown key; known keys: format, name, description, extends, "
+     f"{F}: {'x' * 157}... = 1: unknown key; known keys: format, name, description, extends, "
      "abstract, generation, python, platforms, cuda, conda, pypi, exclude-newer"),
     ("a megabyte list", edited(pypi__requirements=[MB, 3]),
      f"{F}: pypi.requirements = ['{'x' * 75}... (1,000,007 characters): must be a list of "
