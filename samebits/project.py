@@ -65,13 +65,15 @@ class Project:
         return out
 
 
-def unknown_environment(name: str, known: Sequence[str], looked: Path) -> UsageError:
+def unknown_environment(name: str, known: Sequence[str], looked: Path,
+                        hint: str | None = None) -> UsageError:
     """``unknown environment 'hoper' (no environments/hoper.toml); known: ada, ...; did you
-    mean hopper?``: every known id, and the closest one when one is close."""
+    mean hopper?``: every known id, and the closest one when one is close; ``hint`` is the
+    error's hint (what else the argument may be)."""
     text = f"unknown environment '{clip(name, 80)}' (no {clip(str(looked), 120)}); known: " \
         + (", ".join(known) or "none")
     lowered = {k.lower(): k for k in known}
     close = difflib.get_close_matches(name.lower()[:200], list(lowered), n=1, cutoff=0.7)
     if close:
-        return UsageError(f"{text}; did you mean {lowered[close[0]]}?")
-    return UsageError(text)
+        return UsageError(f"{text}; did you mean {lowered[close[0]]}?", hint=hint)
+    return UsageError(text, hint=hint)

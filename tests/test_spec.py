@@ -257,6 +257,8 @@ def test_huge_value_through_the_cli(tmp_path: Path) -> None:
                            "lock` again\n")
 
 
+LOCK_PATH_HINT = ("\nhint: or give a lockfile's path (conda-lock, pixi.lock, uv.lock, "
+                  "pylock.toml, requirements.txt with --hash, conda explicit)")
 UNKNOWN = [
     (["lock", "hoper", "--check"], "unknown environment 'hoper' (no environments/hoper.toml); "
      "known: ampere, blackwell, cpu, flavour/hopper, hopper; did you mean hopper?"),
@@ -266,9 +268,11 @@ UNKNOWN = [
     (["lock", "nope", "--check"], "unknown environment 'nope' (no environments/nope.toml); "
      "known: ampere, blackwell, cpu, flavour/hopper, hopper"),
     (["render", "conda", "ampre", "--check"], "unknown environment 'ampre' (no "
-     "lockfiles/ampre.conda-lock.yml); known: ampere, hopper; did you mean ampere?"),
+     "lockfiles/ampre.conda-lock.yml); known: ampere, hopper; did you mean ampere?"
+     + LOCK_PATH_HINT),
     (["install", "hoppr", "--prefix", "env"], "unknown environment 'hoppr' (no "
-     "lockfiles/hoppr.conda-lock.yml); known: ampere, hopper; did you mean hopper?"),
+     "lockfiles/hoppr.conda-lock.yml); known: ampere, hopper; did you mean hopper?"
+     + LOCK_PATH_HINT),
 ]
 
 
