@@ -11,6 +11,7 @@ program and the apt package that provides it. A fixture that runs one calls ``re
 from __future__ import annotations
 
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,7 +24,7 @@ pytest_plugins = ["tests.lock_fixtures", "tests.render_fixtures", "tests.verify_
 # Outside programs tests may run -> the Debian package that provides each.
 APT_PACKAGES = {"skopeo": "skopeo", "umoci": "umoci", "chromium": "chromium",
                 "nix": "nix-bin", "nix-build": "nix-bin", "nix-store": "nix-bin",
-                "nix-instantiate": "nix-bin"}
+                "nix-instantiate": "nix-bin", "zstd": "zstd", "pigz": "pigz"}
 APT_LINE = ("apt-get install --no-install-recommends "
             + " ".join(dict.fromkeys(APT_PACKAGES.values())))
 
@@ -45,6 +46,28 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "requires(*programs): runs these outside programs; skipped, naming each "
         "missing one and its apt package, when one is not on PATH")
+
+
+@pytest.fixture(autouse=True, scope="session")
+def session_cache_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """XDG_CACHE_HOME for session- and module-scoped fixtures (set up before any test's own):
+    one folder for the session, never ~/.cache/samebits."""
+    with pytest.MonkeyPatch.context() as mp:
+        path = tmp_path_factory.mktemp("xdg-cache-session")
+        mp.setenv("XDG_CACHE_HOME", str(path))
+        yield path
+
+
+@pytest.fixture(autouse=True)
+def cache_home(session_cache_home: Path, tmp_path_factory: pytest.TempPathFactory,
+               monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Each test's XDG_CACHE_HOME (so samebits' default cache, $XDG_CACHE_HOME/samebits): a
+    folder of its own, outside ``tmp_path`` (whose listing tests assert), so no test writes
+    under ~/.cache/samebits nor reads what another left there. Tests that share a cache on
+    purpose say so: ``--cache-dir`` or their own XDG_CACHE_HOME (as tests/lock_fixtures.py)."""
+    path = tmp_path_factory.mktemp("xdg-cache")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(path))
+    return path
 
 
 @pytest.fixture(scope="session")

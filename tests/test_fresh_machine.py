@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import APT_LINE, APT_PACKAGES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -18,6 +20,7 @@ NEEDS = {
     "skopeo": "tests/test_interrupt.py::test_kill_during_render_oci_keeps_previous_layout",
     "umoci": "tests/test_render_oci.py::test_umoci_unpacks_and_verify_env_agrees",
     "chromium": "tests/test_audit_report.py::test_html_in_a_real_browser",
+    "nix-build": "tests/test_render_nix.py::test_nix_build_realises_every_artifact",
 }
 
 
@@ -36,7 +39,7 @@ def hidden_path(folder: Path, hide: set[str]) -> str:
 
 
 def test_missing_programs_skip_with_their_reason(tmp_path: Path) -> None:
-    """With skopeo, umoci, chromium and Nix hidden from PATH, each test that runs one is
+    """With skopeo, umoci, chromium, Nix, zstd and pigz hidden from PATH, each test that runs one is
     skipped before any fixture runs, naming the program and its apt package."""
     path = hidden_path(tmp_path / "bin", set(APT_PACKAGES))
     assert all(shutil.which(p, path=path) is None for p in APT_PACKAGES)
@@ -44,7 +47,7 @@ def test_missing_programs_skip_with_their_reason(tmp_path: Path) -> None:
                            *NEEDS.values()], cwd=ROOT, capture_output=True, text=True,
                           timeout=600, env={**os.environ, "PATH": path})
     assert proc.returncode == 0, proc.stdout[-3000:]
-    assert re.search(r"\b3 skipped\b", proc.stdout), proc.stdout[-3000:]
+    assert re.search(rf"\b{len(NEEDS)} skipped\b", proc.stdout), proc.stdout[-3000:]
     for program, test in NEEDS.items():
         file = test.split("::")[0]
         reason = (f"{program} is not on PATH (apt-get install {APT_PACKAGES[program]}; "
@@ -83,3 +86,24 @@ def test_cpu_index_probe_answers_fast(tmp_path: Path) -> None:
     assert why is not None and "refused" in why.lower()
     assert time.monotonic() - start < 3
     assert noxfile._reachable("http://127.0.0.1:1/", timeout=0.5) is not None
+
+
+CACHE_HOMES: list[Path] = []
+
+
+@pytest.mark.parametrize("run", [1, 2])
+def test_each_test_has_a_cache_home_of_its_own(run: int, cache_home: Path) -> None:
+    """samebits' default cache, in this process and in the ones a test starts, is the test's
+    own folder (tests/conftest.py): never under ~/.cache, never another test's."""
+    from samebits.install import default_cache_dir
+    from samebits.solve.indexcache import default_cache_root
+
+    home_cache = Path(os.path.expanduser("~"), ".cache").resolve()
+    assert default_cache_dir() == default_cache_root() == cache_home / "samebits"
+    assert not cache_home.resolve().is_relative_to(home_cache)
+    proc = subprocess.run([sys.executable, "-c", "from samebits.install import "
+                           "default_cache_dir; print(default_cache_dir())"],
+                          capture_output=True, text=True, timeout=60, check=True)
+    assert proc.stdout == f"{cache_home / 'samebits'}\n"
+    assert cache_home not in CACHE_HOMES
+    CACHE_HOMES.append(cache_home)
