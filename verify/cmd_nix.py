@@ -63,7 +63,7 @@ def run_nix_store(args: argparse.Namespace, out: Output) -> int:
     store = NixStore(args.store)
     file_problems = _nix_file_problems(args.nix, env, platform) if args.nix else []
     found = look_up([*env.conda(platform), *env.pip(platform)], store)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for a in found:
         state = "ok" if a.ok else (a.state if a.state != "valid" else "hash")
         rows.append({"file": a.package.filename, "name": a.package.name,
