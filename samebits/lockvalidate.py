@@ -155,18 +155,25 @@ def _hashes(key: str, hashes: Any, manager: Any, add: Any) -> None:
         add(f"{key}.{needed}", None, f"missing: every {manager} package needs its {needed}")
 
 
-def locked_problems(packages: Iterable[LockedPackage], file: str) -> list[Problem]:
+def locked_problems(packages: Iterable[LockedPackage], file: str, *,
+                    required: bool = True) -> list[Problem]:
     """The same hash rules for packages another reader built (a pixi.lock, a uv.lock, ...):
-    each md5 and sha256 hex of the right length, conda packages with md5, pip with sha256."""
-    out: list[Problem] = []
+    each md5 and sha256 hex of the right length and, with ``required``, conda packages with
+    md5, pip with sha256 (``samebits.lockread`` leaves a missing hash to install, which refuses
+    the package; a malformed one is never carried over). Each problem names the package by
+    name and version (positions in a converted lock are not the file's), once however many
+    platforms share the artifact."""
+    out: dict[str, Problem] = {}
 
     def add(key: str, value: object, message: str) -> None:
-        out.append(Problem(file=file, key=key, value=value, message=message))
+        problem = Problem(file=file, key=key, value=value, message=message)
+        out.setdefault(str(problem), problem)
 
-    for i, p in enumerate(packages):
+    for p in packages:
         hashes = {k: v for k, v in (("md5", p.md5), ("sha256", p.sha256)) if v is not None}
-        _hashes(f"package[{i}] {_short(p.name)} ({p.platform}): hash", hashes, p.manager, add)
-    return out
+        _hashes(f"{_short(p.name)} {_short(p.version)} ({p.manager}): hash", hashes,
+                p.manager if required else None, add)
+    return list(out.values())
 
 
 def pydantic_problems(errors: Sequence[Mapping[str, Any]], doc: Mapping[str, Any],

@@ -206,20 +206,58 @@ def test_a_non_hex_sha256_stops_every_command_first(tmp_path: Path, attestation:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["paper.conda-lock.yml"]
 
 
-
-
 def test_locked_problems_for_other_readers() -> None:
-    """Packages another reader built get the same hash rules, named the same way."""
+    """Packages another reader built get the same hash rules, named by name and version,
+    once for an artifact several platforms share."""
     from samebits.lockfile import LockedPackage
     from samebits.lockvalidate import locked_problems
 
     good = LockedPackage(name="numpy", version="2.0", manager="pip", platform="linux-64",
                          url="https://x/numpy.whl", sha256=SHA)
-    bad = [good, LockedPackage(name="python", version="3.12", manager="conda",
-                               platform="linux-64", url="https://x/python.conda", sha256="zz")]
+    bad = [good, *(LockedPackage(name="python", version="3.12", manager="conda", platform=plat,
+                                 url="https://x/python.conda", sha256="zz")
+                   for plat in ("linux-64", "linux-aarch64"))]
     assert locked_problems([good], "uv.lock") == []
     assert [str(p) for p in locked_problems(bad, "pixi.lock")] == [
-        'pixi.lock: package[1] python (linux-64): hash.sha256 = "zz": not a sha256 '
-        "(64 hex digits)",
-        "pixi.lock: package[1] python (linux-64): hash.md5: missing: every conda package needs "
-        "its md5"]
+        'pixi.lock: python 3.12 (conda): hash.sha256 = "zz": not a sha256 (64 hex digits)',
+        "pixi.lock: python 3.12 (conda): hash.md5: missing: every conda package needs its md5"]
+    assert [str(p) for p in locked_problems(bad, "pixi.lock", required=False)] == [
+        'pixi.lock: python 3.12 (conda): hash.sha256 = "zz": not a sha256 (64 hex digits)']
+
+
+FOREIGN = Path(__file__).parent / "data" / "foreign" / "pypi"
+IDNA_SHA = "946d195a0d259cbba61165e88e65941f16e9b36ea6ddb97f00452bae8b1287d3"
+FOREIGN_CASES = [  # (file, the bad hash as the format writes it, that hash's value)
+    ("uv.lock", "sha256:zz", "zz"),
+    ("pylock.toml", "0" * 63, "0" * 63),
+]
+FOREIGN_COMMANDS = [
+    ("render conda", ["render", "conda", "{lock}", "--out", "{out}"]),
+    ("install", ["install", "{lock}", "--prefix", "{out}", "--cache-dir", "{cache}"]),
+    ("verify env", ["verify", "env", "--prefix", sys.prefix, "--lockfile", "{lock}"]),
+]
+
+
+@pytest.mark.parametrize(("name", "args"), FOREIGN_COMMANDS, ids=[c[0] for c in FOREIGN_COMMANDS])
+@pytest.mark.parametrize(("file", "written", "value"), FOREIGN_CASES,
+                         ids=[c[0] for c in FOREIGN_CASES])
+def test_a_bad_hash_in_a_converted_lock_stops_every_command_first(
+        tmp_path: Path, file: str, written: str, value: str, name: str, args: list[str]) -> None:
+    """uv.lock and pylock.toml (converted on read): a malformed wheel hash is exit 2 naming
+    the package and the value; nothing rendered, installed or downloaded."""
+    text = (FOREIGN / file).read_text()
+    old = f"sha256:{IDNA_SHA}" if file == "uv.lock" else IDNA_SHA
+    assert old in text
+    lock = tmp_path / file
+    lock.write_text(text.replace(old, written))
+    fill = {"lock": str(lock), "out": str(tmp_path / "out"), "cache": str(tmp_path / "cache")}
+    proc = subprocess.run([sys.executable, "-m", "samebits", *(a.format(**fill) for a in args),
+                           "--lock-python", "3.12"],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert (proc.returncode, proc.stdout) == (2, ""), proc.stderr
+    length = "not a sha256 (64 hex digits)" if value == "zz" else \
+        "63 hex digits; a sha256 has 64"
+    assert proc.stderr == (f'error: {lock}: idna 3.10 (pip): hash.sha256 = "{value}": '
+                           f"{length}\nhint: fix the {file} file's hashes or re-create it "
+                           "with the tool that wrote it\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [file]
