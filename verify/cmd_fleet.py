@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from contextlib import nullcontext
 from pathlib import Path
 
 from samebits._io import atomic_write, canonical_json, read_json
@@ -70,8 +71,9 @@ def run_fleet(args: argparse.Namespace, out: Output) -> int:
     only = list(select(args.only)) if args.only else None
     rank0 = int(os.environ.get("RANK", "0")) == 0
     key = load_signing_key(args.sign) if args.sign and rank0 else None  # before the run
-    records = run_rank(device_request=args.device, only=only,
-                       skip_env_digest=args.no_env_digest)
+    with out.phase("running the workloads on every rank") if rank0 else nullcontext():
+        records = run_rank(device_request=args.device, only=only,
+                           skip_env_digest=args.no_env_digest)
     if not rank0 or records is None:
         return EXIT_OK
     report = analyse(records)
