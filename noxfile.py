@@ -8,7 +8,7 @@
     nox -s bench [-- lock|verify-env|verify-gpu|oci|bundle]
     nox -s audit -- PAPER/ [ARGS]   install a paper's lock, audit it (examples/paper: quickstart)
     nox -s fuzz                     >= 10,000 generated inputs per reader
-    nox -s lint                     ruff
+    nox -s lint                     ruff, and mypy (strict on the core)
 """
 
 from __future__ import annotations
@@ -21,6 +21,37 @@ nox.options.sessions = ["lint", "tests"]
 # The CPU build of torch that the tests and the CPU workloads run on. On a GPU machine install
 # the lock's own torch instead (`samebits install`), or pass --torch to verify-gpu.
 TORCH = "torch==2.13.0"
+# PyTorch's index of CPU-only wheels (~200 MB); PyPI's Linux torch brings ~2.6 GB of CUDA.
+TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+PYPI = "https://pypi.org/simple"
+
+
+def _reachable(url: str, timeout: float = 5.0) -> str | None:
+    """None when ``url`` answers within ``timeout`` seconds, else why not (one short line)."""
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=timeout):
+            return None
+    except urllib.error.HTTPError as exc:
+        return f"HTTP {exc.code}"
+    except (OSError, ValueError) as exc:  # URLError, timeouts, refused connections
+        return str(getattr(exc, "reason", exc)) or type(exc).__name__
+
+
+def install_cpu_torch(session: nox.Session) -> None:
+    """Install TORCH as a CPU build from PyTorch's CPU index when it answers (PyPI still
+    serves every other package), else from PyPI or pip's own configuration, saying which."""
+    why = _reachable(f"{TORCH_CPU_INDEX}/torch/")
+    if why is None:
+        session.log(f"torch: the CPU build from {TORCH_CPU_INDEX}")
+        session.install(TORCH, "--index-url", TORCH_CPU_INDEX, "--extra-index-url", PYPI)
+    else:
+        session.log(f"torch: {TORCH_CPU_INDEX} is not reachable ({why}); installing {TORCH} "
+                    "from PyPI and pip's configuration instead (on Linux x86_64 PyPI's "
+                    "wheel is the CUDA build, about 2.6 GB)")
+        session.install(TORCH)
 
 
 @nox.session
@@ -53,8 +84,10 @@ def render(session: nox.Session) -> None:
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """Run the test suite; network tests (real PyPI) are included unless -m 'not network'."""
-    session.install("-e", ".[test]", TORCH)
+    """Run the test suite; network tests (real PyPI) are included unless -m 'not network'.
+    torch is PyTorch's CPU build where its index is reachable, else PyPI's (said which)."""
+    install_cpu_torch(session)
+    session.install("-e", ".[test]")
     session.run("pytest", *session.posargs)
 
 
@@ -87,12 +120,18 @@ def audit(session: nox.Session) -> None:
 @nox.session
 def fuzz(session: nox.Session) -> None:
     """The property/fuzz tests with >= 10,000 generated cases per reader (CI runs 150)."""
-    session.install("-e", ".[test]", TORCH)
+    install_cpu_torch(session)
+    session.install("-e", ".[test]")
     session.run("pytest", "tests/test_fuzz.py", *session.posargs,
                 env={"SAMEBITS_FUZZ_PROFILE": "fuzz"})
 
 
 @nox.session
 def lint(session: nox.Session) -> None:
+    """ruff; then mypy, strict on the core (samebits but samebits.app) and default checks on
+    verify and samebits.app (pyproject.toml [tool.mypy]), against the installed packages."""
     session.install("ruff")
     session.run("ruff", "check", "samebits", "verify", "tests", "noxfile.py")
+    install_cpu_torch(session)  # verify's workloads are typed against torch
+    session.install("-e", ".[gpu]", "mypy==2.4.1", "types-PyYAML")
+    session.run("mypy")

@@ -32,7 +32,7 @@ import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import IO, Any, BinaryIO
 
 from samebits._io import atomic_write, atomic_writer
 from samebits.bundle import (
@@ -107,14 +107,16 @@ def _members(path: Path) -> Iterator[tuple[tarfile.TarInfo, tarfile.TarFile]]:
             try:
                 member = tf.next()
             except DAMAGED as exc:
-                raise InputError(f"{path}: the tar is damaged after {len(tf.members)} members "
+                # members read so far (getmembers() would read on into the damage)
+                done = len(tf.members)  # type: ignore[attr-defined]
+                raise InputError(f"{path}: the tar is damaged after {done} members "
                                  f"({exc})") from None
             if member is None:
                 return
             yield member, tf
 
 
-def _read(f: BinaryIO, n: int, source: str) -> bytes:
+def _read(f: IO[bytes], n: int, source: str) -> bytes:
     try:
         return f.read(n)
     except DAMAGED as exc:
@@ -177,7 +179,7 @@ def _read_lock(st: _State, data: bytes) -> None:
                                     label=f"{p.manager}:{p.name} {p.version}")
 
 
-def _hash_stream(f: BinaryIO, *, md5: bool, out: BinaryIO | None, source: str,
+def _hash_stream(f: IO[bytes], *, md5: bool, out: BinaryIO | None, source: str,
                  advance: Callable[[int], None]) -> tuple[str, str | None]:
     sha, m = hashlib.sha256(), (hashlib.md5() if md5 else None)
     while chunk := _read(f, CHUNK, source):
@@ -298,8 +300,8 @@ def _finish(st: _State) -> None:
     for rel, digest in sorted(st.digests.items()):
         if rel == SUMS:
             continue
-        exp = st.expected.get(rel)
-        told = exp is not None and exp.sha256 is not None and exp.sha256 != digest
+        want = st.expected.get(rel)
+        told = want is not None and want.sha256 is not None and want.sha256 != digest
         if rel not in listed:
             st.problems.append(f"{rel}: not listed in {SUMS}")
         elif listed[rel] != digest and not told:  # a bad archive is named once, by the lock

@@ -15,10 +15,18 @@ optional ``hint: ...`` and an exit code; nothing below it prints or exits.
 
 Exit codes (README "Exit codes"): 0 success, 1 a check found a difference (stale lock,
 drift, different bits), 2 bad input or usage, 3 unsatisfiable, 4 unreachable, 5 tool failure.
+
+Words for messages, shared by every module that writes one: ``quote(value)`` shows a value
+the way errors quote it (at most ``QUOTE_LIMIT`` characters, however large the value),
+``clip(text, limit)`` shortens free text at a word boundary with an ellipsis, and
+``plural(n, "package")`` writes "1 package" / "2 packages". Standard library only: the
+workload worker imports this module.
 """
 
 from __future__ import annotations
 
+import datetime as dt
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -28,6 +36,51 @@ EXIT_BAD_INPUT = 2
 EXIT_UNSATISFIABLE = 3
 EXIT_UNREACHABLE = 4
 EXIT_TOOL = 5
+
+
+QUOTE_LIMIT = 80
+KEY_LIMIT = 160  # a key names where a value is: "package[12] <name> (<platform>): hash.md5"
+ELLIPSIS = "..."
+
+
+def quote(value: object, limit: int = QUOTE_LIMIT) -> str:
+    """``value`` as an error message quotes it: a string in double quotes with newlines and
+    quotes escaped, a date or time as TOML writes it, anything else as ``repr``. Longer than
+    ``limit`` characters, it is cut at a word boundary where one is near and its full length
+    is said: a megabyte of input gives one short line, never a megabyte of output."""
+    if isinstance(value, (dt.date, dt.time)):  # as TOML and YAML write them: 2026-11-29
+        return value.isoformat()
+    if isinstance(value, str):
+        if len(value) + 2 <= limit:
+            return json.dumps(value, ensure_ascii=False)
+        head = clip(value, max(limit - 2, len(ELLIPSIS) + 1))
+        return json.dumps(head, ensure_ascii=False) + f" ({len(value):,} characters)"
+    text = repr(value)
+    if len(text) <= limit:
+        return text
+    return clip(text, limit) + f" ({len(text):,} characters)"
+
+
+def clip(text: str, limit: int) -> str:
+    """``text`` in at most ``limit`` characters: whole when it fits, else cut at the last
+    space in its second half (else at punctuation, mid-word only when there is neither) and
+    ended with "..."."""
+    if len(text) <= limit:
+        return text
+    room = max(limit - len(ELLIPSIS), 1)
+    span = range(room, room // 2, -1)
+    cut = next((i for i in span if text[i].isspace()), None) or next(
+        (i for i in span if not (_in_word(text[i]) and _in_word(text[i - 1]))), room)
+    return text[:cut].rstrip(" \t\n,;:") + ELLIPSIS
+
+
+def _in_word(c: str) -> bool:
+    return c.isalnum() or c == "_"
+
+
+def plural(n: int, word: str, words: str | None = None) -> str:
+    """"1 package", "2 packages", "0 packages"; ``words`` for an irregular plural."""
+    return f"{n:,} {word if n == 1 else (words or word + 's')}"
 
 
 class SamebitsError(Exception):
@@ -62,13 +115,34 @@ class Problem:
     message: str
 
     def __str__(self) -> str:
-        value = self.value if isinstance(self.value, str) else repr(self.value)
-        if isinstance(self.value, str):
-            value = f'"{self.value}"'
-        where = f"{self.file}: {self.key}" if self.key else self.file
+        return self.text()
+
+    def text(self, *, file: bool = True) -> str:
+        """``file: key = "value": message``; without the file when ``file`` is false."""
+        where = ": ".join(x for x in (self.file if file else "", clip(self.key, KEY_LIMIT))
+                          if x)
         if self.value is None:
-            return f"{where}: {self.message}"
-        return f"{where} = {value}: {self.message}"
+            return f"{where}: {self.message}" if where else self.message
+        return f"{where} = {quote(self.value)}: {self.message}"
+
+
+def problems_message(problems: Sequence[Problem], *, one_file: bool = False,
+                     head: str = "") -> str:
+    """One problem as its line; several as "N problems:" and one indented line each. With
+    ``one_file``, when they all are in one file, that file is named once, first, followed by
+    ``head`` if given ("x.yml: not a conda-lock file: 2 problems: ...")."""
+    files = {p.file for p in problems}
+    if one_file and len(files) == 1 and problems:
+        (file,) = files
+        lead = f"{file}: {head}: " if head else f"{file}: "
+        if len(problems) == 1:
+            return lead + problems[0].text(file=False)
+        return lead + f"{len(problems)} problems:\n  " + "\n  ".join(
+            p.text(file=False) for p in problems)
+    lines = [str(p) for p in problems]
+    if len(lines) == 1:
+        return lines[0]
+    return f"{len(lines)} problems:\n  " + "\n  ".join(lines)
 
 
 class SpecError(SamebitsError):
@@ -78,21 +152,45 @@ class SpecError(SamebitsError):
 
     def __init__(self, problems: Sequence[Problem], *, hint: str | None = None) -> None:
         self.problems = tuple(problems)
-        lines = [str(p) for p in self.problems]
-        head = lines[0] if len(lines) == 1 else f"{len(lines)} problems:\n  " + "\n  ".join(lines)
-        super().__init__(head, hint=hint)
+        super().__init__(problems_message(self.problems), hint=hint)
 
     def to_json(self) -> dict[str, object]:
         out = super().to_json()
-        out["problems"] = [
-            {"file": p.file, "key": p.key, "value": p.value, "message": p.message}
-            for p in self.problems
-        ]
+        out["problems"] = problems_json(self.problems)
         return out
 
 
+def problems_json(problems: Sequence[Problem]) -> list[dict[str, object]]:
+    """Problems for --json. A value JSON cannot hold (a TOML or YAML date) or one longer than
+    a message would quote becomes its quoted text."""
+    return [{"file": p.file, "key": p.key, "message": p.message, "value": _json_value(p.value)}
+            for p in problems]
+
+
+def _json_value(value: object) -> object:
+    try:
+        text = json.dumps(value)
+    except (TypeError, ValueError):  # a date or a time from TOML or YAML
+        return quote(value)
+    return value if len(text) <= 4 * QUOTE_LIMIT else quote(value)
+
+
 class LockfileError(SamebitsError):
+    """A lockfile that cannot be read; ``problems`` lists each bad entry when there are any."""
+
     kind = "lockfile"
+
+    def __init__(self, message: str | Sequence[Problem], *, hint: str | None = None,
+                 head: str = "") -> None:
+        self.problems = () if isinstance(message, str) else tuple(message)
+        super().__init__(message if isinstance(message, str) else
+                         problems_message(self.problems, one_file=True, head=head), hint=hint)
+
+    def to_json(self) -> dict[str, object]:
+        out = super().to_json()
+        if self.problems:
+            out["problems"] = problems_json(self.problems)
+        return out
 
 
 class InputError(SamebitsError):

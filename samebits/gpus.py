@@ -13,6 +13,7 @@ import re
 import sys
 from dataclasses import dataclass, field
 from importlib import resources
+from typing import Any
 
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
@@ -200,7 +201,7 @@ def _line_probes(spec: SpecifierSet) -> list[str]:
     return probes
 
 
-def _parse(data: dict) -> Registry:
+def _parse(data: dict[str, Any]) -> Registry:
     gens = {}
     for name, g in data["generation"].items():
         cuda = g.get("cuda")

@@ -39,6 +39,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from samebits.errors import InputError, LockfileError, ToolError, UnreachableError
@@ -228,7 +229,8 @@ async def _install_conda(fetched: Sequence[Fetched], prefix: Path, final: str, c
         records.append(rec)
     if wrong:
         raise InputError("archives are not the locked packages:\n  " + "\n  ".join(wrong))
-    kwargs = {} if str(prefix) == final else {"alternative_target_prefix": final}
+    kwargs: dict[str, Any] = ({} if str(prefix) == final
+                              else {"alternative_target_prefix": final})
     try:
         await rattler.install(records, target_prefix=prefix, cache_dir=cache / "rattler",
                               platform=rattler.Platform(platform), execute_link_scripts=False,

@@ -44,7 +44,7 @@ def diff_locks(old: Lock, new: Lock, *, platforms: Sequence[str] = ()) -> dict[s
                 changed.append({"name": key[1], "manager": key[0], "fields": fields,
                                 "old": {f: getattr(a[key], f) for f in FIELDS},
                                 "new": {f: getattr(b[key], f) for f in FIELDS}})
-        entry = {
+        entry: dict[str, Any] = {
             "added": [_brief(b[k]) for k in sorted(b.keys() - a.keys())],
             "removed": [_brief(a[k]) for k in sorted(a.keys() - b.keys())],
             "changed": changed,

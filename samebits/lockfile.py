@@ -1,15 +1,15 @@
 """Lockfiles: ``lockfiles/<env>.conda-lock.yml`` in conda-lock's v1 format.
 
 ``Lock`` is samebits' own frozen view. ``render_lock`` turns it into YAML text, validated by
-conda-lock's own v1 model on the way out; ``parse_lock`` reads a file with conda-lock's own
-parser (``conda_lock.lockfile.parse_conda_lock_file``), the judge of the format. The bytes are a
+conda-lock's own v1 model on the way out; ``parse_lock`` checks every required field and hash
+(``samebits.lockvalidate``), then reads the document with conda-lock's own models, the steps of
+``conda_lock.lockfile.parse_conda_lock_file``, the judge of the format. The bytes are a
 function of the Lock alone: packages sorted by (platform, manager, name), dependency maps
 sorted, no timestamps.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,12 +18,19 @@ from typing import Any, Literal
 import yaml
 
 from samebits._io import sha256_hex
-from samebits.errors import LockfileError
+from samebits.errors import LockfileError, Problem, clip
+from samebits.lockvalidate import (
+    is_structural,
+    lock_problems,
+    package_label,
+    pydantic_problems,
+)
 
 Manager = Literal["conda", "pip"]
 LOCK_SUFFIX = ".conda-lock.yml"
 META = "samebits."  # prefix of our keys in metadata.custom_metadata
 LOCK_FORMAT = "1"  # bump when samebits writes different bytes for the same solve
+RESTORE = "restore it (git checkout) or re-create it with `samebits lock`"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -154,27 +161,26 @@ def _header_lines(text: str) -> str:
 
 
 def parse_lock(path: Path) -> Lock:
-    """Read a conda-lock v1 (or v2) file with conda-lock's own parser."""
-    from conda_lock.lockfile import parse_conda_lock_file
-
+    """Read a conda-lock v1 (or v2) file: every required field and every hash checked first
+    (``samebits.lockvalidate``: each problem named by file, package and field), then
+    conda-lock's own model, the judge of the format."""
     path = Path(path)
     try:
         text = path.read_text()
     except FileNotFoundError:
         raise LockfileError(f"{path}: no such lockfile",
                             hint="run `samebits lock` to create it") from None
+    except IsADirectoryError:
+        raise LockfileError(f"{path}: is a folder, not a lockfile") from None
     except OSError as exc:
         raise LockfileError(f"{path}: cannot read: {exc.strerror}") from None
     except UnicodeDecodeError as exc:
         raise LockfileError(f"{path}: not UTF-8 text (byte {exc.start})") from None
-    try:
-        parsed = parse_conda_lock_file(path)
-    except yaml.YAMLError as exc:
-        raise LockfileError(f"{path}: not YAML: {exc}") from None
-    except Exception as exc:  # conda-lock raises pydantic/ValueError subclasses
-        msg = re.sub(r"\s+For further information visit \S+", "", str(exc)).strip()
-        raise LockfileError(f"{path}: not a conda-lock file: {msg}",
-                            hint="samebits reads conda-lock v1/v2 files") from None
+    doc = _load_yaml(text, path)
+    problems = lock_problems(doc, str(path))
+    if problems:
+        raise LockfileError(problems, hint=_hint(problems, doc), head=_head(problems))
+    parsed = _conda_lock_model(doc, path)
     packages = []
     for p in parsed.package:
         packages.append(LockedPackage(
@@ -198,6 +204,59 @@ def parse_lock(path: Path) -> Lock:
         packages=sort_packages(packages),
         header=_header_lines(text),
     )
+
+
+def _load_yaml(text: str, path: Path) -> Any:
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    try:
+        return yaml.load(text, Loader=loader)  # noqa: S506 (a safe loader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+        what = " ".join(str(x) for x in (exc.problem, exc.context) if x)
+        cut = " (the file may be cut short)" if "end of stream" in what else ""
+        raise LockfileError(f"{path}: not YAML{where}: {clip(what, 200)}{cut}",
+                            hint=RESTORE) from None
+    except (yaml.YAMLError, ValueError, RecursionError) as exc:  # e.g. a bad character
+        raise LockfileError(f"{path}: not YAML: {clip(str(exc), 200)}") from None
+
+
+def _hint(problems: list[Problem], doc: Any) -> str:
+    """A truncated file (its last entry incomplete) says so; anything else: how to fix."""
+    packages = doc.get("package") if isinstance(doc, dict) else None
+    if isinstance(packages, list) and packages:
+        last = package_label(len(packages) - 1, packages[-1])
+        if any(p.key.startswith(last + ":") and p.message == "missing"
+               for p in problems):
+            return f"its last entry is incomplete: the file looks cut short; {RESTORE}"
+    return RESTORE
+
+
+def _head(problems: list[Problem]) -> str:
+    return "not a conda-lock file" if any(is_structural(p) for p in problems) else ""
+
+
+def _conda_lock_model(doc: Any, path: Path) -> Any:
+    """conda-lock's ``parse_conda_lock_file`` on a document already read (same steps)."""
+    from conda_lock.lockfile import lockfile_v1_to_v2
+    from conda_lock.lockfile.v1.models import Lockfile as LockfileV1
+    from conda_lock.lockfile.v2prelim.models import Lockfile as LockfileV2
+    from pydantic import ValidationError
+
+    content = {k: v for k, v in doc.items() if k != "version"}
+    try:
+        if doc["version"] == 1:
+            parsed = lockfile_v1_to_v2(LockfileV1.model_validate(content))
+        else:
+            parsed = LockfileV2.model_validate(content)
+    except ValidationError as exc:
+        problems = pydantic_problems(exc.errors(), doc, str(path))
+        raise LockfileError(problems, hint=RESTORE, head=_head(problems)) from None
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise LockfileError(f"{path}: not a conda-lock file: {clip(str(exc), 200)}",
+                            hint=RESTORE) from None
+    parsed.toposort_inplace()
+    return parsed
 
 
 def lock_digest(path: Path) -> str:

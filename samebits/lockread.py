@@ -20,6 +20,7 @@ from samebits.errors import LockfileError
 from samebits.foreign import read_foreign, sniff
 from samebits.foreign.model import DEFAULT_GLIBC, Conversion, ReadOptions
 from samebits.lockfile import Lock, parse_lock
+from samebits.lockvalidate import locked_problems
 
 __all__ = ["LoadedLock", "ReadOptions", "load_lock", "read_lock"]
 
@@ -66,6 +67,10 @@ def load_lock(path: Path, options: ReadOptions | None = None) -> LoadedLock:
     if fmt == "conda-lock":
         return LoadedLock(path=path, format=fmt, lock=parse_lock(path))
     got = read_foreign(path, text, fmt=fmt, options=options or ReadOptions())
+    problems = locked_problems(got.lock.packages, str(path), required=False)
+    if problems:  # before anything is downloaded, installed or rendered
+        raise LockfileError(problems, hint=f"fix the {got.conversion.format} file's hashes or "
+                            "re-create it with the tool that wrote it")
     # the input a converted lock was made from is the file: its sha256 is what renderings
     # name as conda-lock's per-platform input hash
     digest = sha256_hex(text.encode())

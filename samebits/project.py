@@ -7,10 +7,12 @@ every top-level spec that is not ``abstract``; flavours are locked by naming the
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from samebits.errors import UsageError
+from samebits.errors import UsageError, clip
 from samebits.lockfile import LOCK_SUFFIX
 from samebits.specio import is_abstract
 
@@ -58,8 +60,20 @@ class Project:
                 except ValueError:
                     raise UsageError(f"{cand}: not under {self.environments}") from None
             if not self.spec_path(name).exists():
-                known = ", ".join(self.all_ids()) or "none"
-                raise UsageError(f"unknown environment '{name}' "
-                                 f"(no {self.spec_path(name)}); known: {known}")
+                raise unknown_environment(name, self.all_ids(), self.spec_path(name))
             out.append(name)
         return out
+
+
+def unknown_environment(name: str, known: Sequence[str], looked: Path,
+                        hint: str | None = None) -> UsageError:
+    """``unknown environment 'hoper' (no environments/hoper.toml); known: ada, ...; did you
+    mean hopper?``: every known id, and the closest one when one is close; ``hint`` is the
+    error's hint (what else the argument may be)."""
+    text = f"unknown environment '{clip(name, 80)}' (no {clip(str(looked), 120)}); known: " \
+        + (", ".join(known) or "none")
+    lowered = {k.lower(): k for k in known}
+    close = difflib.get_close_matches(name.lower()[:200], list(lowered), n=1, cutoff=0.7)
+    if close:
+        return UsageError(f"{text}; did you mean {lowered[close[0]]}?", hint=hint)
+    return UsageError(text, hint=hint)

@@ -18,7 +18,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from samebits.errors import Problem, SpecError
+from samebits.errors import Problem, SpecError, clip, quote
 from samebits.gpus import Generation, registry, sm_names
 from samebits.spec import (
     GLIBC_FLOORS,
@@ -194,10 +194,12 @@ class Validator:
                 # strict: the parse the solver applies ("pytorch 2.4.0 cuda*" is ambiguous)
                 name = MatchSpec(dep, strict=True).name.normalized
             except Exception as exc:  # rattler raises its own InvalidMatchSpecError
-                self.add("conda.dependencies", dep, f"not a conda match spec: {exc}")
+                self.add("conda.dependencies", dep,
+                         f"not a conda match spec: {clip(str(exc), 200)}")
                 continue
             if name in names:
-                self.add("conda.dependencies", dep, f"'{name}' is already given as '{names[name]}'")
+                self.add("conda.dependencies", dep,
+                         f"{quote(name)} is already given as {quote(names[name])}")
             names[name] = dep
         if deps and not channels:
             self.add("conda.channels", None,
@@ -214,12 +216,13 @@ class Validator:
             try:
                 req = Requirement(r)
             except InvalidRequirement as exc:
-                first = str(exc).splitlines()[0]
+                first = clip(str(exc).splitlines()[0], 200)
                 self.add("pypi.requirements", r, f"not a PEP 508 requirement: {first}")
                 continue
             name = canonicalize_name(req.name)
             if name in seen:
-                self.add("pypi.requirements", r, f"'{name}' is already given as '{seen[name]}'")
+                self.add("pypi.requirements", r,
+                         f"{quote(name)} is already given as {quote(seen[name])}")
             seen[name] = r
         return index, reqs
 

@@ -1,7 +1,17 @@
-"""Shared fixtures: a local conda channel that mimics the CUDA stack, built once per session."""
+"""Shared fixtures: a local conda channel that mimics the CUDA stack, built once per session;
+the ``requires`` marker for tests that run an outside program; GPU tests skipped without one.
+
+A test that runs skopeo, umoci, chromium or Nix says so with ``@pytest.mark.requires("skopeo")``
+(several names: all needed); without one of them on PATH it is skipped, the reason naming the
+program and the apt package that provides it. A fixture that runs one calls ``require(name)``
+(its path, or the same skip). README "Development" has the one apt line that installs them;
+.ci/run installs them in CI.
+"""
 
 from __future__ import annotations
 
+import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -11,6 +21,56 @@ from tests.fakechannel import build_cuda_channel
 # Fixture modules shared by several test files.
 pytest_plugins = ["tests.lock_fixtures", "tests.render_fixtures", "tests.verify_fixtures"]
 
+# Outside programs tests may run -> the Debian package that provides each.
+APT_PACKAGES = {"skopeo": "skopeo", "umoci": "umoci", "chromium": "chromium",
+                "nix": "nix-bin", "nix-build": "nix-bin", "nix-store": "nix-bin",
+                "nix-instantiate": "nix-bin", "zstd": "zstd", "pigz": "pigz"}
+APT_LINE = ("apt-get install --no-install-recommends "
+            + " ".join(dict.fromkeys(APT_PACKAGES.values())))
+
+
+def missing_reason(program: str) -> str:
+    if program not in APT_PACKAGES:  # gcc, openssl: on most machines, not in .ci/run's line
+        return f"{program} is not on PATH (apt-get install {program})"
+    return (f"{program} is not on PATH (apt-get install {APT_PACKAGES[program]}; .ci/run "
+            "installs it)")
+
+
+def require(program: str) -> str:
+    """The path of ``program``, or skip the calling test or fixture saying how to get it."""
+    path = shutil.which(program)
+    if path is None:
+        pytest.skip(missing_reason(program))
+    return path
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "requires(*programs): runs these outside programs; skipped, naming each "
+        "missing one and its apt package, when one is not on PATH")
+
+
+@pytest.fixture(autouse=True, scope="session")
+def session_cache_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """XDG_CACHE_HOME for session- and module-scoped fixtures (set up before any test's own):
+    one folder for the session, never ~/.cache/samebits."""
+    with pytest.MonkeyPatch.context() as mp:
+        path = tmp_path_factory.mktemp("xdg-cache-session")
+        mp.setenv("XDG_CACHE_HOME", str(path))
+        yield path
+
+
+@pytest.fixture(autouse=True)
+def cache_home(session_cache_home: Path, tmp_path_factory: pytest.TempPathFactory,
+               monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Each test's XDG_CACHE_HOME (so samebits' default cache, $XDG_CACHE_HOME/samebits): a
+    folder of its own, outside ``tmp_path`` (whose listing tests assert), so no test writes
+    under ~/.cache/samebits nor reads what another left there. Tests that share a cache on
+    purpose say so: ``--cache-dir`` or their own XDG_CACHE_HOME (as tests/lock_fixtures.py)."""
+    path = tmp_path_factory.mktemp("xdg-cache")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(path))
+    return path
+
 
 @pytest.fixture(scope="session")
 def cuda_channel(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -19,7 +79,13 @@ def cuda_channel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Skip `gpu` tests when torch sees no CUDA device: CI has none."""
+    """Skip tests whose outside programs are missing, and `gpu` tests when torch sees no CUDA
+    device (CI has none)."""
+    for item in items:
+        programs = [p for mark in item.iter_markers("requires") for p in mark.args]
+        missing = [p for p in dict.fromkeys(programs) if shutil.which(p) is None]
+        if missing:
+            item.add_marker(pytest.mark.skip(reason="; ".join(map(missing_reason, missing))))
     try:
         import torch
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -144,10 +143,10 @@ def package_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def need(tool: str) -> str:
-    path = shutil.which(tool)
-    if path is None:
-        pytest.skip(f"{tool} is not installed (apt-get install {tool}; .ci/run does)")
-    return path
+    """The path of an outside program, or skip (the reason from tests/conftest.py)."""
+    from tests.conftest import require
+
+    return require(tool)
 
 
 @dataclass(frozen=True)

@@ -104,11 +104,11 @@ def _broken(path: str, value) -> dict:
 @pytest.mark.parametrize(("doc", "message"), [
     ([], "x.json: not an in-toto Statement (expected a JSON object)"),
     (_broken("_type", "https://in-toto.io/Statement/v0.1"),
-     "x.json: _type = 'https://in-toto.io/Statement/v0.1': expected "
-     "'https://in-toto.io/Statement/v1'"),
+     'x.json: _type = "https://in-toto.io/Statement/v0.1": expected '
+     '"https://in-toto.io/Statement/v1"'),
     (_broken("predicateType", "https://slsa.dev/provenance/v1"),
-     "x.json: predicateType = 'https://slsa.dev/provenance/v1': samebits compares "
-     "'https://samebits.dev/verify-gpu/v1' attestations"),
+     'x.json: predicateType = "https://slsa.dev/provenance/v1": samebits compares '
+     '"https://samebits.dev/verify-gpu/v1" attestations'),
     (_broken("predicate.format", 2),
      "x.json: predicate.format = 2: this samebits reads format 1"),
     (_broken("predicate.facts.format", 9),

@@ -108,7 +108,7 @@ def test_tampered_file_is_named(audits: dict[str, Run]) -> None:
     doc = run.doc()
     assert doc["verdict"]["level"] == "not-reproduced"
     reasons = doc["verdict"]["reasons"]
-    assert reasons[0] == "environment drift: 1 finding(s) against the lock"
+    assert reasons[0] == "environment drift: 1 finding against the lock"
     assert reasons[1].startswith(f"drift: modified        {TAMPERED} [conda:vfa-1.0-h0_0]")
     assert [f["path"] for f in doc["drift"]["findings"]] == [TAMPERED]
     assert steps(doc)["verify-env"] == "failed" and steps(doc)["lockfile"] == "ok"

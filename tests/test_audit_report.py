@@ -5,7 +5,6 @@ browser (headless Chromium), decoded with the standard library; the real audit's
 from __future__ import annotations
 
 import json
-import os
 import re
 import struct
 import subprocess
@@ -30,7 +29,7 @@ from tests.audit_fixtures import (  # noqa: F401  (fixtures)
     wheel,
 )
 
-CHROMIUM = "/usr/bin/chromium"
+CHROMIUM = "chromium"
 CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
                   "--no-first-run", "--disable-background-networking",
                   "--disable-component-update", "--disable-sync", "--window-size=1280,1600")
@@ -100,16 +99,18 @@ def rgb(colour: str) -> bytes:
 
 def chromium(page: Path, shot: Path) -> str:
     """Render ``page`` in headless Chromium: the screenshot to ``shot``, the DOM returned."""
-    if not os.path.exists(CHROMIUM):
-        pytest.skip(f"{CHROMIUM} is missing (apt-get install chromium; .ci/run installs it)")
+    from tests.conftest import require
+
+    chromium = require(CHROMIUM)
     with tempfile.TemporaryDirectory(prefix="chromium-profile.") as profile:
-        proc = subprocess.run([CHROMIUM, *CHROMIUM_FLAGS, f"--user-data-dir={profile}",
+        proc = subprocess.run([chromium, *CHROMIUM_FLAGS, f"--user-data-dir={profile}",
                                f"--screenshot={shot}", "--dump-dom", page.as_uri()],
                               capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return proc.stdout
 
 
+@pytest.mark.requires(CHROMIUM)
 def test_html_in_a_real_browser(audits: dict[str, Run], tmp_path: Path) -> None:
     """Chromium draws the report (not blank; the verdict banner's red at the top) and its DOM
     holds the verdict and the workloads x machines matrix, the unexplained cell in red."""
@@ -148,7 +149,7 @@ def test_markdown_report(audits: dict[str, Run]) -> None:
     assert md.startswith("# Paper audit: Reproduced: runtime differs only where recorded "
                          "facts explain it\n\n**Verdict: `explained`** (exit 0)")
     assert "| sum_fp32 | ok " in md and "| differs, explained | " in md
-    assert "2 fact(s) differ: threads.intra_op, env.OMP_NUM_THREADS." in md
+    assert "2 facts differ: threads.intra_op, env.OMP_NUM_THREADS." in md
     assert "| **threads.intra_op** | class | 2 | 1 | ≠ |" in md
     assert "\n```sh\n# install the lock's exact files" in md
     assert "\nsamebits audit --lockfile " in md and " --out threads\n" in md

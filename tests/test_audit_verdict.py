@@ -100,14 +100,14 @@ def test_judge_thread_count_explains_sum() -> None:
     level, reasons, notes = judge_runtime(compare(
         att(), att(changed={"sum_fp32": ok("f")}, threads_intra_op=1)))
     assert (level, reasons) == ("explained", ())
-    assert notes == ("1 workload(s) differ, each explained by recorded facts: sum_fp32 "
+    assert notes == ("1 workload differs, each explained by recorded facts: sum_fp32 "
                      "(threads.intra_op: magnitude unknown: no saved outputs or fingerprints on "
                      "both sides)",)
 
 
 @pytest.mark.parametrize(("errors", "bounds", "text"), [
     ((OutputError(output="sum", max_abs=2.5e-7, max_ulp=2, differing=1, total=1),), None,
-     "max |Δ| 2.5e-07 in sum, 2 ulp, 1/1 elements differ"),
+     "max |Δ| 2.5e-07 in sum, 2 ULP, 1/1 elements differ"),
     ((), {"sum": 3.0e-6, "other": None},
      "max |Δ| >= 3e-06 in sum (a lower bound from fingerprints)"),
     ((), {"sum": 0.0}, "max |Δ| > 0, below what the fingerprints resolve"),
@@ -120,7 +120,7 @@ def test_explained_differences_carry_magnitudes(errors: tuple, bounds: dict | No
     report = compare(att(), att(changed={"sum_fp32": ok("f")}, threads_intra_op=1),
                      errors={"sum_fp32": errors} if errors else None)
     _, _, notes = judge_runtime(report, {"sum_fp32": bounds} if bounds else None)
-    assert notes == ("1 workload(s) differ, each explained by recorded facts: sum_fp32 "
+    assert notes == ("1 workload differs, each explained by recorded facts: sum_fp32 "
                      f"(threads.intra_op: {text})",)
 
 
@@ -164,5 +164,5 @@ def test_settings_of(settings: dict, expected: tuple) -> None:
 def test_settings_of_unknown_profile() -> None:
     """A probe knob profile cannot be rerun by name: bad input, named."""
     with pytest.raises(InputError, match=r"a\.json: predicate\.settings\.profile = "
-                                         r"'default\+cudnn\.deterministic'"):
+                                         r'"default\+cudnn\.deterministic"'):
         settings_of(att(settings={**DET, "profile": "default+cudnn.deterministic"}))

@@ -38,6 +38,15 @@ def gpu_bundle(tmp_path_factory: pytest.TempPathFactory, render_project: RenderP
     return out
 
 
+def _error(stderr: str) -> str:
+    """stderr from its error line on: piped, the steps begun before it come first, one
+    ``STEP ...`` line each (samebits.ui)."""
+    lines = stderr.splitlines(keepends=True)
+    start = next((i for i, line in enumerate(lines) if line.startswith("error: ")), 0)
+    assert all(line.endswith(" ...\n") for line in lines[:start]), stderr
+    return "".join(lines[start:])
+
+
 def members(path: Path) -> list[tarfile.TarInfo]:
     with tarfile.open(path) as tf:
         return tf.getmembers()
@@ -195,7 +204,7 @@ def test_unreadable_bundles_exit_2(render_project: RenderProject, gpu_bundle: Pa
         _rewrite(gpu_bundle, path, {"bundle.json": b'{"kind": "x", "format": 1}'})
     proc = render_project.samebits("bundle", "--check", str(path))
     assert proc.returncode == 2
-    assert proc.stderr.startswith("error: " + message.format(path=path)), proc.stderr
+    assert _error(proc.stderr).startswith("error: " + message.format(path=path)), proc.stderr
 
 
 def test_links_and_escaping_paths_are_problems(render_project: RenderProject, gpu_bundle: Path,
@@ -298,7 +307,7 @@ def test_install_from_bundle_refuses_a_corrupted_archive(render_project: RenderP
                                    str(cache))
     assert proc.returncode == 2
     got = hashlib.sha256(_flip_in(wheel)).hexdigest()
-    assert proc.stderr.splitlines()[:2] == [
+    assert _error(proc.stderr).splitlines()[:2] == [
         f"error: {bad}: refused: {app}: sha256 is {got}, the lock says {app_sha} "
         "(pip:tinyapp 1.0)",
         f"hint: nothing was installed; `samebits bundle --check {bad}` lists the problems"]
@@ -373,7 +382,7 @@ def test_stale_containers_are_refused(render_project: RenderProject, package_cac
                                    str(package_cache))
     assert proc.returncode == 2
     digest = hashlib.sha256((root / "lockfiles" / "gpu.conda-lock.yml").read_bytes()).hexdigest()
-    assert proc.stderr.splitlines()[:2] == [
+    assert _error(proc.stderr).splitlines()[:2] == [
         f"error: {root}/containers/gpu was not rendered from lockfiles/gpu.conda-lock.yml:",
         "  " + problem.format(digest=digest[:12])]
     assert not out.exists()
@@ -399,12 +408,12 @@ def test_install_from_bundle_usage_errors(render_project: RenderProject, gpu_bun
     """install takes ENV or --from-bundle (not both), and a platform the bundle has."""
     both = render_project.samebits("install", "gpu", "--from-bundle", str(gpu_bundle),
                                    "--prefix", str(tmp_path / "e"))
-    assert both.stderr.splitlines()[0] == ("error: pass ENV (gpu) or --from-bundle, not both: "
-                                           "the bundle holds its lock")
+    assert _error(both.stderr).splitlines()[0] == (
+        "error: pass ENV (gpu) or --from-bundle, not both: the bundle holds its lock")
     other = render_project.samebits("install", "--from-bundle", str(gpu_bundle), "--prefix",
                                     str(tmp_path / "e"), "--platform", "linux-aarch64",
                                     "--cache-dir", str(tmp_path / "c"))
-    assert other.stderr.splitlines()[0] == (
+    assert _error(other.stderr).splitlines()[0] == (
         f"error: {gpu_bundle}: no platform 'linux-aarch64' in this bundle (it has linux-64)")
     assert (both.returncode, other.returncode) == (2, 2)
     assert not (tmp_path / "e").exists()

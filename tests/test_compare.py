@@ -148,7 +148,7 @@ F32 = torch.float32
     (torch.tensor([1.0, 2.0], dtype=F32), torch.tensor([1.0, 2.0], dtype=F32), 0.0, 0, 0),
     (torch.tensor([1.0], dtype=F32), torch.tensor([1.0 + 2**-23], dtype=F32), 2**-23, 1, 1),
     (torch.tensor([0.0], dtype=F32), torch.tensor([-0.0], dtype=F32), 0.0, 0, 0),
-    (torch.tensor([1.4e-45], dtype=F32), torch.tensor([-1.4e-45], dtype=F32), 2.8e-45, 2, 1),
+    (torch.tensor([1.4e-45], dtype=F32), torch.tensor([-1.4e-45], dtype=F32), 2.8e-45, 0, 1),
     (torch.tensor([1.0], dtype=torch.float16), torch.tensor([1.0009765625], dtype=torch.float16),
      2**-10, 1, 1),
     (torch.tensor([1.0], dtype=torch.bfloat16), torch.tensor([1.0078125], dtype=torch.bfloat16),
@@ -158,12 +158,27 @@ F32 = torch.float32
 ])
 def test_error_stats(a: torch.Tensor, b: torch.Tensor, max_abs: float, max_ulp: int | None,
                      differing: int) -> None:
-    """Max absolute error and ULP distance per dtype; +0 and -0 are 0 ULP apart."""
+    """Max absolute error and ULP distance per dtype; +0 and -0 are 0 ULP apart; values of
+    opposite sign are counted apart, not measured in ULP."""
     stats = error_stats("out", a, b)
     assert stats.max_abs == pytest.approx(max_abs, rel=1e-3)
     if max_ulp is not None:
         assert stats.max_ulp == max_ulp
     assert (stats.differing, stats.total) == (differing, a.numel())
+
+
+@pytest.mark.parametrize(("a", "b", "dtype", "text"), [
+    ([1.0, 2.0], [1.0, 2.0 + 2**-22], F32, "1 ULP"),
+    ([1.8e-6], [-1.8e-6], F32, "opposite signs"),
+    ([2.0, -3.0], [-2.0, 3.0], torch.float64, "opposite signs"),  # once an int64 overflow
+    ([1.0, 1e-3], [1.0 + 2**-23 * 3, -1e-3], F32, "3 ULP (1 element of opposite sign)"),
+    ([0.0, 5e-324], [-0.0, 0.0], torch.float64, "1 ULP"),
+])
+def test_ulp_across_zero(a: list[float], b: list[float], dtype: torch.dtype, text: str) -> None:
+    """Values of opposite sign are said to be so, not given a billion-ULP distance."""
+    stats = error_stats("out", torch.tensor(a, dtype=dtype), torch.tensor(b, dtype=dtype))
+    assert stats.ulp_text() == text
+    assert 0 <= stats.max_ulp < 2**63
 
 
 def _save(root: Path, values: list[float]) -> None:

@@ -12,6 +12,7 @@ import copy
 import datetime as dt
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ from hypothesis import strategies as st
 
 from samebits.dsse import open_document
 from samebits.errors import InputError, LockfileError, SpecError
-from samebits.lockfile import parse_lock
+from samebits.lockfile import Lock, parse_lock
 from samebits.spec import PLATFORMS, TABLE_KEYS, TOP_KEYS, EnvironmentSpec
 from samebits.specio import read_spec
 from verify.attest import parse_attestation, read_attestation
@@ -62,6 +63,7 @@ spec_maps = st.fixed_dictionaries({}, optional={
 
 def _check_spec_error(exc: SpecError, file: str) -> None:
     assert exc.problems, "a SpecError lists at least one problem"
+    json.dumps(exc.to_json())  # --json can print it, whatever the values were
     for p in exc.problems:
         assert p.file == file and isinstance(p.key, str) and p.message
         assert str(p).startswith(file)
@@ -120,9 +122,48 @@ def test_lockfile_reader_never_crashes(tmp_path: Path, data: st.DataObject) -> N
     path = tmp_path / "x.conda-lock.yml"
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     try:
-        parse_lock(path)
+        lock = parse_lock(path)
     except LockfileError as exc:
         assert exc.message.startswith(str(path))
+        json.dumps(exc.to_json())  # --json can print it, whatever the values were
+    else:
+        _assert_well_formed(lock)
+
+
+def _assert_well_formed(lock: Lock) -> None:
+    """What parse_lock promises of every lock it returns: the fields install and verify use."""
+    for p in lock.packages:
+        assert p.name and p.version and p.url and p.platform in lock.platforms
+        need = {"conda": p.md5, "pip": p.sha256}[p.manager]
+        assert need is not None
+        for digest, length in ((p.md5, 32), (p.sha256, 64)):
+            assert digest is None or re.fullmatch(f"[0-9a-fA-F]{{{length}}}", digest)
+
+
+hashes = st.one_of(st.text(alphabet="0123456789abcdefABCDEFxz -", max_size=70),
+                   st.sampled_from(["", "0" * 63, "0" * 64, "0" * 65, "f" * 32, "g" * 64]),
+                   values)
+
+
+@given(st.data())
+def test_lockfile_reader_checks_every_hash(tmp_path: Path, data: st.DataObject) -> None:
+    """A hash mutated into anything: a well-formed lock, or an error naming that entry."""
+    doc = copy.deepcopy(_LOCK_DOC)
+    i = data.draw(st.integers(0, len(doc["package"]) - 1))
+    entry = doc["package"][i]
+    algo = data.draw(st.sampled_from(["sha256", "md5", "sha1"]))
+    entry["hash"][algo] = data.draw(hashes)
+    if data.draw(st.booleans()):
+        entry["manager"] = "conda"
+    path = tmp_path / "h.conda-lock.yml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    try:
+        lock = parse_lock(path)
+    except LockfileError as exc:
+        assert exc.message.startswith(str(path))
+        assert f"package[{i}] {entry['name']} ({entry['platform']}): hash" in exc.message
+    else:
+        _assert_well_formed(lock)
 
 
 @given(st.binary(max_size=300))

@@ -62,7 +62,7 @@ CU124_ARCHS = ("sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90")
                                                       source="nvidia-smi")),
         "cpu", "auto", None,
         [Problem(check="cpu-only-torch",
-                 message="torch 2.13.0+cpu is a CPU-only build, but this machine has 1 GPU(s) "
+                 message="torch 2.13.0+cpu is a CPU-only build, but this machine has 1 GPU "
                          "(NVIDIA H200): the workloads would run on the CPU",
                  hint="install the lock's CUDA build of torch, or pass --device cpu to attest "
                       "the CPU on purpose")],

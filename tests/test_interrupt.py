@@ -100,6 +100,7 @@ def _layout_digest(layout: Path) -> str:
 
 
 @pytest.mark.slow
+@pytest.mark.requires("skopeo")
 def test_kill_during_render_oci_keeps_previous_layout(render_project: RenderProject,
                                                       package_cache: Path,
                                                       tmp_path: Path) -> None:

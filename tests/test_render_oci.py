@@ -50,6 +50,7 @@ def gpu_image(render_project: RenderProject, base_layout: BaseLayout, package_ca
     return out, json.loads(proc.stdout)
 
 
+@pytest.mark.requires("umoci")
 def test_same_digest_anywhere(render_project: RenderProject, base_layout: BaseLayout,
                               gpu_image: tuple[Path, dict], tmp_path: Path) -> None:
     """Another folder, cwd, umask, TZ, a fresh cache (new file times): the same bytes."""
@@ -67,6 +68,7 @@ def test_same_digest_anywhere(render_project: RenderProject, base_layout: BaseLa
     assert (elsewhere / "index.json").read_bytes() == (layout / "index.json").read_bytes()
 
 
+@pytest.mark.requires("skopeo", "umoci")
 def test_skopeo_reads_it(gpu_image: tuple[Path, dict], base_layout: BaseLayout) -> None:
     """skopeo inspects the layout and the oci-archive: digest, platform, env, labels, layers."""
     skopeo = need("skopeo")
@@ -89,6 +91,7 @@ def test_skopeo_reads_it(gpu_image: tuple[Path, dict], base_layout: BaseLayout) 
         assert len(info["Layers"]) == 1 + len(result["layers"])
 
 
+@pytest.mark.requires("umoci")
 def test_manifest_content(render_project: RenderProject, gpu_image: tuple[Path, dict],
                           base_layout: BaseLayout) -> None:
     """Canonical JSON blobs; base layers first; one layer per GPU library group."""
@@ -115,6 +118,7 @@ def test_manifest_content(render_project: RenderProject, gpu_image: tuple[Path, 
     assert layers["torch"] == ["pytorch"]
 
 
+@pytest.mark.requires("umoci")
 def test_umoci_unpacks_and_verify_env_agrees(render_project: RenderProject,
                                              gpu_image: tuple[Path, dict],
                                              tmp_path: Path) -> None:
@@ -139,6 +143,7 @@ def test_umoci_unpacks_and_verify_env_agrees(render_project: RenderProject,
     assert report["digests"]["environment"] == result["env_digest"]
 
 
+@pytest.mark.requires("umoci")
 def test_lock_update_reuses_layers(render_project: RenderProject, base_layout: BaseLayout,
                                    gpu_image: tuple[Path, dict], package_cache: Path,
                                    tmp_path: Path) -> None:
@@ -157,7 +162,7 @@ def test_lock_update_reuses_layers(render_project: RenderProject, base_layout: B
 def test_aarch64_and_venv(render_project: RenderProject, package_cache: Path,
                           tmp_path: Path) -> None:
     """A PyPI-only lock for aarch64, no base: an arm64 venv image on the named interpreter."""
-    proc = render(render_project, "venv", tmp_path / "venv", "--python", "/usr/bin/python3.11",
+    proc = render(render_project, "venv", tmp_path / "venv", "--python", sys.executable,
                   "--cache-dir", str(package_cache), platform="linux-aarch64")
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
@@ -171,6 +176,7 @@ def test_aarch64_and_venv(render_project: RenderProject, package_cache: Path,
     assert [x["name"] for x in result["layers"]] == ["env"]
 
 
+@pytest.mark.requires("umoci")
 @pytest.mark.parametrize("case", ["wrong digest", "tampered blob", "wrong arch", "not pinned"])
 def test_bad_base_refused(render_project: RenderProject, base_layout: BaseLayout,
                           tmp_path: Path, case: str) -> None:
@@ -205,6 +211,7 @@ def test_bad_base_refused(render_project: RenderProject, base_layout: BaseLayout
     assert sorted(p.name for p in tmp_path.iterdir()) == ["base"]
 
 
+@pytest.mark.requires("umoci")
 def test_epoch_changes_digest(render_project: RenderProject, gpu_image: tuple[Path, dict],
                               base_layout: BaseLayout, package_cache: Path,
                               tmp_path: Path) -> None:

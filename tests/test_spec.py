@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -83,14 +85,14 @@ CASES = [
      f'{F}: pypi.requirements = "numpy>=>2": not a PEP 508 requirement: Expected semicolon '
      "(after name with no version specifier) or end"),
     ("duplicate requirement", edited(pypi__requirements=["numpy>=2", "NumPy<3"]),
-     f"{F}: pypi.requirements = \"NumPy<3\": 'numpy' is already given as 'numpy>=2'"),
+     f'{F}: pypi.requirements = "NumPy<3": "numpy" is already given as "numpy>=2"'),
     ("index not a URL", edited(pypi__index="pypi.org/simple"),
      f'{F}: pypi.index = "pypi.org/simple": must be an http(s):// or file:// URL'),
     ("conda without channels", edited(conda={"dependencies": ["pytorch"]}),
      f"{F}: conda.channels: missing: conda dependencies need at least one channel"),
     ("duplicate conda dependency",
      edited(conda={"channels": ["c"], "dependencies": ["numpy", "numpy >=2"]}),
-     f"{F}: conda.dependencies = \"numpy >=2\": 'numpy' is already given as 'numpy'"),
+     f'{F}: conda.dependencies = "numpy >=2": "numpy" is already given as "numpy"'),
     ("list of non-strings", edited(pypi__requirements=["numpy", 3]),
      f"{F}: pypi.requirements = ['numpy', 3]: must be a list of non-empty strings"),
     ("nothing to lock", edited(pypi=DELETE), f"{F}: nothing to lock: add [conda] dependencies "
@@ -213,3 +215,79 @@ def test_ambiguous_conda_spec_is_caught_before_solving() -> None:
     assert problems(data) == [
         f'{F}: conda.dependencies = "pytorch 2.4.0 cuda*": not a conda match spec: missing '
         "range specifier for '2.4.0'. Did you mean '==2.4.0' or '2.4.0.*'?"]
+
+
+MB = "x" * 1_000_000
+MB_QUOTED = f'"{"x" * 75}..." (1,000,000 characters)'
+HUGE = [
+    ("a megabyte generation", edited(generation=MB),
+     f"{F}: generation = {MB_QUOTED}: unknown generation (known: volta, ampere, ada, hopper, "
+     "blackwell, cpu)"),
+    ("a megabyte index", edited(pypi__index=MB),
+     f"{F}: pypi.index = {MB_QUOTED}: must be an http(s):// or file:// URL"),
+    ("a megabyte duplicate", edited(pypi__requirements=[MB, MB.upper()]),
+     f'{F}: pypi.requirements = "{"X" * 75}..." (1,000,000 characters): {MB_QUOTED} is '
+     f"already given as {MB_QUOTED}"),
+    ("a megabyte key", edited(**{MB: 1}),
+     f"{F}: {'x' * 157}... = 1: unknown key; known keys: format, name, description, extends, "
+     "abstract, generation, python, platforms, cuda, conda, pypi, exclude-newer"),
+    ("a megabyte list", edited(pypi__requirements=[MB, 3]),
+     f"{F}: pypi.requirements = ['{'x' * 75}... (1,000,007 characters): must be a list of "
+     "non-empty strings"),
+]
+
+
+@pytest.mark.parametrize(("data", "expected"), [c[1:] for c in HUGE], ids=[c[0] for c in HUGE])
+def test_huge_values_are_quoted_short(data: dict[str, Any], expected: str) -> None:
+    """A megabyte value is quoted in at most ~80 characters, with its length said."""
+    assert problems(data) == [expected]
+
+
+def test_huge_value_through_the_cli(tmp_path: Path) -> None:
+    """samebits lock on a spec with a megabyte value prints one short error, exit 2."""
+    (tmp_path / "environments").mkdir()
+    (tmp_path / "environments" / "big.toml").write_text(
+        f'generation = "cpu"\npython = "3.12"\n[platforms.linux-64]\nglibc = "2.28"\n'
+        f'[pypi]\nindex = "{MB}"\nrequirements = ["numpy"]\n')
+    proc = subprocess.run([sys.executable, "-m", "samebits", "lock", "--offline", "--quiet"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr == (f"error: environments/big.toml: pypi.index = {MB_QUOTED}: must be an "
+                           "http(s):// or file:// URL\nhint: fix the spec, then run `samebits "
+                           "lock` again\n")
+
+
+LOCK_PATH_HINT = ("\nhint: or give a lockfile's path (conda-lock, pixi.lock, uv.lock, "
+                  "pylock.toml, requirements.txt with --hash, conda explicit)")
+UNKNOWN = [
+    (["lock", "hoper", "--check"], "unknown environment 'hoper' (no environments/hoper.toml); "
+     "known: ampere, blackwell, cpu, flavour/hopper, hopper; did you mean hopper?"),
+    (["lock", "Blackwel", "--check"], "unknown environment 'Blackwel' (no "
+     "environments/Blackwel.toml); known: ampere, blackwell, cpu, flavour/hopper, hopper; "
+     "did you mean blackwell?"),
+    (["lock", "nope", "--check"], "unknown environment 'nope' (no environments/nope.toml); "
+     "known: ampere, blackwell, cpu, flavour/hopper, hopper"),
+    (["render", "conda", "ampre", "--check"], "unknown environment 'ampre' (no "
+     "lockfiles/ampre.conda-lock.yml); known: ampere, hopper; did you mean ampere?"
+     + LOCK_PATH_HINT),
+    (["install", "hoppr", "--prefix", "env"], "unknown environment 'hoppr' (no "
+     "lockfiles/hoppr.conda-lock.yml); known: ampere, hopper; did you mean hopper?"
+     + LOCK_PATH_HINT),
+]
+
+
+@pytest.mark.parametrize(("args", "message"), UNKNOWN, ids=[" ".join(u[0][:2]) for u in UNKNOWN])
+def test_unknown_environment_lists_known_and_suggests(tmp_path: Path, args: list[str],
+                                                      message: str) -> None:
+    """An unknown name: exit 2, every known id, and the closest one when one is close."""
+    for env_id in ("ampere", "blackwell", "hopper", "cpu", "flavour/hopper", "base"):
+        spec = tmp_path / "environments" / f"{env_id}.toml"
+        spec.parent.mkdir(parents=True, exist_ok=True)
+        spec.write_text("abstract = true\n" if env_id == "base" else 'generation = "cpu"\n')
+    (tmp_path / "lockfiles").mkdir()
+    for env_id in ("ampere", "hopper"):
+        (tmp_path / "lockfiles" / f"{env_id}.conda-lock.yml").write_text("")
+    proc = subprocess.run([sys.executable, "-m", "samebits", *args], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)
+    assert (proc.returncode, proc.stdout, proc.stderr) == (2, "", f"error: {message}\n")
+    assert not (tmp_path / "env").exists()

@@ -40,7 +40,7 @@ from typing import Any
 from samebits import __version__
 from samebits._io import canonical_json, read_json
 from samebits.dsse import Envelope, open_document
-from samebits.errors import InputError
+from samebits.errors import InputError, clip, quote
 from verify.facts import Facts
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
@@ -133,16 +133,17 @@ def parse_attestation(doc: Any, *, source: str) -> Attestation:
     if not isinstance(doc, Mapping):
         raise InputError(f"{source}: not an in-toto Statement (expected a JSON object)")
     if doc.get("_type") != STATEMENT_TYPE:
-        raise InputError(f"{source}: _type = {doc.get('_type')!r}: expected {STATEMENT_TYPE!r}")
+        raise InputError(f"{source}: _type = {quote(doc.get('_type'))}: "
+                         f"expected {quote(STATEMENT_TYPE)}")
     if doc.get("predicateType") != PREDICATE_TYPE:
-        raise InputError(f"{source}: predicateType = {doc.get('predicateType')!r}: samebits "
-                         f"compares {PREDICATE_TYPE!r} attestations",
+        raise InputError(f"{source}: predicateType = {quote(doc.get('predicateType'))}: samebits "
+                         f"compares {quote(PREDICATE_TYPE)} attestations",
                          hint="make one with `samebits verify gpu --out FILE`")
     pred = doc.get("predicate")
     if not isinstance(pred, Mapping):
         raise InputError(f"{source}: predicate: expected an object")
     if pred.get("format") != PREDICATE_FORMAT:
-        raise InputError(f"{source}: predicate.format = {pred.get('format')!r}: this samebits "
+        raise InputError(f"{source}: predicate.format = {quote(pred.get('format'))}: this samebits "
                          f"reads format {PREDICATE_FORMAT}",
                          hint="re-run `samebits verify gpu` with this samebits version")
     try:
@@ -160,7 +161,7 @@ def parse_attestation(doc: Any, *, source: str) -> Attestation:
             fingerprints=_optional(pred, "fingerprints"), paper=_optional(pred, "paper"),
         )
     except (KeyError, TypeError, ValueError) as exc:
-        raise InputError(f"{source}: malformed attestation: {exc!r}") from None
+        raise InputError(f"{source}: malformed attestation: {clip(repr(exc), 200)}") from None
 
 
 def _optional(pred: Mapping[str, Any], key: str) -> Mapping[str, Any] | None:

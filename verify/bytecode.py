@@ -192,7 +192,7 @@ def check_bytecode(manifest: Manifest, *, executable: str | None, runs: bool,
     if todo:
         problem = _compile_all(manifest, tasks, todo, verdicts, executable, jobs, progress,
                                runner)
-        vc.add({keys[i]: verdicts[i] for i in todo if verdicts[i]})
+        vc.add({keys[i]: v for i in todo if (v := verdicts[i])})
     checked = unchecked = 0
     for t, verdict in zip(tasks, verdicts, strict=True):
         if verdict is None:

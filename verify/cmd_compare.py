@@ -11,7 +11,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from samebits.errors import EXIT_DIFFERENT, EXIT_OK, UsageError
+from samebits.errors import EXIT_DIFFERENT, EXIT_OK, UsageError, plural
 from samebits.ui import Output
 from verify.attest import read_attestation
 from verify.compare import FactDiff, Report, compare
@@ -47,7 +47,10 @@ def run_compare(args: argparse.Namespace, out: Output) -> int:
     if (args.outputs_a is None) != (args.outputs_b is None):
         raise UsageError("--outputs-a and --outputs-b go together")
     a, b = read_attestation(args.a), read_attestation(args.b)
-    errors = output_errors(args.outputs_a, args.outputs_b) if args.outputs_a else None
+    errors = None
+    if args.outputs_a:
+        with out.phase("measuring how far the saved outputs differ (torch)"):
+            errors = output_errors(args.outputs_a, args.outputs_b)
     report = compare(a, b, errors=errors)
     out.emit(report.to_dict(), format_report(report))
     return EXIT_OK if report.verdict == "identical" else EXIT_DIFFERENT
@@ -77,7 +80,7 @@ def format_report(r: Report) -> str:
     else:
         lines.append("classes differ in: " + ", ".join(_diff(d) for d in r.class_differences))
     total = len(r.identical) + len(r.different)
-    lines.append(f"{total} workloads compared: {len(r.identical)} identical, "
+    lines.append(f"{plural(total, 'workload')} compared: {len(r.identical)} identical, "
                  f"{len(r.different)} different")
     width = max((len(w.name) for w in r.different), default=10)
     for w in r.different:
@@ -93,7 +96,7 @@ def format_report(r: Report) -> str:
         lines.append(f"  {w.name:<{width}}  different{outs}{why}")
         for e in w.errors:
             lines.append(f"  {'':<{width}}    {e.output}: max abs error {e.max_abs:.3g}, "
-                         f"{e.max_ulp} ULP, {e.differing} of {e.total} elements differ")
+                         f"{e.ulp_text()}, {e.differing} of {e.total} elements differ")
     if r.only_in_a or r.only_in_b:
         lines.append(f"not compared: only in a: {', '.join(r.only_in_a) or 'none'}; "
                      f"only in b: {', '.join(r.only_in_b) or 'none'}")

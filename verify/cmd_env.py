@@ -16,6 +16,7 @@ import argparse
 import platform as _platform
 import sys
 from collections import Counter
+from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -117,6 +118,8 @@ def check_env(prefix: Path, *, lockfile: Path | None = None, platform: str | Non
     loaded = load_lock(lockfile, _read_options(read, prefix, platform)) if lockfile else None
     lock = loaded.lock if loaded else None
     reference = load_reference(against) if against else None
+    if lock is not None and platform is not None:  # bad input fails before any hashing
+        _check_platform(lockfile, lock, platform)
     cache = cache or default_cache_dir()
 
     loc = locate(prefix, kind, read_pyvenv_cfg(prefix))
@@ -143,10 +146,7 @@ def check_env(prefix: Path, *, lockfile: Path | None = None, platform: str | Non
             notes.append(f"{bc.unchecked:,} bytecode files not checked: {why}")
     locked = None
     if lock is not None:
-        if platform not in lock.platforms:
-            raise UsageError(f"{lockfile}: no platform {platform} "
-                             f"(it has {', '.join(lock.platforms)})",
-                             hint="pass --platform with one of those")
+        _check_platform(lockfile, lock, platform)
         packages = lock.packages_for(platform)
         locked = len(packages)
         groups.append(lock_findings(manifest.records.packages, packages))
@@ -159,7 +159,10 @@ def check_env(prefix: Path, *, lockfile: Path | None = None, platform: str | Non
     if editable:
         notes.append("editable installs (sources outside the prefix, not checked): "
                      + ", ".join(editable))
-    links = check_linkage(manifest, host_dirs=host_library_dirs()) if linkage else None
+    links = None
+    if linkage:
+        with (progress or _no_progress)("resolving every ELF file's shared libraries", None):
+            links = check_linkage(manifest, host_dirs=host_library_dirs())
     ident_digest = identity_digest(interpreter) if kind != "conda" else None
     kernels = _coverage(manifest) if coverage else None
     return EnvReport(
@@ -190,6 +193,17 @@ def _read_options(read: ReadOptions | None, prefix: Path, platform: str | None) 
         if len(lines) == 1:
             read = replace(read, python=lines[0])
     return replace(read, platforms=(platform,)) if platform and not read.platforms else read
+
+
+def _no_progress(description: str, total: float | None) -> Any:
+    return nullcontext(lambda n=1, description=None: None)
+
+
+def _check_platform(lockfile: Path | None, lock: Any, platform: str) -> None:
+    if platform not in lock.platforms:
+        raise UsageError(f"{lockfile}: no platform {platform} "
+                         f"(it has {', '.join(lock.platforms)})",
+                         hint="pass --platform with one of those")
 
 
 def _default_platform(lock, manifest) -> str:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from samebits._io import atomic_write, canonical_json, read_json
 from samebits.dsse import load_signing_key, open_document, signed_bytes
-from samebits.errors import EXIT_DIFFERENT, EXIT_OK, InputError
+from samebits.errors import EXIT_DIFFERENT, EXIT_OK, InputError, quote
 from samebits.ui import Output
 from verify.attest import STATEMENT_TYPE
 from verify.fleet import FAILING, analyse, format_report, refused_report
@@ -83,9 +83,10 @@ def run_fleet(args: argparse.Namespace, out: Output) -> int:
     only = list(select(args.only)) if args.only else None
     rank0 = int(os.environ.get("RANK", "0")) == 0
     key = load_signing_key(args.sign) if args.sign and rank0 else None  # before the run
-    outcome = run_rank(device_request=args.device, only=only,
-                       skip_env_digest=args.no_env_digest, rank_timeout=args.rank_timeout,
-                       lockfile=args.lockfile)
+    with out.phase("running the workloads on every rank") if rank0 else contextlib.nullcontext():
+        outcome = run_rank(device_request=args.device, only=only,
+                           skip_env_digest=args.no_env_digest, rank_timeout=args.rank_timeout,
+                           lockfile=args.lockfile)
     if outcome is None:  # not rank 0: rank 0 reports for everyone
         return EXIT_OK
     if outcome.refused is not None:
@@ -134,7 +135,7 @@ def run_fleet_report(args: argparse.Namespace, out: Output) -> int:
             "predicateType") == FLEET_PREDICATE else None
     fmt = doc.get("format") if isinstance(doc, dict) else None
     if not isinstance(doc, dict) or fmt != 1 or "ranks" not in doc:
-        raise InputError(f"{args.report}: format = {fmt!r}: not a samebits fleet report "
+        raise InputError(f"{args.report}: format = {quote(fmt)}: not a samebits fleet report "
                          "(format 1)",
                          hint="write one with `torchrun ... -m verify fleet --out FILE`")
     return _finish(doc, out, args.html,

@@ -17,7 +17,7 @@ from typing import Any
 
 from samebits._io import atomic_write, sha256_hex
 from samebits.dsse import load_signing_key, signed_bytes
-from samebits.errors import EXIT_DIFFERENT, EXIT_OK, InputError, ToolError
+from samebits.errors import EXIT_DIFFERENT, EXIT_OK, InputError, ToolError, plural
 from samebits.lockfile import lock_digest
 from samebits.ui import Output
 from verify.attest import LockInfo, build_statement, statement_bytes
@@ -72,9 +72,9 @@ def device_line(facts: Facts, device: str) -> str:
     """"device: cpu (...)" or "device: cuda:0 NVIDIA H200 (...)": the first line of every output."""
     f = facts
     if device == "cpu":
-        why = (f"{len(f.gpus)} GPU(s) present, not used" if f.gpus else "no GPU")
+        why = (f"{plural(len(f.gpus), 'GPU')} present, not used" if f.gpus else "no GPU")
         return (f"device: cpu ({why}; {f.cpu.model}, {f.cpu.vendor} {f.cpu_isa}, "
-                f"{f.threads.intra_op} threads, torch {f.torch.version})")
+                f"{plural(f.threads.intra_op, 'thread')}, torch {f.torch.version})")
     gpu = f.gpu(int(device.split(":")[1]))
     name = f"{gpu.name} (sm_{gpu.compute_capability.replace('.', '')}, {gpu.sm_count} SMs)" \
         if gpu else "unknown GPU"
@@ -121,7 +121,8 @@ def run_gpu(args: argparse.Namespace, out: Output) -> int:
         return EXIT_OK
     needs = LockNeeds.read(args.lockfile) if args.lockfile else None
     key = load_signing_key(args.sign) if args.sign else None  # a bad key fails before the run
-    facts = detect()
+    with out.phase("probing this machine (torch, CUDA, driver, GPU, CPU)"):
+        facts = detect()
     device = resolve_device(facts, args.device)
     problems = check(facts, device=device, requested=args.device, lock=needs, prefix=sys.prefix)
     if problems:
@@ -131,7 +132,8 @@ def run_gpu(args: argparse.Namespace, out: Output) -> int:
     start = time.perf_counter()
     hashing = _start_environment_digests()  # another process: changes no bits here
     try:
-        with out.progress("workloads", total=len(names)) as advance:
+        with out.progress(f"running {plural(len(names), 'workload')} on {device}",
+                          total=len(names)) as advance:
             suite = run_suite(facts, device=device, settings=settings, only=names,
                               save_outputs=args.save_outputs,
                               progress=lambda n: advance(description=n))
@@ -158,7 +160,9 @@ def run_gpu(args: argparse.Namespace, out: Output) -> int:
     if args.probe:
         from verify.probe import format_probe, probe, subprocess_runner
 
-        with out.progress("probe", total=None) as advance:
+        with out.progress(f"probing {plural(len(names), 'workload')} for stability: fresh "
+                          "processes under deterministic and default settings",
+                          total=None) as advance:
             report = probe(names, device=device, runner=subprocess_runner(device=device),
                            base=settings, parallel=4 if device == "cpu" else 1,
                            progress=lambda d: advance(description=d))

@@ -24,7 +24,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from samebits.errors import EXIT_DIFFERENT, EXIT_OK, InputError, ToolError, UsageError
+from samebits.errors import EXIT_DIFFERENT, EXIT_OK, InputError, ToolError, UsageError, plural
 from samebits.ui import Output
 
 
@@ -62,8 +62,11 @@ def run_nix_store(args: argparse.Namespace, out: Output) -> int:
     env.check_platform(platform)
     store = NixStore(args.store)
     file_problems = _nix_file_problems(args.nix, env, platform) if args.nix else []
-    found = look_up([*env.conda(platform), *env.pip(platform)], store)
-    rows = []
+    artifacts = [*env.conda(platform), *env.pip(platform)]
+    with out.phase(f"checking {plural(len(artifacts), 'artifact')} in the Nix store "
+                   "(verify-path, sha256)"):
+        found = look_up(artifacts, store)
+    rows: list[dict[str, Any]] = []
     for a in found:
         state = "ok" if a.ok else (a.state if a.state != "valid" else "hash")
         rows.append({"file": a.package.filename, "name": a.package.name,

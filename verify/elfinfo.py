@@ -9,7 +9,7 @@ object: pyelftools parses a GNU hash table on the way otherwise, which costs mil
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,7 +35,7 @@ def read_elf_info(stream: BinaryIO) -> ElfInfo:
     try:
         elf = ELFFile(stream)
         header = elf.header
-        base = {"elfclass": elf.elfclass, "machine": str(header["e_machine"]),
+        base: dict[str, Any] = {"elfclass": elf.elfclass, "machine": str(header["e_machine"]),
                 "type": str(header["e_type"])}
     except Exception as exc:  # ELFError, or construct's own errors on a short file
         return ElfInfo(0, "", "", error=f"not a readable ELF file: {exc}")

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from samebits._io import read_json
-from samebits.errors import InputError
+from samebits.errors import InputError, plural, quote
 from verify.bytecode import BytecodeReport
 from verify.digest import environment_digest
 from verify.drift import Finding
@@ -153,10 +153,10 @@ def load_reference(path: Path) -> Reference:
     doc = read_json(path, what="report",
                     hint="write one with `samebits verify env --json > FILE`")
     if not isinstance(doc, dict) or doc.get("kind") != REPORT_KIND:
-        raise InputError(f"{path}: not a `verify env` report (kind = {doc.get('kind')!r})"
+        raise InputError(f"{path}: not a `verify env` report (kind = {quote(doc.get('kind'))})"
                          if isinstance(doc, dict) else f"{path}: not a `verify env` report")
     if doc.get("format") != REPORT_FORMAT:
-        raise InputError(f"{path}: format = {doc.get('format')!r}: this samebits reads "
+        raise InputError(f"{path}: format = {quote(doc.get('format'))}: this samebits reads "
                          f"`verify env` reports of format {REPORT_FORMAT}",
                          hint="regenerate the reference with this samebits version")
     entries = doc.get("manifest")
@@ -194,7 +194,8 @@ def report_text(r: EnvReport) -> str:
         lines.append(f"  unproven   {_n(len(r.unproven), 'pip package')} with no record of "
                      f"the wheel it came from (no direct_url.json hash): {shown}")
     if r.lockfile:
-        lines.append(f"  lockfile   {r.lockfile} ({r.platform}): {r.locked_packages} packages")
+        lines.append(f"  lockfile   {r.lockfile} ({r.platform}): "
+                     f"{plural(r.locked_packages or 0, 'package')}")
     if r.reference:
         same = r.reference.digests.get("environment") == r.digests["environment"]
         lines.append(f"  reference  {r.reference.path}: environment digest "
@@ -299,7 +300,7 @@ def _short(h: str | None) -> str:
     return (h[:12] + "…") if h else "nothing"
 
 
-def _size(n: int) -> str:
+def _size(n: float) -> str:
     for unit in ("B", "kB", "MB", "GB"):
         if n < 1000 or unit == "GB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"

@@ -33,7 +33,7 @@ from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from samebits.errors import InputError
+from samebits.errors import InputError, plural
 from verify.attest import Attestation, parse_attestation
 from verify.compare import class_id, class_label, compare, flat_facts
 from verify.fleet_checkin import refusal_lines
@@ -209,7 +209,7 @@ def analyse(records: Sequence[Mapping[str, Any]],
         "format": FLEET_FORMAT,
         "verdict": verdict,
         "world_size": len(records),
-        "backend": sorted({r.get("backend") for r in records})[0],
+        "backend": sorted({str(r.get("backend")) for r in records})[0],
         "workloads": order,
         "ranks": [
             {"rank": r, "host": rec.get("host"), "local_rank": rec.get("local_rank"),
@@ -249,8 +249,9 @@ def cell_state(report: Mapping[str, Any], rank: int, workload: str) -> str:
 
 
 def format_report(report: Mapping[str, Any]) -> str:
-    lines = [f"fleet: {report['world_size']} ranks, backend {report['backend']}, "
-             f"{len(report['classes'])} class(es), verdict: {report['verdict'].upper()}"]
+    lines = [f"fleet: {plural(report['world_size'], 'rank')}, backend {report['backend']}, "
+             f"{plural(len(report['classes']), 'class', 'classes')}, "
+             f"verdict: {report['verdict'].upper()}"]
     for c in report["classes"]:
         lines.append(f"class {c['id']}: ranks {_ranks(c['ranks'])}: {c['label']}")
         for d in c.get("differing_workloads", ()):

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from html import escape
 from typing import Any
 
+from samebits.errors import plural
 from verify.fleet import SUSPECT, cell_state
 from verify.fleet_checkin import refusal_lines
 
@@ -55,7 +56,7 @@ def render_html(report: Mapping[str, Any]) -> str:
         f"<title>samebits fleet report</title><style>{STYLE}</style></head><body>\n"
         f"<h1>samebits fleet report</h1>\n"
         f"<p class=\"verdict\" id=\"verdict\">verdict: {e(report['verdict'])}</p>\n"
-        f"<p>{report['world_size']} ranks, backend {e(str(report['backend']))}, "
+        f"<p>{plural(report['world_size'], 'rank')}, backend {e(str(report['backend']))}, "
         f"report format {report['format']}</p>\n"
         f"<h2>Suspects</h2><ul id=\"suspects\">{suspects}</ul>\n"
         + (f"<h2>Refused or missing ranks</h2><ul id=\"refused\">{refused}</ul>\n"

@@ -20,6 +20,7 @@ second pass. ``jobs=1`` hashes in this process: no workers, the same results.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import heapq
 import multiprocessing
@@ -232,7 +233,10 @@ class FileHasher:
                 self._running += 1
             self._pool.apply_async(_hash_batch, (self._work(b), self.elf),
                                    callback=self._finished,
-                                   error_callback=lambda exc, b=b: self._finished((b, exc)))
+                                   error_callback=functools.partial(self._failed, b))
+
+    def _failed(self, batch: int, exc: BaseException) -> None:  # in the pool's result thread
+        self._finished((batch, exc))
 
     def _finished(self, result: tuple[int, object]) -> None:  # in the pool's result thread
         with self._cond:

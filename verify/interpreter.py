@@ -83,15 +83,16 @@ def locate(prefix: Path, kind: PrefixKind, cfg: Mapping[str, str]) -> Located:
     line = ".".join(version.split(".")[:2]) or line
     home = cfg.get("home")
     candidates = [exe] if exe and os.path.exists(exe) else []
-    if candidates and os.path.realpath(exe).startswith(f"{prefix}/"):
+    if exe is not None and candidates and os.path.realpath(exe).startswith(f"{prefix}/"):
         candidates = []  # a copy in the venv (--copies): the base is where `home` says
     if home:
         candidates += [os.path.join(home, n) for n in (f"python{line}", "python3", "python")]
-    binary = next((os.path.realpath(c) for c in candidates if c and os.path.isfile(c)), None)
+    found = next((os.path.realpath(c) for c in candidates if c and os.path.isfile(c)), None)
     system_site = cfg.get("include-system-site-packages", "false").lower() == "true"
-    if binary is None:
+    if found is None:
         return Located(executable=exe, line=line, inside=False, system_site=system_site,
                        problem=f"the base interpreter is gone (home = {home})")
+    binary = found
     base = _base_prefix(binary, line)
     stdlib = f"{base}/lib/python{line}" if base and line else None
     return Located(executable=exe or binary, binary=binary, line=line, stdlib=stdlib,

@@ -228,7 +228,7 @@ def _via_loaders(link: Link, want: ElfInfo, entries: dict[str, Entry], prefix: s
 
 def _resolve(e: Entry, info: ElfInfo, needed: str, entries: dict[str, Entry], prefix: str,
              lib_dirs: Sequence[str], host_dirs: Sequence[str]) -> Link:
-    base = {"file": e.path, "needed": needed, "package": e.owner}
+    base: dict[str, Any] = {"file": e.path, "needed": needed, "package": e.owner}
     if "/" in needed:  # a path, not a name: ld.so opens it as it is
         found = _lookup(_place(posixpath.dirname(e.path), needed, prefix), entries, prefix, info)
         if found:

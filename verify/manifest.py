@@ -167,7 +167,8 @@ def build_manifest(prefix: Path, *, jobs: int | None = None, elf: bool = True,
             for pos in who if isinstance(who, list) else (who,):
                 entries[pos] = make(pos, h)
 
-        bar = progress("hashing (MB)", total / 1e6) if progress else \
+        what = f"hashing {len(users):,} files of {prefix} (MB)"
+        bar = progress(what, total / 1e6) if progress else \
             nullcontext(lambda n=1: None)
         with bar as advance:
             hasher.wait(lambda nbytes: advance(nbytes / 1e6), each)
@@ -234,6 +235,8 @@ def _entry(kind: PrefixKind, made_by: str | None, rel: str, st: os.stat_result,
         size, exec_bit = 0, False
     sha, elf, error, head = hashed if hashed is not None else (None, None, None, None)
     claim = pick_claim(claims, etype, sha, target) if claims else None
+    owner: str | None
+    category: Category
     if rel.endswith(".pyc") and is_bytecode(rel):  # derived: checked against its source
         owner, category = (claim.package if claim else None), "cache"
     elif claim is not None:

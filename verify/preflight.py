@@ -31,7 +31,7 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from samebits.errors import EXIT_DIFFERENT, SamebitsError, UsageError
+from samebits.errors import EXIT_DIFFERENT, SamebitsError, UsageError, plural
 from samebits.gpus import registry, sass_runs_on
 from verify.facts import Facts, GpuFacts
 
@@ -152,8 +152,8 @@ def check(facts: Facts, *, device: str, requested: str = "auto",
         problems.append(Problem(
             check="cpu-only-torch",
             message=f"torch {facts.torch.version} is a CPU-only build, but this machine has "
-                    f"{len(facts.gpus)} GPU(s) ({', '.join(names)}): the workloads would run "
-                    "on the CPU",
+                    f"{plural(len(facts.gpus), 'GPU')} ({', '.join(names)}): the workloads would "
+                    "run on the CPU",
             hint="install the lock's CUDA build of torch, or pass --device cpu to attest the "
                  "CPU on purpose"))
     for gpu in _used_gpus(facts, device):

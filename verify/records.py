@@ -282,13 +282,14 @@ def _read_dist(prefix: Path, sp: str, dist: str, packages: list[Package],
     for n, row in enumerate(csv.reader(io.StringIO(text)), 1):
         if not row or not row[0]:
             continue
-        path = row[0]
-        if path[0] == "/" or ".." in path or "/./" in path or "//" in path:
-            path = _inside(prefix, sp, path)
-            if path is None:
+        listed = row[0]
+        if listed[0] == "/" or ".." in listed or "/./" in listed or "//" in listed:
+            inside = _inside(prefix, sp, listed)
+            if inside is None:
                 continue  # installed outside the prefix (an absolute data path): not ours
+            path = inside
         else:
-            path = f"{sp}/{path}"
+            path = f"{sp}/{listed}"
         value = row[1] if len(row) > 1 else ""
         size = row[2] if len(row) > 2 else ""
         try:

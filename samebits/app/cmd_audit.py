@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import os
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -153,8 +154,8 @@ def run_attest(args: argparse.Namespace, out: Output) -> int:
                         save_outputs=args.save_outputs, paper=manifest,
                         lock_env=args.lock_env, lock_python=args.lock_python)
     start = time.perf_counter()
-    result = attest(req, progress=(lambda s: None) if out.json else
-                    (lambda s: out.info(f"attest: {s}")))
+    with out.steps("attest: ") as step:
+        result = attest(req, progress=step)
     data = signed_bytes(result.data, key)
     atomic_write(args.out, data)
     seconds = time.perf_counter() - start
@@ -179,8 +180,7 @@ def run_attest(args: argparse.Namespace, out: Output) -> int:
                 "recorded it"),
              f"  environment sha256:{digests['environment']}",
              f"  packages    sha256:{digests['packages']}",
-             *(f"  {n:<{width}}  {r['status']:<11}  {r.get('sha256', r.get('detail', ''))[:16]}"
-               for n, r in ran.items()),
+             *(f"  {n:<{width}}  {r['status']:<11}  {_what(r)}" for n, r in ran.items()),
              f"workloads: {', '.join(f'{v} {k}' for k, v in sorted(counts.items()))} in "
              f"{seconds:.1f} s (run by {result.python})",
              f"attestation: {args.out} (sha256 {sha256_hex(data)})"
@@ -204,6 +204,12 @@ def run_attest(args: argparse.Namespace, out: Output) -> int:
         lines.append(f"outputs: {args.save_outputs} (ship it: reviewers get max errors)")
     out.emit(payload, "\n".join(lines))
     return EXIT_OK
+
+
+def _what(result: Mapping[str, Any]) -> str:
+    """A workload's line end: the first 16 hex digits of its digest, or its whole reason
+    (``EFFICIENT_ATTENTION has no CPU kernel``), never a reason cut mid-word."""
+    return result["sha256"][:16] if result.get("sha256") else str(result.get("detail", ""))
 
 
 # ------------------------------------------------------------------------------- audit
@@ -261,8 +267,8 @@ def run_audit(args: argparse.Namespace, out: Output) -> int:
                        workloads=not args.no_workloads, cache=args.cache_dir,
                        replace=args.replace, paper=manifest, trust=trust,
                        lock_env=args.lock_env, lock_python=args.lock_python)
-    result = audit(req, progress=(lambda s: None) if out.json else
-                   (lambda s: out.info(f"audit: {s}")))
+    with out.steps("audit: ") as step:
+        result = audit(req, progress=step)
     doc = build_document(result)
     files = write_reports(result, doc, args.out, sign=key)
     code = result.verdict.exit_code(args.require)

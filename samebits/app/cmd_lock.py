@@ -9,7 +9,15 @@ from pathlib import Path
 from typing import Any
 
 from samebits._io import atomic_write
-from samebits.errors import EXIT_DIFFERENT, EXIT_OK, LockfileError, SamebitsError, UsageError
+from samebits.errors import (
+    EXIT_DIFFERENT,
+    EXIT_OK,
+    LockfileError,
+    SamebitsError,
+    UsageError,
+    clip,
+    plural,
+)
 from samebits.lockdiff import diff_locks, format_diff
 from samebits.lockfile import parse_lock
 from samebits.locking import DEFAULT_TIMEOUT, lock_one
@@ -106,7 +114,8 @@ async def _lock_all(project: Project, ids: list[str], out: Output, *, timeout: f
     results: dict[str, dict[str, Any]] = {}
     errors: list[tuple[str, SamebitsError]] = []
 
-    with out.progress("solving", total=len(ids)) as advance:
+    what = f"solving {plural(len(ids), 'environment')}: {', '.join(ids)}"
+    with out.progress(clip(what, 100), total=len(ids)) as advance:
         async def one(env_id: str) -> None:
             async with sem:
                 try:
@@ -134,8 +143,8 @@ async def _lock_all(project: Project, ids: list[str], out: Output, *, timeout: f
     for env_id in ids:
         if env_id in results:
             r = results[env_id]
-            counts = ", ".join(f"{k} {v}" for k, v in r["packages"].items())
-            lines.append(f"{env_id}: {r['state']} {r['lockfile']} ({counts} packages)")
+            counts = ", ".join(f"{k}: {plural(v, 'package')}" for k, v in r["packages"].items())
+            lines.append(f"{env_id}: {r['state']} {r['lockfile']} ({counts})")
     if not out.json:  # in --json mode the errors are part of the one document
         for env_id, exc in sorted(errors, key=lambda e: e[0]):
             out.error(_prefixed(env_id, exc))
@@ -183,7 +192,8 @@ def _check(project: Project, ids: list[str], out: Output) -> int:
     lines = [f"{i}: {e['state']}" + (f" ({e['reason']})" if "reason" in e else "")
              for i, e in report.items()]
     if stale:
-        lines.append(f"{len(stale)} of {len(report)} lockfiles need `nox -s lock -- "
+        lines.append(f"{len(stale)} of {plural(len(report), 'lockfile')} "
+                     f"{'needs' if len(stale) == 1 else 'need'} `nox -s lock -- "
                      f"{' '.join(stale)}`")
     out.emit({"fresh": not stale, "environments": report}, "\n".join(lines))
     return EXIT_DIFFERENT if stale else EXIT_OK

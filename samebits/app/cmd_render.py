@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from samebits._io import atomic_write, atomic_writer
-from samebits.errors import EXIT_DIFFERENT, EXIT_OK, LockfileError, UsageError
+from samebits.errors import EXIT_DIFFERENT, EXIT_OK, LockfileError, UsageError, plural
 from samebits.lockfile import LOCK_SUFFIX
 from samebits.lockread import LoadedLock, ReadOptions, add_read_flags, lock_name, read_options
-from samebits.project import Project
+from samebits.project import Project, unknown_environment
 from samebits.render.source import DEFAULT_PREFIX, LockedEnv, load_locked_env
 from samebits.ui import Output
 
@@ -184,10 +184,9 @@ def locked_env(name: str, project: Project, options: ReadOptions | None = None) 
     if project.spec_path(name).exists():
         raise LockfileError(f"{name}: no lockfile {lock}",
                             hint=f"run `samebits lock {name}` first")
-    known = ", ".join(_all_lock_ids(project)) or "none"
-    raise UsageError(f"unknown environment '{name}' (no {lock}); known: {known}",
-                     hint="or give a lockfile's path (conda-lock, pixi.lock, uv.lock, "
-                     "pylock.toml, requirements.txt with --hash, conda explicit)")
+    raise unknown_environment(name, _all_lock_ids(project), lock,
+                              hint="or give a lockfile's path (conda-lock, pixi.lock, uv.lock, "
+                              "pylock.toml, requirements.txt with --hash, conda explicit)")
 
 
 def show_conversion(out: Output, env: LockedEnv) -> dict[str, Any] | None:
@@ -312,16 +311,17 @@ def run_oci(args: argparse.Namespace, out: Output) -> int:
     target = args.out or project.root / "build" / "oci" / env.slug
     if args.archive and args.archive.exists() and not args.replace:
         raise UsageError(f"{args.archive}: already exists", hint="pass --replace")
-    with staged_dir(target, replace=args.replace) as stage:
-        result = build_image(req, stage, work=stage.parent, progress=out.info)
+    with staged_dir(target, replace=args.replace) as stage, out.steps() as step:
+        result = build_image(req, stage, work=stage.parent, progress=step)
         if args.archive:
+            step(f"writing the oci-archive {args.archive}")
             write_oci_archive(stage, args.archive, epoch=req.epoch)
     payload: dict[str, Any] = {"layout": str(target), "archive": str(args.archive or "") or None,
                                "platform": platform_json(platform), **result.to_json()}
     lines = [f"{target}: {env.name} for {platform} at {req.prefix}",
              f"manifest {result.manifest_digest} (tag {result.tag}, {args.compression} layers)",
              *(f"  layer {x['name']:<7} {x['digest']}  {x['size']:>12,} bytes  "
-               f"{len(x['packages'])} packages" for x in result.layers),
+               f"{plural(len(x['packages']), 'package')}" for x in result.layers),
              f"files digest {result.env_digest} (verify env: ok)",
              f"inspect: skopeo inspect oci:{target}:{result.tag}"]
     if args.archive:

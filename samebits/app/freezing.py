@@ -224,7 +224,9 @@ def _direct(i: Installed) -> tuple[str, str | None] | Finding | None:
     doc, pid = i.direct_url, i.package.id
     if doc is None:
         return None
-    url = doc.get("url") if isinstance(doc.get("url"), str) else ""
+    url = doc.get("url")
+    if not isinstance(url, str):
+        url = ""
     if isinstance(doc.get("vcs_info"), dict):
         vcs = doc["vcs_info"]
         return Finding(package=pid, reason=f"a VCS checkout ({vcs.get('vcs', 'vcs')}+{url}@"
@@ -240,7 +242,9 @@ def _direct(i: Installed) -> tuple[str, str | None] | Finding | None:
     if not url.split("#")[0].endswith(".whl"):
         return Finding(package=pid, reason=f"a local build from {url}: the wheel was built "
                        "here, no archive to pin")
-    hashes = archive.get("hashes") if isinstance(archive.get("hashes"), dict) else {}
+    hashes = archive.get("hashes")
+    if not isinstance(hashes, dict):
+        hashes = {}
     sha = hashes.get("sha256")
     if not sha and isinstance(archive.get("hash"), str) and archive["hash"].startswith("sha256="):
         sha = archive["hash"][7:]
@@ -332,7 +336,10 @@ def freeze(prefix: Path, *, kind: str, index: str,
     for i in installed:
         got = (pin_conda(i, platform) if i.package.manager == "conda" else
                pin_pip(i, platform, listed.get(i.package.name, []), index, pip_names))
-        (packages if isinstance(got, LockedPackage) else findings).append(got)
+        if isinstance(got, LockedPackage):
+            packages.append(got)
+        else:
+            findings.append(got)
     channels = tuple(dict.fromkeys(p.url.rsplit("/", 2)[0] for p in packages
                                    if p.manager == "conda"))
     return Frozen(facts=facts, packages=tuple(packages), findings=tuple(findings),

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path, PurePosixPath
+from typing import Any
 from urllib.parse import urlsplit
 
 from packaging.requirements import InvalidRequirement, Requirement
@@ -92,7 +93,8 @@ def read_pixi(path: Path, text: str, *, source: str, options: ReadOptions) -> Co
         dropped=tuple(sorted(dropped, key=lambda d: (d.platform, d.name))), notes=tuple(notes)))
 
 
-def _platform_packages(locked: list, platform: str) -> tuple[list[LockedPackage], list[Dropped]]:
+def _platform_packages(locked: list[Any], platform: str
+                       ) -> tuple[list[LockedPackage], list[Dropped]]:
     from rattler.lock.package import CondaLockedBinaryPackage, PypiLockedPackage
 
     out: list[LockedPackage] = []
@@ -128,7 +130,7 @@ def _platform_packages(locked: list, platform: str) -> tuple[list[LockedPackage]
     return out, dropped
 
 
-def _pypi_sha256(p) -> str | None:
+def _pypi_sha256(p: Any) -> str | None:
     """The wheel's sha256; py-rattler raises AttributeError for an entry with an md5 only."""
     try:
         hashes = p.hashes
@@ -138,7 +140,7 @@ def _pypi_sha256(p) -> str | None:
     return digest.hex() if digest else None
 
 
-def _version(p) -> str | None:
+def _version(p: Any) -> str | None:
     try:
         v = p.version
     except Exception:  # a source package without evaluated metadata

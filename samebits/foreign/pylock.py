@@ -70,7 +70,7 @@ def read_pylock(path: Path, data: dict[str, Any], *, source: str,
                               dropped=tuple(dropped), notes=tuple(notes)))
 
 
-def _select(lock, target: Target, base: Path) -> tuple[list[LockedPackage], list[Dropped]]:
+def _select(lock: Any, target: Target, base: Path) -> tuple[list[LockedPackage], list[Dropped]]:
     env: dict[str, Any] = {**target.environment(), "extras": frozenset(),
                            "dependency_groups": frozenset(lock.default_groups or ())}
     out: list[LockedPackage] = []

@@ -145,7 +145,8 @@ def _q(text: str) -> str:
 
 
 def _hash_options(opts: str) -> tuple[set[str], list[str]]:
-    hashes, bad = set(), []
+    hashes: set[str] = set()
+    bad: list[str] = []
     try:
         words = shlex.split(opts)
     except ValueError as exc:
@@ -229,7 +230,10 @@ def read_requirements(path: Path, text: str, *, source: str, options: ReadOption
             if p.marker and not Marker(p.marker).evaluate(env):
                 continue
             got = _choose(p, files.get(p.name, []), target, indexes)
-            (packages if isinstance(got, LockedPackage) else dropped).append(got)
+            if isinstance(got, LockedPackage):
+                packages.append(got)
+            else:
+                dropped.append(got)
         for n, value in parsed.editable:
             dropped.append(Dropped(platform=target.platform, name=value, version=None,
                                    source=f"{source}:{n}", reason="an editable install: built "

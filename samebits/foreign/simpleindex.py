@@ -98,7 +98,9 @@ def _json_files(url: str, body: bytes) -> list[IndexFile]:
     for f in files:
         if not isinstance(f, dict) or not isinstance(f.get("filename"), str):
             continue
-        hashes = f.get("hashes") if isinstance(f.get("hashes"), dict) else {}
+        hashes = f.get("hashes")
+        if not isinstance(hashes, dict):
+            hashes = {}
         out.append(IndexFile(filename=f["filename"], url=urljoin(url, str(f.get("url", ""))),
                              sha256=hashes.get("sha256")))
     return out

@@ -205,6 +205,6 @@ def _local(w: dict[str, Any], src: dict[str, Any], kind: str, base: Path) -> str
     """A wheel uv names by path: relative to a local registry (find-links folder), or the
     package's own ``path`` source (the wheel file itself)."""
     if kind == "path" and "path" not in w:
-        return (base / src["path"]).resolve().as_uri()
+        return (base / str(src["path"])).resolve().as_uri()
     root = base / src["registry"] if kind == "registry" and "://" not in src["registry"] else base
-    return (root / w["path"]).resolve().as_uri()
+    return (root / str(w["path"])).resolve().as_uri()

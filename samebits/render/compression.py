@@ -17,7 +17,7 @@ import hashlib
 from collections.abc import Iterable
 from concurrent.futures import Executor
 from dataclasses import dataclass
-from typing import BinaryIO, Literal
+from typing import IO, BinaryIO, Literal, cast
 
 from samebits.render.tarball import GZIP_PARAMS, LayerDigests, gzip_layer
 
@@ -82,7 +82,7 @@ def zstd_layer(chunks: Iterable[bytes], out: BinaryIO, *, threads: int,
     raw_sha = hashlib.sha256()
     raw_size = 0
     writer = zstandard.ZstdCompressor(compression_params=params).stream_writer(
-        sink, closefd=False, write_return_read=True)
+        cast(IO[bytes], sink), closefd=False, write_return_read=True)
     with writer:
         for chunk in chunks:
             raw_sha.update(chunk)

@@ -86,7 +86,7 @@ def render_containerfile(env: LockedEnv, *, base: str | None = None,
                  "so the build fails until you pass --build-arg BASE_IMAGE=IMAGE@sha256:<digest> "
                  f"or re-render with `samebits render containerfile {env.name} --base "
                  "IMAGE@sha256:<digest>`")
-    floors = {env.lock.meta(f"__glibc.{p}") for p in env.platforms} - {None, ""}
+    floors = {v for p in env.platforms if (v := env.lock.meta(f"__glibc.{p}"))}
     glibc = f"glibc >= {max(floors, key=lambda v: tuple(map(int, v.split('.'))))}" if floors \
         else "glibc"
     needs = glibc if has_conda else f"Python {python} as python{python} and {glibc}"

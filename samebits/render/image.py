@@ -134,7 +134,7 @@ def write_layer_blob(layout: Path, prefix_dir: Path, entries: tuple[Entry, ...],
     return digests
 
 
-def annotations(req: ImageRequest, *, env_digest: str, base: BaseImage | None,
+def image_annotations(req: ImageRequest, *, env_digest: str, base: BaseImage | None,
                 created: str) -> dict[str, str]:
     env = req.env
     out = {
@@ -188,7 +188,7 @@ def build_image(req: ImageRequest, layout: Path, *, work: Path,
                 _copy_blob(base.ref.layout, d.digest, layout, f"base layer {i}")
         descs: list[Descriptor] = []
         diff_ids: list[str] = []
-        summary = []
+        summary: list[dict[str, Any]] = []
         root = req.prefix.strip("/")
         with ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 2) as pool:
             for layer in layers:
@@ -205,7 +205,7 @@ def build_image(req: ImageRequest, layout: Path, *, work: Path,
                                 "diff_id": digests.diff_id, "size": digests.size,
                                 "files": sum(e.kind != "dir" for e in layer.entries),
                                 "bytes": layer.size, "packages": list(layer.packages)})
-    notes = annotations(req, env_digest=env_digest, base=base, created=created)
+    notes = image_annotations(req, env_digest=env_digest, base=base, created=created)
     history = [f"samebits render oci: {s['name']} layer ({len(s['packages'])} packages)"
                for s in summary]
     config = image_config(base=base.config if base else None, platform=req.platform,

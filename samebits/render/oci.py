@@ -183,7 +183,7 @@ def created_text(epoch: int) -> str:
 
 def merged_env(base_env: Sequence[str], *, prefix: str, gpu: bool) -> list[str]:
     """The base's environment with PATH led by ``prefix``/bin and, for GPU images, NVIDIA's."""
-    env = dict(item.split("=", 1) if "=" in item else (item, "") for item in base_env)
+    env = {k: v for k, _, v in (item.partition("=") for item in base_env)}
     path = env.get("PATH", DEFAULT_PATH)
     parts = [p for p in path.split(":") if p and p != f"{prefix}/bin"]
     env["PATH"] = ":".join([f"{prefix}/bin", *parts])

@@ -27,9 +27,9 @@ from collections.abc import Callable, Collection, Iterable, Iterator
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Literal
+from typing import Any, BinaryIO, Literal
 
-from samebits.errors import InputError
+from samebits.errors import InputError, plural
 from samebits.render.archives import BadMember, link_problem
 
 BLOCK = 1 << 20
@@ -123,7 +123,8 @@ def scan_prefix(prefix: Path, *, links_out: Collection[str] = ()) -> list[Entry]
     walk(prefix, "")
     if bad:
         lines = [str(b) for b in bad]
-        raise InputError(f"{len(lines)} entries cannot go into an image:\n  " + "\n  ".join(lines),
+        raise InputError(f"{plural(len(lines), 'entry', 'entries')} cannot go into an image:\n  "
+                         + "\n  ".join(lines),
                          hint="links must stay inside the prefix; nothing was written")
     return sorted(entries, key=lambda e: e.sort_key)
 
@@ -253,7 +254,7 @@ def gzip_layer(chunks: Iterable[bytes], out: BinaryIO, *, pool: Executor,
     crc = 0
     raw_size = 0
     gz_size = 0
-    pending: deque = deque()
+    pending: deque[Any] = deque()
     depth = 2 * (getattr(pool, "_max_workers", 2) or 2)
 
     def drain(keep: int) -> None:

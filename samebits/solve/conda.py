@@ -8,10 +8,14 @@ import functools
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from samebits.errors import SolveError, UnreachableError, UnsatisfiableError
 from samebits.lockfile import LockedPackage, conda_dependencies
 from samebits.solve.virtual import rattler_virtual_packages
+
+if TYPE_CHECKING:
+    from rattler import Gateway, RepoDataRecord
 from samebits.spec import EnvironmentSpec, PlatformTarget
 
 
@@ -47,7 +51,7 @@ def probe_channels(channels: Sequence[str], subdir: str, *, timeout: float) -> N
 
 
 @functools.cache
-def shared_gateway(offline: bool):  # -> rattler.Gateway
+def shared_gateway(offline: bool) -> Gateway:
     """One Gateway per process: every platform of every environment reads a channel's
     repodata once. (A Gateway caches repodata in memory; a channel re-indexed while this
     process runs is not seen again.)"""
@@ -114,7 +118,7 @@ async def solve_conda(spec: EnvironmentSpec, target: PlatformTarget, *,
     return sorted((_locked(r, target.platform) for r in records), key=lambda p: p.name)
 
 
-def _locked(rec, platform: str) -> LockedPackage:
+def _locked(rec: RepoDataRecord, platform: str) -> LockedPackage:
     return LockedPackage(
         name=rec.name.normalized,
         version=str(rec.version),

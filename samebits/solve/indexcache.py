@@ -109,7 +109,7 @@ def metadata_hash(file: Mapping[str, Any]) -> str | None:
     for key in ("core-metadata", "data-dist-info-metadata", "dist-info-metadata"):
         value = file.get(key)
         if isinstance(value, Mapping) and isinstance(value.get("sha256"), str):
-            return value["sha256"]
+            return str(value["sha256"])
     return None
 
 
@@ -159,7 +159,9 @@ class IndexView:
             return None
         if not isinstance(doc, dict) or doc.get("format") != CACHE_FORMAT:
             return None
-        page = doc.get("page") if "page" in doc else {"absent": True}
+        page = doc.get("page", {"absent": True})
+        if not isinstance(page, dict):  # not what write_page writes: as if nothing were cached
+            return None
         return page, hashlib.sha256(data).hexdigest()
 
     def page_digest(self, project: str) -> str | None:

@@ -129,6 +129,7 @@ class IndexProxy:
     def base(self) -> str:
         assert self._server is not None, "the proxy is not running"
         host, port = self._server.server_address[:2]
+        host = host.decode() if isinstance(host, bytes) else host
         return f"http://{host}:{port}"
 
     # ------------------------------------------------------------------ routes and runs

@@ -19,6 +19,7 @@ import sys
 import tempfile
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlparse
 from urllib.request import url2pathname
 
@@ -255,7 +256,7 @@ def parse_via(text: str) -> dict[str, set[str]]:
     return deps
 
 
-def _locked(pkg: dict, platform: str, edges: dict[str, set[str]]) -> LockedPackage:
+def _locked(pkg: dict[str, Any], platform: str, edges: dict[str, set[str]]) -> LockedPackage:
     name = canonicalize_name(pkg["name"])
     wheels = pkg.get("wheels") or []
     # A direct-URL requirement ("torch @ https://.../x.whl") is uv's ``archive``: one file.

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from samebits.spec import EnvironmentSpec, PlatformTarget
+
+if TYPE_CHECKING:
+    from rattler import GenericVirtualPackage
 
 LINUX_KERNEL_FLOOR = "5.10"  # conda-lock's default; the oldest kernel the lock promises to run on
 
@@ -20,7 +25,8 @@ def virtual_packages(spec: EnvironmentSpec, target: PlatformTarget) -> dict[str,
     return out
 
 
-def rattler_virtual_packages(spec: EnvironmentSpec, target: PlatformTarget) -> list:
+def rattler_virtual_packages(spec: EnvironmentSpec, target: PlatformTarget
+                             ) -> list[GenericVirtualPackage]:
     from rattler import BuildString, GenericVirtualPackage, PackageName, Version
 
     out = []

@@ -20,11 +20,16 @@ from pathlib import Path
 from typing import Any
 
 from samebits._io import read_json
-from samebits.errors import InputError
+from samebits.errors import InputError, quote
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class OutputError:
+    """How far apart two saved outputs are. ``max_ulp`` is the largest distance in units in
+    the last place among elements whose two values have the same sign (zero counts as
+    either); ``opposite_signs`` counts the elements whose values have opposite signs, for
+    which a ULP count is no measure of closeness (+1e-6 and -1e-6 are ~1.7e9 floats apart)."""
+
     output: str
     max_abs: float
     max_ulp: int
@@ -32,6 +37,22 @@ class OutputError:
     total: int
     max_rel: float = 0.0  # |a-b| / |a| at its worst (inf where a is 0 and b is not)
     index: tuple[int, ...] = ()  # where |a-b| is largest
+    opposite_signs: int = 0
+
+    def ulp_text(self) -> str:
+        return ulp_text(self.max_ulp, self.differing, self.opposite_signs)
+
+
+def ulp_text(max_ulp: int, differing: int, opposite_signs: int = 0) -> str:
+    """``3 ULP``; ``3 ULP (2 elements of opposite sign)``; ``opposite signs`` when every
+    differing element changed sign."""
+    if opposite_signs and opposite_signs == differing:
+        return "opposite signs"
+    text = f"{max_ulp:,} ULP"
+    if opposite_signs:
+        many = "element" if opposite_signs == 1 else "elements"
+        text += f" ({opposite_signs:,} {many} of opposite sign)"
+    return text
 
 
 def _read_index(root: Path) -> dict[str, Any]:
@@ -40,7 +61,7 @@ def _read_index(root: Path) -> dict[str, Any]:
                     hint="run `samebits verify gpu --save-outputs DIR`")
     fmt = doc.get("format") if isinstance(doc, dict) else None
     if fmt != 1:
-        raise InputError(f"{path}: format = {fmt!r}: this samebits reads format 1")
+        raise InputError(f"{path}: format = {quote(fmt)}: this samebits reads format 1")
     return doc["workloads"]
 
 
@@ -85,7 +106,8 @@ def error_stats(output: str, a: Any, b: Any) -> OutputError:
     return OutputError(output=output, max_abs=_float(d.get("max_abs", 0.0)),
                        max_ulp=int(d.get("max_ulp") or 0), differing=int(d["differing"]),
                        total=int(d["total"]), max_rel=_float(d.get("max_rel", 0.0)),
-                       index=tuple(d.get("index") or ()))
+                       index=tuple(d.get("index") or ()),
+                       opposite_signs=int(d.get("opposite_signs") or 0))
 
 
 def _float(x: Any) -> float:

@@ -107,8 +107,12 @@ def diff(a: Any, b: Any, *, rtol: float = 0.0, atol: float = 0.0) -> dict[str, A
         view = _INT_VIEW.get(name)
         if view is not None:
             ia, ib = (_ordered(t, getattr(torch, view)) for t in (ca, cb))
-            ulp = torch.where(equal, torch.zeros_like(ia), (ia - ib).abs())
+            opposite = (ia > 0) & (ib < 0) | (ia < 0) & (ib > 0)
+            # a ULP count across zero measures nothing (and overflows int64 for float64):
+            # such elements are counted apart; the same sign cannot overflow the subtraction
+            ulp = torch.where(equal | opposite, torch.zeros_like(ia), ia - ib).abs()
             differing = int((ia != ib).sum())
+            out["opposite_signs"] = int(opposite.sum())
         else:  # float8: no ULP count here
             ulp, differing = None, int((~equal).sum())
     else:

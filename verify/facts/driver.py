@@ -25,7 +25,7 @@ from verify.facts.model import DriverFacts
 
 def parse_smi_query(text: str) -> list[dict[str, Any]]:
     """Rows of ``nvidia-smi --query-gpu=SMI_FIELDS --format=csv,noheader,nounits``."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     for line in text.strip().splitlines():
         cells = [c.strip() for c in line.split(",")]
         if len(cells) != len(SMI_FIELDS):

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-from samebits.errors import InputError
+from samebits.errors import InputError, clip, quote
 
 FACTS_FORMAT = 1
 
@@ -107,7 +107,7 @@ class Facts:
         if not isinstance(data, Mapping):
             raise InputError(f"{where}: expected an object, got {type(data).__name__}")
         if data.get("format") != FACTS_FORMAT:
-            raise InputError(f"{where}: format = {data.get('format')!r}: this samebits reads "
+            raise InputError(f"{where}: format = {quote(data.get('format'))}: this samebits reads "
                              f"facts format {FACTS_FORMAT}",
                              hint="re-run `samebits verify gpu` with this samebits")
         try:
@@ -123,7 +123,7 @@ class Facts:
                 env=tuple(sorted(dict(data["env"]).items())),
             )
         except (KeyError, TypeError, ValueError) as exc:
-            raise InputError(f"{where}: malformed facts: {exc!r}") from None
+            raise InputError(f"{where}: malformed facts: {clip(repr(exc), 200)}") from None
 
 
 # (flag in /proc/cpuinfo, short name): features that change which GEMM/conv kernels run.

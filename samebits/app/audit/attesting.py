@@ -28,7 +28,7 @@ from samebits.app.audit.common import (
 )
 from samebits.app.audit.runtime import Interpreter, Measured
 from samebits.app.paper.manifest import PaperManifest
-from samebits.errors import EXIT_DIFFERENT, LockfileError, SamebitsError, UsageError
+from samebits.errors import EXIT_DIFFERENT, LockfileError, SamebitsError, UsageError, plural
 from samebits.lockread import ReadOptions, read_lock
 from verify.attest import statement_bytes
 from verify.facts import Facts
@@ -93,8 +93,8 @@ def run_attest(req: AttestRequest, *, runtime_for: RuntimeFactory = Interpreter,
                              f"(it has {', '.join(lock.platforms)})", hint="pass --platform")
         missing = unhashed(lock, platform)
         if missing:
-            raise LockfileError(f"{req.lockfile}: {len(missing)} package(s) without a hash: "
-                                + ", ".join(missing), hint="re-lock with `samebits lock`")
+            raise LockfileError(f"{req.lockfile}: {plural(len(missing), 'package')} without a "
+                                "hash: " + ", ".join(missing), hint="re-lock with `samebits lock`")
     where = envcheck.locate(req.prefix)
     progress("verify env")
     report = _attest_env(where, req.lockfile, platform, read)  # drift refuses first

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from samebits.app.audit.verdict import Step, failed
-from samebits.errors import SamebitsError
+from samebits.errors import SamebitsError, plural
 from samebits.lockread import ReadOptions, read_flags
 from verify.attest import Attestation
 
@@ -115,7 +115,7 @@ def weigh(report: Mapping[str, Any], attested: Mapping[str, str], *,
     if findings:
         lines = [finding_line(finding_of(f)).strip() for f in findings]
         more = len(lines) - MAX_REASONS
-        reasons.append(f"environment drift: {len(findings)} finding(s) against {against}")
+        reasons.append(f"environment drift: {plural(len(findings), 'finding')} against {against}")
         reasons.extend(f"drift: {line}" for line in lines[:MAX_REASONS])
         if more > 0:
             reasons.append(f"drift: ... and {more} more (see the drift list)")
@@ -138,16 +138,17 @@ def weigh(report: Mapping[str, Any], attested: Mapping[str, str], *,
     linkage = report.get("linkage") or {}
     unresolved = linkage.get("unresolved") or []
     if unresolved:
-        notes.append(f"{len(unresolved)} library link(s) resolve nowhere on this host: "
+        notes.append(f"{plural(len(unresolved), 'library link')} "
+                     f"{'resolves' if len(unresolved) == 1 else 'resolve'} nowhere on this host: "
                      + ", ".join(sorted({f"{u['needed']}" for u in unresolved})))
     summary = report.get("summary") or {}
     pk = summary.get("packages") or {}
-    what = (f"{summary.get('entries', 0):,} files of {pk.get('conda', 0)} conda + "
-            f"{pk.get('pip', 0)} PyPI packages")
+    what = (f"{plural(summary.get('entries', 0), 'file')} of {pk.get('conda', 0)} conda + "
+            f"{plural(pk.get('pip', 0), 'PyPI package')}")
     if findings:
         return Step(name="verify-env", status="failed", reasons=tuple(reasons),
                     notes=tuple(notes),
-                    summary=f"{what}: DRIFT, {len(findings)} finding(s) against {against}")
+                    summary=f"{what}: DRIFT, {plural(len(findings), 'finding')} against {against}")
     return Step(name="verify-env", status="failed" if reasons else "ok", reasons=tuple(reasons),
                 notes=tuple(notes), summary=f"{what}: identical to {against}")
 

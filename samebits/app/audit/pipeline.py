@@ -50,7 +50,7 @@ from samebits.app.paper.judge import CommandVerdict
 from samebits.app.paper.manifest import PaperManifest
 from samebits.app.paper.session import audit_paper, section
 from samebits.dsse import PublicKey
-from samebits.errors import SamebitsError, UsageError
+from samebits.errors import SamebitsError, UsageError, plural
 from samebits.lockfile import Lock, lock_digest
 from samebits.lockread import read_lock
 from verify.attest import Attestation, parse_attestation, statement_bytes
@@ -230,7 +230,8 @@ def lockfile_step(path: Path, lock: Lock, digest: str, platform: str,
     notes: list[str] = []
     missing = unhashed(lock, platform)
     if missing:
-        reasons.append(f"{path}: {len(missing)} package(s) without a hash: {', '.join(missing)}")
+        reasons.append(f"{path}: {plural(len(missing), 'package')} without a hash: "
+                       f"{', '.join(missing)}")
     attested = (authors.lock or {}).get("sha256")
     if attested and attested != digest:
         reasons.append(f"{path} is not the lockfile the authors attested: sha256 {digest}, "
@@ -239,7 +240,7 @@ def lockfile_step(path: Path, lock: Lock, digest: str, platform: str,
         notes.append("the attestation names no lockfile; only the packages digest ties it to "
                      "this lock")
     n = len(lock.packages_for(platform))
-    summary = (f"{path}: {n} packages for {platform}, sha256 {digest[:12]}"
+    summary = (f"{path}: {plural(n, 'package')} for {platform}, sha256 {digest[:12]}"
                + (", the one attested" if attested == digest else ""))
     return Step(name="lockfile", status="failed" if reasons else "ok", summary=summary,
                 reasons=tuple(reasons), notes=tuple(notes))
@@ -268,7 +269,7 @@ def preflight_step(runtime: Runtime, requested: str, authors: Attestation,
         return Step(name="preflight", status="failed", summary=device_line(facts, device),
                     reasons=tuple(f"preflight: {p.message}" for p in problems),
                     notes=tuple(dict.fromkeys(p.hint for p in problems if p.hint))), None
-    notes = ()
+    notes: tuple[str, ...] = ()
     if device.split(":")[0] != authors.device_type:
         notes = (f"the authors ran on {authors.device}; this machine runs on {device}",)
     return Step(name="preflight", status="ok", summary=device_line(facts, device),
@@ -319,8 +320,8 @@ def workloads_step(measured: Measured, device: str, authors: Attestation) -> Ste
     unknown = [n for n in authors.workloads if n not in BY_NAME]
     notes = (f"not run (unknown to this samebits): {', '.join(unknown)}",) if unknown else ()
     return Step(name="workloads", status="ok", notes=notes,
-                summary=f"{len(measured.workloads)} workloads on {device} under the authors' "
-                f"settings ({authors.settings.get('profile')}): {what}")
+                summary=f"{plural(len(measured.workloads), 'workload')} on {device} under the "
+                f"authors' settings ({authors.settings.get('profile')}): {what}")
 
 
 def compare_step(authors: Attestation, reviewer: Attestation, runtime: Runtime,
@@ -336,7 +337,7 @@ def compare_step(authors: Attestation, reviewer: Attestation, runtime: Runtime,
     report = compare(authors, reviewer, errors=errors)
     level, reasons, notes = judge_runtime(report, bounds)
     same = len(report.identical)
-    summary = (f"{same} of {same + len(report.different)} workloads bit-identical; "
+    summary = (f"{same} of {plural(same + len(report.different), 'workload')} bit-identical; "
                f"{'same' if report.same_class else 'different'} equivalence class "
                f"({report.a.class_id} vs {report.b.class_id})")
     return (Step(name="compare", status="failed" if reasons else "ok", summary=summary,

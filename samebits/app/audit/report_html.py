@@ -18,6 +18,7 @@ from typing import Any
 from samebits.app.audit.report_md import CELL_WORDS, digest, errors_text, short
 from samebits.app.audit.report_paper import PAPER_STYLE, paper_html
 from samebits.app.audit.verdict import LEVELS
+from samebits.errors import plural
 
 CELL_COLOURS = {"same": "#cdeccf", "explained": "#ffe3a3", "unexplained": "#f5a3a3",
                 "not-run": "#e4e4e4", "absent": "#d9c8f0", "skipped": "#f0f0f0"}
@@ -146,7 +147,8 @@ def _facts(doc: Mapping[str, Any]) -> str:
                      {"class": DIFF_CLASS, "other": DIFF_OTHER})
     differ = [f["key"] for f in doc["facts"] if f["differs"]]
     if differ:
-        head = f"<p>{len(differ)} fact(s) differ: <b>{_e(', '.join(differ))}</b>.</p>"
+        head = (f"<p>{plural(len(differ), 'fact')} {'differs' if len(differ) == 1 else 'differ'}"
+                f": <b>{_e(', '.join(differ))}</b>.</p>")
     elif any(f["reviewer"] is not None for f in doc["facts"]):
         head = "<p>No recorded fact differs.</p>"
     else:
@@ -180,8 +182,9 @@ def _environment(doc: Mapping[str, Any]) -> str:
         rows.append(f"<tr style=\"background:{bg}\"><th>{k}</th><td class=\"mono\">{_e(mine)}"
                     f"</td><td class=\"mono\">{_e(theirs or '-')}</td></tr>")
     state = "identical to the lock" if env["identical"] else "DRIFT"
-    return (f"<h2>Environment</h2>\n<p>verify env: <b>{state}</b>, {env['entries']:,} files "
-            f"({_e(env['prefix_kind'])}).</p>\n<table id=\"digests\"><tr><th>digest</th>"
+    return (f"<h2>Environment</h2>\n<p>verify env: <b>{state}</b>, "
+            f"{plural(env['entries'], 'file')} ({_e(env['prefix_kind'])}).</p>\n"
+            "<table id=\"digests\"><tr><th>digest</th>"
             "<th>this machine</th><th>attested</th></tr>" + "".join(rows) + "</table>\n")
 
 

@@ -9,6 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from samebits.errors import plural
+from verify.errorstats import ulp_text
+
 CELL_WORDS = {"same": "same bits", "explained": "differs, explained",
               "unexplained": "DIFFERS, UNEXPLAINED", "not-run": "not run on either side",
               "absent": "run on one side only", "skipped": "not run (see steps)"}
@@ -27,6 +30,10 @@ def short(value: Any, limit: int = LONG) -> str:
     return text
 
 
+def _ulp(e: Mapping[str, Any]) -> str:
+    return ulp_text(e["max_ulp"], e["differing"], e.get("opposite_signs", 0))
+
+
 def digest(state: str) -> str:
     """"ok <64 hex>" -> "ok 1a2b3c4d5e6f"; other states as they are."""
     if state.startswith("ok ") and len(state) == 67:
@@ -42,7 +49,7 @@ def g(x: Any) -> str:
 def errors_text(w: Mapping[str, Any]) -> str:
     """A workload's magnitudes: exact max errors, else lower bounds from fingerprints."""
     if w["errors"]:
-        return "; ".join(f"{e['output']}: max |Δ| {g(e['max_abs'])}, {e['max_ulp']} ulp, "
+        return "; ".join(f"{e['output']}: max |Δ| {g(e['max_abs'])}, {_ulp(e)}, "
                          f"{e['differing']}/{e['total']} differ" for e in w["errors"])
     return "; ".join(f"{o}: max |Δ| >= {g(v)} (lower bound)" for o, v in
                      sorted((w.get("bounds") or {}).items()) if v is not None)
@@ -108,7 +115,7 @@ def _environment(doc: Mapping[str, Any]) -> list[str]:
         return ["## Environment", "", "Not checked (see the steps).", ""]
     out = ["## Environment", "",
            f"verify env: {'identical to the lock' if env['identical'] else 'DRIFT'}, "
-           f"{env['entries']:,} files ({env['prefix_kind']}).", "",
+           f"{plural(env['entries'], 'file')} ({env['prefix_kind']}).", "",
            "| digest | this machine | attested |", "|---|---|---|"]
     for k in ("environment", "packages"):
         mine, theirs = env["digests"].get(k), env["attested"].get(k)
@@ -129,7 +136,8 @@ def _drift(doc: Mapping[str, Any]) -> list[str]:
 def _machines(doc: Mapping[str, Any]) -> list[str]:
     differ = [f["key"] for f in doc["facts"] if f["differs"]]
     if differ:
-        head = f"{len(differ)} fact(s) differ: {', '.join(differ)}."
+        head = (f"{plural(len(differ), 'fact')} {'differs' if len(differ) == 1 else 'differ'}: "
+                f"{', '.join(differ)}.")
     elif any(f["reviewer"] is not None for f in doc["facts"]):
         head = "No recorded fact differs."
     else:

@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from samebits.errors import InputError, ToolError
+from samebits.errors import InputError, ToolError, quote
 from verify.attest import Attestation
 from verify.errorstats import OutputError
 from verify.facts import Facts
@@ -44,7 +44,8 @@ class Measured:
 
 
 class Runtime(Protocol):
-    python: str
+    @property
+    def python(self) -> str: ...
 
     def facts(self) -> Facts: ...
 
@@ -70,13 +71,13 @@ def settings_of(att: Attestation) -> Settings:
     s = att.settings
     base = PROFILES.get(str(s.get("profile")))
     if base is None:
-        raise InputError(f"{att.source}: predicate.settings.profile = {s.get('profile')!r}: "
+        raise InputError(f"{att.source}: predicate.settings.profile = {quote(s.get('profile'))}: "
                          f"an audit reruns one of the profiles {', '.join(sorted(PROFILES))}",
                          hint="attest with `samebits attest --profile deterministic`")
     precision = s.get("float32_matmul_precision", "highest")
     if precision not in ("highest", "high", "medium"):
         raise InputError(f"{att.source}: predicate.settings.float32_matmul_precision = "
-                         f"{precision!r}: expected highest, high or medium")
+                         f"{quote(precision)}: expected highest, high or medium")
     return replace(base, float32_matmul_precision=precision,
                    cudnn_allow_tf32=bool(s.get("cudnn_allow_tf32", False)))
 

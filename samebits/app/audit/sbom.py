@@ -92,7 +92,8 @@ def render_sbom(*, name: str, env_report: Mapping[str, Any], locked: Sequence[Lo
 
     by_key = {(p.manager, _canonical(p.manager, p.name)): p for p in locked}
     bom = Bom(serial_number=uuid.UUID(int=0))
-    bom.metadata.timestamp = timestamp
+    # None: no timestamp at all (cyclonedx types the setter as datetime, accepts None)
+    bom.metadata.timestamp = timestamp  # type: ignore[assignment]
     digests = env_report.get("digests") or {}
     bom.metadata.component = Component(
         type=ComponentType.APPLICATION, name=name, bom_ref="environment",

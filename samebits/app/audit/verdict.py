@@ -42,7 +42,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from samebits.errors import EXIT_DIFFERENT, EXIT_OK
+from samebits.errors import EXIT_DIFFERENT, EXIT_OK, plural
 
 Level = Literal["bit-identical", "within-tolerance", "explained", "environment-identical",
                 "not-reproduced"]
@@ -156,7 +156,7 @@ def magnitude(d: Any, bounds: Mapping[str, Any] | None = None) -> str:
     said to be unknown, never left out."""
     if d.errors:
         worst = max(d.errors, key=lambda e: e.max_abs)
-        return (f"max |Δ| {worst.max_abs:.3g} in {worst.output}, {worst.max_ulp} ulp, "
+        return (f"max |Δ| {worst.max_abs:.3g} in {worst.output}, {worst.ulp_text()}, "
                 f"{worst.differing}/{worst.total} elements differ")
     known = {k: v for k, v in (bounds or {}).items() if v is not None}
     if known:
@@ -188,8 +188,9 @@ def judge_runtime(report: Any, bounds: Mapping[str, Mapping[str, Any]] | None = 
         reasons.append("the authors ran workloads this samebits does not know: "
                        + ", ".join(report.only_in_a) + " (another suite version?)")
     if report.different and not reasons:
-        notes.append(f"{len(report.different)} workload(s) differ, each explained by recorded "
-                     "facts: " + "; ".join(
+        notes.append(f"{plural(len(report.different), 'workload')} "
+                     f"{'differs' if len(report.different) == 1 else 'differ'}, each explained "
+                     "by recorded facts: " + "; ".join(
                          f"{d.name} ({', '.join(d.attributed_to)}: "
                          f"{magnitude(d, (bounds or {}).get(d.name))})"
                          for d in report.different))
