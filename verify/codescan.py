@@ -77,7 +77,7 @@ def _is_elf(path: str) -> bool:
 
 def _scan_files(args: tuple[str, list[str]]) -> list[tuple[str, LibraryCode | None, bool]]:
     root, rels = args
-    out = []
+    out: list[tuple[str, LibraryCode | None, bool]] = []
     for rel in rels:
         full = os.path.join(root, rel)
         if not _is_elf(full):

@@ -138,10 +138,10 @@ def stack_from(paths: Iterable[str], read: Callable[[str], bytes]) -> CudaStack:
             put("torch", version, path)
             put("torch_cuda", cuda, path)
     for path in paths:  # library file names, when no header said it
-        m = _LIB.search(path)
-        if m:
-            key = {"cudart": "cuda_runtime"}.get(m.group(1), m.group(1))
-            put(key, m.group(2), path)
+        lib = _LIB.search(path)
+        if lib:
+            key = {"cudart": "cuda_runtime"}.get(lib.group(1), lib.group(1))
+            put(key, lib.group(2), path)
     return CudaStack(cuda_runtime=found.get("cuda_runtime"), torch=found.get("torch"),
                      torch_cuda=found.get("torch_cuda"), cudnn=found.get("cudnn"),
                      nccl=found.get("nccl"), ptxas=tuple(ptxas),

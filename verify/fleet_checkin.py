@@ -28,7 +28,7 @@ def shared_devices(checkins: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]
         device = str(c.get("device") or "")
         if not device.startswith("cuda"):
             continue
-        key = ("uuid", str(c["gpu_uuid"])) if c.get("gpu_uuid") else (
+        key: tuple[str, ...] = ("uuid", str(c["gpu_uuid"])) if c.get("gpu_uuid") else (
             "device", str(c.get("host")), device)
         groups[key].append(c)
     out = []

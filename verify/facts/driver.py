@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import dataclasses
+import importlib
 import re
 import shutil
 import subprocess
@@ -67,14 +68,14 @@ def probe_driver_and_gpus(nvml: Any = None) -> tuple[DriverFacts | None, list[di
     init_error = None
     if nvml is None:
         try:
-            import pynvml as nvml
+            nvml = importlib.import_module("pynvml")
         except ImportError:
             nvml = None
     if nvml is not None:
-        got, init_error = _probe_nvml(nvml)
-        if got is not None:
-            return got
-    got = _probe_smi()
+        answer, init_error = _probe_nvml(nvml)
+        if answer is not None:
+            return answer
+    got: tuple[DriverFacts | None, list[dict[str, Any]]] | None = _probe_smi()
     if got is None:
         cuda = _libcuda_version()
         got = ((DriverFacts(version="unknown", cuda=cuda, source="libcuda") if cuda else None),

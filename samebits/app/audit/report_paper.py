@@ -75,7 +75,7 @@ def paper_html(doc: Mapping[str, Any]) -> str:
 def _details_html(command: str, o: Mapping[str, Any]) -> str:
     out = []
     for name, curve in (o.get("curves") or {}).items():
-        row = next((r for r in o["rows"] if r.get("series") == name), {})
+        row: Mapping[str, Any] = next((r for r in o["rows"] if r.get("series") == name), {})
         caption = (f"{command}: {o['output']}: {name}. "
                    + (f"First differs at step {curve['first_diff']}; max |Δ| "
                       f"{fmt(row.get('max_dev'))} at step {row.get('max_dev_step')}; final "

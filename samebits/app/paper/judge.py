@@ -126,8 +126,8 @@ def _metrics(a: Mapping[str, Any], b: Mapping[str, Any], decl: Mapping[str, Any]
 def series_stats(steps_a: Sequence[Any], ya: Sequence[Any], steps_b: Sequence[Any],
                  yb: Sequence[Any], tol: Tolerance) -> dict[str, Any]:
     """First differing step, first step beyond tolerance, max and final deviation."""
-    pa = {s: num(v) for s, v in zip(steps_a, ya, strict=True) if v is not None}
-    pb = {s: num(v) for s, v in zip(steps_b, yb, strict=True) if v is not None}
+    pa = {s: float(v) for s, v in zip(steps_a, ya, strict=True) if v is not None}
+    pb = {s: float(v) for s, v in zip(steps_b, yb, strict=True) if v is not None}
     common = sorted(set(pa) & set(pb))
     out: dict[str, Any] = {"points": len(common), "only_authors": len(set(pa) - set(pb)),
                            "only_reviewer": len(set(pb) - set(pa)), "first_diff": None,
@@ -242,8 +242,8 @@ def fingerprint_bound(fa: Mapping[str, Any] | None, fb: Mapping[str, Any] | None
     |max|a| - max|b|| (the largest magnitudes cannot move further apart than the elements)."""
     if not fa or not fb or fa.get("n") != fb.get("n") or not fa.get("n"):
         return None
-    sb = {i: num(v) for i, v in fb.get("samples", ())}
-    ds = [abs(num(v) - sb[i]) for i, v in fa.get("samples", ()) if i in sb]
+    sb = {i: float(v) for i, v in fb.get("samples", ())}
+    ds = [abs(float(v) - sb[i]) for i, v in fa.get("samples", ()) if i in sb]
     n = float(fa["n"])
     for key, scale in (("sum", n), ("abs_max", 1.0)):
         x, y = num(fa.get(key)), num(fb.get(key))

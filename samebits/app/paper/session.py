@@ -223,7 +223,7 @@ def audit_paper(manifest: PaperManifest | None, authors: Any, *, runtime: Any, p
                                                        environ=dict(os.environ)),
                                    settings=settings, runtime=runtime, save=stage,
                                    save_all=True, skip=skip, progress=progress)
-        compared: dict[tuple[str, str], Mapping[str, Any]] = {}
+        compared: dict[tuple[str, str], dict[str, Any]] = {}
         if theirs is not None:
             jobs, compared = tensor_jobs(manifest, theirs, records, root)
             if jobs:

@@ -143,8 +143,8 @@ def _deviation(curve: Mapping[str, Any], sx: Any, y_top: float, y_bot: float,
                                              curve["authors"]["values"], strict=True)}
     pb = {float(s): _num(v) for s, v in zip(curve["reviewer"]["steps"],
                                              curve["reviewer"]["values"], strict=True)}
-    devs = [(s, abs(pa[s] - pb[s])) for s in sorted(set(pa) & set(pb))
-            if pa[s] is not None and pb[s] is not None and pa[s] != pb[s]]
+    devs = [(s, abs(a - b)) for s in sorted(set(pa) & set(pb))
+            if (a := pa[s]) is not None and (b := pb[s]) is not None and a != b]
     box = (f'<rect x="{LEFT}" y="{y_top}" width="{plot_w}" height="{y_bot - y_top:.2f}" '
            'fill="#fbfbfc" stroke="#8c959f"/>'
            f'<text x="{LEFT + 4}" y="{y_top + 12}" fill="#57606a">|authors - reviewer|'
