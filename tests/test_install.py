@@ -59,7 +59,7 @@ def test_install_venv_runs(render_project: RenderProject, package_cache: Path,
                                    "linux-64", "--python", sys.executable,
                                    "--cache-dir", str(package_cache))
     assert proc.returncode == 0, proc.stderr
-    assert "verify env: identical" in proc.stdout
+    assert "result: identical (exit 0)" in proc.stdout
     assert (prefix / "bin" / "python").resolve() == Path(sys.executable).resolve()
     run = subprocess.run([str(prefix / "bin" / "tinyapp")], capture_output=True, text=True)
     assert run.stdout == "tinyapp 42\n", run.stderr
