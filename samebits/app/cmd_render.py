@@ -289,9 +289,9 @@ def write_oci_archive(layout: Path, dest: Path, *, epoch: int) -> None:
 
 
 def _host_platform() -> str:
-    import rattler
+    from samebits.install import host_platform
 
-    return str(rattler.Platform.current())
+    return host_platform()
 
 
 def _phases(out: Output) -> Any:

@@ -141,8 +141,8 @@ def compile_bytecode(stage: Path, final: str, python: str, groups: Sequence[Sour
         if doc is None:
             todo.append((key, g))
             continue
-        for rel, _sha, size in doc["files"]:
-            copies.append(Copy(folder / key / "tree" / rel, stage / rel, False, size))
+        base = f"{folder}/{key}/tree/"
+        copies += [Copy(base + rel, rel, False, size) for rel, _sha, size in doc["files"]]
         failed += doc["failed"]
         reused += len(doc["files"])
     compiled = 0
@@ -157,11 +157,11 @@ def compile_bytecode(stage: Path, final: str, python: str, groups: Sequence[Sour
             if ctx:
                 ctx.__exit__(None, None, None)
         for key, files, bad in made:
-            copies += [Copy(folder / key / "tree" / rel, stage / rel, False, size)
+            copies += [Copy(f"{folder}/{key}/tree/{rel}", rel, False, size)
                        for rel, _sha, size in files]
             failed += bad
             compiled += len(files)
-    place_all(copies, placer)
+    place_all(copies, str(stage), placer)
     return BytecodeReport(interpreter=where, version=got.version, compiled=compiled,
                           reused=reused, failed=tuple(sorted(failed)))
 

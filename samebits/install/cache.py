@@ -68,6 +68,10 @@ class Entry:
     def tree(self) -> Path:
         return self.root / "tree"
 
+    def source(self, member: str) -> str:
+        """The path of ``member`` in the cache, as a string (the hot path of placing)."""
+        return f"{self.root}/tree/{member}"
+
     def by_path(self) -> dict[str, Member]:
         return {m.path: m for m in self.members}
 

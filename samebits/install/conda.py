@@ -141,7 +141,7 @@ def plan_conda(entry: Entry, p: LockedPackage, *, stage: Path, final: str,
         m = members.get(rel)
         if kind == "directory":
             dirs.append(stage / dest)
-            entries.append(_paths_entry(rattler, dest, kind, e, None, None, None, rel))
+            entries.append(_paths_entry(dest, kind, e, None, None, None))
             continue
         if m is None:
             raise CorruptEntry(entry, rel, "listed in info/paths.json, not in the archive")
@@ -151,8 +151,9 @@ def plan_conda(entry: Entry, p: LockedPackage, *, stage: Path, final: str,
             if bad:
                 raise CorruptEntry(entry, rel, bad)
             links.append((stage / dest, link))
-            entries.append(_paths_entry(rattler, dest, "softlink", e, e.get("sha256"),
-                                        hashlib.sha256(link.encode()).hexdigest(), None, rel))
+            entries.append(_paths_entry(dest, "softlink", e, e.get("sha256"),
+                                        hashlib.sha256(link.encode()).hexdigest(),
+                                        len(link.encode())))
             continue
         placeholder = e.get("prefix_placeholder")
         if placeholder:
@@ -161,12 +162,12 @@ def plan_conda(entry: Entry, p: LockedPackage, *, stage: Path, final: str,
             new = (replace_binary if mode == "binary" else replace_text)(data, placeholder,
                                                                          final)
             writes.append((stage / dest, new, m.exec))
-            entries.append(_paths_entry(rattler, dest, kind, e, m.sha256,
-                                        hashlib.sha256(new).hexdigest(), len(new), rel))
+            entries.append(_paths_entry(dest, kind, e, m.sha256,
+                                        hashlib.sha256(new).hexdigest(), len(new)))
         else:
-            copies.append(Copy(entry.tree / m.path, stage / dest, m.exec, m.size,
+            copies.append(Copy(entry.source(m.path), dest, m.exec, m.size,
                                linkable=not e.get("no_link")))
-            entries.append(_paths_entry(rattler, dest, kind, e, m.sha256, None, m.size, rel))
+            entries.append(_paths_entry(dest, kind, e, m.sha256, None, m.size))
         if noarch and dest.startswith(site + "/") and dest.endswith(".py"):
             sources.append(dest)
     if noarch:
@@ -176,9 +177,9 @@ def plan_conda(entry: Entry, p: LockedPackage, *, stage: Path, final: str,
         for spec in points:
             name, data = _entry_point(str(spec), final, line or "")
             writes.append((stage / "bin" / name, data, True))
-            entries.append(_paths_entry(rattler, f"bin/{name}", "unix_python_entry_point", {},
-                                        hashlib.sha256(data).hexdigest(), None, len(data),
-                                        None))
+            entries.append(_paths_entry(f"bin/{name}", "unix_python_entry_point", {},
+                                        hashlib.sha256(data).hexdigest(), None, len(data)))
+    entries.sort(key=lambda e: str(e.relative_path))  # py-rattler's order
     record = _prefix_record(rattler, entry, p, index, entries)
     name = f"conda-meta/{p.name}-{p.version}-{p.build or index.get('build', '')}.json"
     return CondaPlan(package=p, copies=tuple(copies), writes=tuple(writes), links=tuple(links),
@@ -197,8 +198,8 @@ def _entry_point(spec: str, final: str, line: str) -> tuple[str, bytes]:
     return name, text.encode()
 
 
-def _paths_entry(rattler: Any, dest: str, kind: str, e: dict[str, Any], sha: str | None,
-                 in_prefix: str | None, size: int | None, original: str | None) -> Any:
+def _paths_entry(dest: str, kind: str, e: dict[str, Any], sha: str | None,
+                 in_prefix: str | None, size: int | None) -> Any:
     from rattler.package.paths_json import FileMode
     from rattler.prefix.prefix_paths import PrefixPathsEntry, PrefixPathType
 
@@ -209,8 +210,7 @@ def _paths_entry(rattler: Any, dest: str, kind: str, e: dict[str, Any], sha: str
         file_mode=FileMode(mode) if mode else None,
         sha256=bytes.fromhex(sha) if sha else None,
         sha256_in_prefix=bytes.fromhex(in_prefix) if in_prefix else None,
-        size_in_bytes=size,
-        original_path=Path(original) if original and original != dest else None)
+        size_in_bytes=size)
 
 
 def _prefix_record(rattler: Any, entry: Entry, p: LockedPackage, index: dict[str, Any],

@@ -52,7 +52,7 @@ def check_tree(entry: Entry) -> None:
         if m.type != "file":
             continue
         try:
-            st = os.lstat(entry.tree / m.path)
+            st = os.lstat(entry.source(m.path))
         except OSError:
             raise CorruptEntry(entry, m.path, "missing from the cache") from None
         if not stat.S_ISREG(st.st_mode) or st.st_size != m.size:

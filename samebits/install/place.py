@@ -25,7 +25,6 @@ import os
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Literal, NamedTuple
 
@@ -39,13 +38,15 @@ NO_REFLINK = {errno.EOPNOTSUPP, errno.ENOTTY, errno.EXDEV, errno.EINVAL, errno.E
 NO_COPY_RANGE = {errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.EPERM}
 THREADS = 8
 CHUNK = 1 << 30
+PROGRESS_BYTES = 64 << 20
 
 
 class Copy(NamedTuple):
-    """One file to place: ``src`` (in a cache entry) to ``dest`` (in the prefix)."""
+    """One file to place: ``src`` (a path in a cache entry) to ``rel`` (prefix-relative).
+    Plain strings: an install places tens of thousands, and pathlib costs more than a link."""
 
-    src: Path
-    dest: Path
+    src: str
+    rel: str
     executable: bool
     size: int = 0
     linkable: bool = True   # False: never hardlinked (a conda file marked no_link)
@@ -67,10 +68,10 @@ class Placer:
         """How many files each method placed: {"reflink": n, "copy": n, "hardlink": n}."""
         return dict(sorted(self.used.items()))
 
-    def place(self, job: Copy) -> None:
+    def place(self, job: Copy, dest: str) -> None:
         if self.mode == "hardlink" and job.linkable:
             try:
-                os.link(job.src, job.dest)
+                os.link(job.src, dest)
                 self._count("hardlink")
                 return
             except OSError as exc:
@@ -78,17 +79,16 @@ class Placer:
                     raise
         src = os.open(job.src, os.O_RDONLY | os.O_CLOEXEC)
         try:
-            dest = os.open(job.dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC,
-                           0o600)
+            fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
             try:
-                self._fill(src, dest, job)
-                os.fchmod(dest, 0o755 if job.executable else 0o644)
+                self._fill(src, fd, job, dest)
+                os.fchmod(fd, 0o755 if job.executable else 0o644)
             finally:
-                os.close(dest)
+                os.close(fd)
         finally:
             os.close(src)
 
-    def _fill(self, src: int, dest: int, job: Copy) -> None:
+    def _fill(self, src: int, dest: int, job: Copy, where: str) -> None:
         if self._reflink is not False:
             try:
                 fcntl.ioctl(dest, FICLONE, src)
@@ -99,7 +99,7 @@ class Placer:
                 if exc.errno not in NO_REFLINK:
                     raise
                 if self.mode == "reflink":
-                    raise UsageError(f"--link-mode reflink: the filesystem of {job.dest} "
+                    raise UsageError(f"--link-mode reflink: the filesystem of {where} "
                                      f"cannot clone files from {job.src} "
                                      f"({os.strerror(exc.errno or 0)})",
                                      hint="use --link-mode auto (reflink where possible, "
@@ -146,7 +146,7 @@ def copy_fd(src: int, dest: int) -> None:
             view = view[os.write(dest, view):]
 
 
-def write_file(dest: Path, data: bytes, executable: bool) -> None:
+def write_file(dest: str | Path, data: bytes, executable: bool) -> None:
     """A file samebits generates (a script, a record): written, mode set explicitly."""
     fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
     try:
@@ -158,36 +158,56 @@ def write_file(dest: Path, data: bytes, executable: bool) -> None:
         os.close(fd)
 
 
-def make_dirs(paths: Iterable[Path]) -> None:
+def make_dirs(paths: Iterable[str]) -> None:
     """Every folder the files go into, made once, before the threads start."""
-    for d in sorted(set(paths)):
-        d.mkdir(parents=True, exist_ok=True)
+    made: set[str] = set()
+    for d in sorted(set(paths), key=len, reverse=True):
+        if d not in made:
+            os.makedirs(d, exist_ok=True)
+            while d and d not in made:
+                made.add(d)
+                d = os.path.dirname(d)
 
 
-def place_all(jobs: Sequence[Copy], placer: Placer, *,
+def place_all(jobs: Sequence[Copy], root: str, placer: Placer, *,
               advance: Callable[..., None] | None = None) -> None:
-    """Place every job on a pool of threads (the kernel does the copying, so threads scale);
-    biggest files first. Every failure is collected and named."""
-    make_dirs(j.dest.parent for j in jobs)
+    """Place every job under ``root`` on a few threads (the kernel does the copying, so
+    threads overlap the waiting), each with its share of the bytes, biggest files first.
+    Every failure is collected and named."""
+    root = root.rstrip("/") + "/"
+    make_dirs(os.path.dirname(root + j.rel) for j in jobs)
     problems: list[str] = []
     lock = threading.Lock()
+    shares: list[list[Copy]] = [[] for _ in range(min(THREADS, max(1, len(jobs) // 64)))]
+    loads = [0] * len(shares)
+    for job in sorted(jobs, key=lambda j: -j.size):
+        i = loads.index(min(loads))
+        shares[i].append(job)
+        loads[i] += job.size + 4096
 
-    def one(job: Copy) -> None:
-        try:
-            placer.place(job)
-        except FileExistsError:
-            with lock:
-                problems.append(f"{job.dest}: already exists (two packages write it)")
-        except FileNotFoundError:
-            with lock:
-                problems.append(f"{job.src}: missing from the cache")
-        if advance is not None:
-            advance(job.size or 1)
+    def run(share: list[Copy]) -> None:
+        done = 0
+        for n, job in enumerate(share, 1):
+            try:
+                placer.place(job, root + job.rel)
+            except FileExistsError:
+                with lock:
+                    problems.append(f"{root + job.rel}: already exists (two packages write it)")
+            except FileNotFoundError:
+                with lock:
+                    problems.append(f"{job.src}: missing from the cache")
+            done += job.size
+            if advance is not None and (done > PROGRESS_BYTES or n % 256 == 0):
+                advance(done)
+                done = 0
+        if advance is not None and done:
+            advance(done)
 
-    order = sorted(jobs, key=lambda j: -j.size)
-    with ThreadPoolExecutor(max_workers=THREADS) as pool:
-        for fut in [pool.submit(one, j) for j in order]:
-            fut.result()
+    threads = [threading.Thread(target=run, args=(s,)) for s in shares if s]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
     if problems:
         raise PlaceError(sorted(problems))
 

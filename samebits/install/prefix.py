@@ -81,6 +81,15 @@ class InstallReport:
         return {self.sources[p] for p in paths if p in self.sources}
 
 
+def size_text(n: float) -> str:
+    """``4.82 GB``, ``3.1 kB``: how progress lines give a size."""
+    for unit in ("B", "kB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n:.1f} GB"
+
+
 def host_platform() -> str:
     machine = os.uname().machine
     return HOST_PLATFORMS.get(machine, f"linux-{machine}")
@@ -281,13 +290,14 @@ def _place(plan: _Plan, stage: Path, placer: Placer, venv: str | None, line: str
     for plan_ in (*plan.conda, *plan.wheels):
         key = cache_key(plan_.package)
         for c in plan_.copies:
-            sources[os.path.relpath(c.dest, stage)] = key
+            sources[c.rel] = key
     total = sum(c.size for c in copies) + sum(len(d) for _, d, _ in writes)
     count = len(copies) + len(writes) + len(links)
     stage.mkdir(parents=True, exist_ok=True)
-    with progress(f"placing {count:,} files ({total / 1e9:.2f} GB)", total) as advance:
-        make_dirs([*dirs, *(p.parent for p, _, _ in writes), *(p.parent for p, _ in links)])
-        place_all(copies, placer, advance=advance)
+    with progress(f"placing {count:,} files ({size_text(total)})", total) as advance:
+        make_dirs([str(d) for d in dirs] + [str(p.parent) for p, _, _ in writes]
+                  + [str(p.parent) for p, _ in links])
+        place_all(copies, str(stage), placer, advance=advance)
         clobbered = []
         for path, data, executable in writes:
             try:

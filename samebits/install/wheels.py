@@ -135,7 +135,7 @@ def plan_wheel(entry: Entry, p: LockedPackage, *, stage: Path, layout: Layout) -
             generated(scheme, rel, data, m.exec)
             continue
         target = dest(scheme, rel)
-        copies.append(Copy(entry.tree / m.path, stage / target, m.exec, m.size))
+        copies.append(Copy(entry.source(m.path), target, m.exec, m.size))
         records.append((scheme, RecordEntry(rel, Hash("sha256", _b64(m.sha256 or "")),
                                             m.size)))
         if scheme in ("purelib", "platlib") and rel.endswith(".py"):
