@@ -153,3 +153,32 @@ def write_lock(path: Path, packages: Sequence[LockedPackage], *, python: str | N
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(render_lock(lock))
     return load_locked_env(path, name=path.name.split(".")[0], root=path.parent)
+
+
+def wheel(folder: Path, name: str, version: str, files: Mapping[str, bytes], *,
+          executables: Sequence[str] = (), tag: str = "py3-none-any",
+          purelib: bool = True) -> Path:
+    """A wheel with RECORD (sha256 + size per file) and real modes in the zip."""
+    import base64
+
+    dist = name.replace("-", "_")
+    info = f"{dist}-{version}.dist-info"
+    files = {**files,
+             f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
+                                 .encode(),
+             f"{info}/WHEEL": (f"Wheel-Version: 1.0\nGenerator: samebits-tests\n"
+                               f"Root-Is-Purelib: {str(purelib).lower()}\nTag: {tag}\n"
+                               ).encode()}
+    rows = []
+    for n, d in sorted(files.items()):
+        digest = base64.urlsafe_b64encode(hashlib.sha256(d).digest()).rstrip(b"=").decode()
+        rows.append(f"{n},sha256={digest},{len(d)}\n")
+    files[f"{info}/RECORD"] = ("".join(rows) + f"{info}/RECORD,,\n").encode()
+    path = folder / f"{dist}-{version}-{tag}.whl"
+    folder.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        for n in sorted(files):
+            zi = zipfile.ZipInfo(n, date_time=(1980, 1, 1, 0, 0, 0))
+            zi.external_attr = (0o100755 if n in executables else 0o100644) << 16
+            zf.writestr(zi, files[n])
+    return path
