@@ -224,6 +224,12 @@ def _run_workers(python: str, jobs: list[tuple[str, str, str, str, str]],
     errors: list[str] = []
 
     def worker(share: list[int]) -> None:
+        try:
+            compile_share(share)
+        except Exception as exc:  # reported per job below, never lost with the thread
+            errors.append(f"{type(exc).__name__}: {exc}")
+
+    def compile_share(share: list[int]) -> None:
         with tempfile.TemporaryDirectory(prefix="samebits-compile-") as cwd:
             proc = subprocess.Popen([python, "-S", "-s", "-B", "-c", WORKER], cwd=cwd,
                                     env={"PYTHONHASHSEED": "0"}, stdin=subprocess.PIPE,

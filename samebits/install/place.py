@@ -99,9 +99,8 @@ class Placer:
                 if exc.errno not in NO_REFLINK:
                     raise
                 if self.mode == "reflink":
-                    raise UsageError(f"--link-mode reflink: the filesystem of {where} "
-                                     f"cannot clone files from {job.src} "
-                                     f"({os.strerror(exc.errno or 0)})",
+                    raise UsageError(f"--link-mode reflink: cannot clone {job.src} to "
+                                     f"{where} ({os.strerror(exc.errno or 0)})",
                                      hint="use --link-mode auto (reflink where possible, "
                                      "else copy)") from None
                 if self._reflink is None:
@@ -185,9 +184,13 @@ def place_all(jobs: Sequence[Copy], root: str, placer: Placer, *,
         shares[i].append(job)
         loads[i] += job.size + 4096
 
+    failures: list[BaseException] = []
+
     def run(share: list[Copy]) -> None:
         done = 0
         for n, job in enumerate(share, 1):
+            if failures:
+                return
             try:
                 placer.place(job, root + job.rel)
             except FileExistsError:
@@ -196,6 +199,9 @@ def place_all(jobs: Sequence[Copy], root: str, placer: Placer, *,
             except FileNotFoundError:
                 with lock:
                     problems.append(f"{job.src}: missing from the cache")
+            except BaseException as exc:  # handed to the calling thread, which raises it
+                failures.append(exc)
+                return
             done += job.size
             if advance is not None and (done > PROGRESS_BYTES or n % 256 == 0):
                 advance(done)
@@ -208,6 +214,8 @@ def place_all(jobs: Sequence[Copy], root: str, placer: Placer, *,
         t.start()
     for t in threads:
         t.join()
+    if failures:
+        raise failures[0]
     if problems:
         raise PlaceError(sorted(problems))
 
