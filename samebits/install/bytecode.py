@@ -230,11 +230,12 @@ def _run_workers(python: str, jobs: list[tuple[str, str, str, str, str]],
             errors.append(f"{type(exc).__name__}: {exc}")
 
     def compile_share(share: list[int]) -> None:
-        with tempfile.TemporaryDirectory(prefix="samebits-compile-") as cwd:
-            proc = subprocess.Popen([python, "-S", "-s", "-B", "-c", WORKER], cwd=cwd,
-                                    env={"PYTHONHASHSEED": "0"}, stdin=subprocess.PIPE,
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-            feed = "".join(json.dumps([i, *jobs[i][2:]]) + "\n" for i in share)
+        feed = "".join(json.dumps([i, *jobs[i][2:]]) + "\n" for i in share)
+        with tempfile.TemporaryDirectory(prefix="samebits-compile-") as cwd, \
+                tempfile.TemporaryFile() as err, \
+                subprocess.Popen([python, "-S", "-s", "-B", "-c", WORKER], cwd=cwd,
+                                 env={"PYTHONHASHSEED": "0"}, stdin=subprocess.PIPE,
+                                 stdout=subprocess.PIPE, stderr=err, text=True) as proc:
             writer = threading.Thread(target=_feed, args=(proc, feed), daemon=True)
             writer.start()
             assert proc.stdout is not None
@@ -245,9 +246,10 @@ def _run_workers(python: str, jobs: list[tuple[str, str, str, str, str]],
                     with lock:
                         advance(1)
             writer.join()
-            err = proc.stderr.read() if proc.stderr else ""
             if proc.wait(timeout=COMPILE_TIMEOUT) != 0:
-                errors.append(f"exit {proc.returncode}: {err.strip()[-300:]}")
+                err.seek(0)
+                tail = err.read().decode(errors="replace").strip()[-300:]
+                errors.append(f"exit {proc.returncode}: {tail}")
 
     threads = [threading.Thread(target=worker, args=(s,)) for s in shares if s]
     for t in threads:
