@@ -21,13 +21,15 @@ be compiled.
 from __future__ import annotations
 
 import base64
+import csv
 import hashlib
+import io
 import json
 import posixpath
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from samebits.install.cache import Entry, Member
+from samebits.install.cache import Entry
 from samebits.install.entryfiles import CorruptEntry, read_checked, read_member
 from samebits.install.place import Copy
 from samebits.lockfile import LockedPackage
@@ -96,9 +98,8 @@ def _scheme(path: str, data_dir: str, root: str) -> tuple[str, str]:
 
 def plan_wheel(entry: Entry, p: LockedPackage, *, stage: Path, layout: Layout) -> WheelPlan:
     """Every file installing ``p`` from ``entry`` writes under ``stage``, and its RECORD."""
-    from installer.records import Hash, RecordEntry
     from installer.scripts import Script
-    from installer.utils import construct_record_file, parse_entrypoints, parse_metadata_file
+    from installer.utils import parse_entrypoints, parse_metadata_file
 
     members = entry.by_path()
     info = _dist_info(entry)
@@ -114,13 +115,13 @@ def plan_wheel(entry: Entry, p: LockedPackage, *, stage: Path, layout: Layout) -
 
     copies: list[Copy] = []
     writes: list[tuple[Path, bytes, bool]] = []
-    records: list[tuple[str, RecordEntry]] = []
+    records: list[tuple[str, str, str, str]] = []   # (scheme, path, hash, size)
     sources: list[str] = []
 
     def generated(scheme: str, rel: str, data: bytes, executable: bool) -> None:
         writes.append((stage / dest(scheme, rel), data, executable))
-        records.append((scheme, RecordEntry(rel, Hash("sha256", _b64(
-            hashlib.sha256(data).hexdigest())), len(data))))
+        records.append((scheme, rel, f"sha256={_b64(hashlib.sha256(data).hexdigest())}",
+                        str(len(data))))
 
     record_path = f"{info}/RECORD"
     for m in entry.members:
@@ -136,8 +137,7 @@ def plan_wheel(entry: Entry, p: LockedPackage, *, stage: Path, layout: Layout) -
             continue
         target = dest(scheme, rel)
         copies.append(Copy(entry.source(m.path), target, m.exec, m.size))
-        records.append((scheme, RecordEntry(rel, Hash("sha256", _b64(m.sha256 or "")),
-                                            m.size)))
+        records.append((scheme, rel, f"sha256={_b64(m.sha256 or '')}", str(m.size)))
         if scheme in ("purelib", "platlib") and rel.endswith(".py"):
             sources.append(target)
 
@@ -150,25 +150,27 @@ def plan_wheel(entry: Entry, p: LockedPackage, *, stage: Path, layout: Layout) -
     generated(root, f"{info}/INSTALLER", INSTALLER_NAME, False)
     generated(root, f"{info}/direct_url.json", direct_url(p.url, _sha256_of(p, entry)),
               False)
-    records.append((root, RecordEntry(record_path, None, None)))
-
-    def prefix_for(scheme: str) -> str | None:
-        if scheme == root:
-            return None
-        return posixpath.relpath(layout.scheme_dir(scheme) or ".", layout.site) + "/"
-
-    with construct_record_file(records, prefix_for) as stream:
-        writes.append((stage / dest(root, record_path), stream.read(), False))
+    records.append((root, record_path, "", ""))
+    writes.append((stage / dest(root, record_path), record_file(records, root, layout),
+                   False))
     return WheelPlan(package=p, copies=tuple(copies), writes=tuple(writes),
                      sources=tuple(sources), dist_info=dest(root, info), notes=entry.notes)
 
 
+def record_file(records: list[tuple[str, str, str, str]], root: str, layout: Layout) -> bytes:
+    """RECORD as pypa/installer writes it (``construct_record_file``): rows sorted by their
+    path within their scheme, paths of other schemes relative to the root's folder."""
+    prefixes = {scheme: "" if scheme == root else
+                posixpath.relpath(layout.scheme_dir(scheme) or ".", layout.site) + "/"
+                for scheme in SCHEMES}
+    out = io.StringIO(newline="")
+    writer = csv.writer(out, delimiter=",", quotechar='"', lineterminator="\n")
+    for scheme, path, digest, size in sorted(records, key=lambda r: r[1]):
+        writer.writerow((prefixes[scheme] + path, digest, size))
+    return out.getvalue().encode()
+
+
 def _sha256_of(p: LockedPackage, entry: Entry) -> str:
-    """The archive's sha256 for direct_url.json: the lock's (the entry is keyed by it)."""
-    if p.sha256:
-        return p.sha256.lower()
-    raise CorruptEntry(entry, p.filename, "the lock gives this wheel no sha256")
-
-
-def members_of(entry: Entry) -> dict[str, Member]:
-    return entry.by_path()
+    """The archive's sha256 for direct_url.json: the lock's, else the one computed when the
+    archive was proved (a lock that names a wheel by md5 only)."""
+    return (p.sha256 or entry.sha256).lower()

@@ -30,6 +30,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -50,31 +51,43 @@ def _clear(path: Path) -> None:
         shutil.rmtree(path)
 
 
-def run_ours(prefix: Path, cache: Path, *extra: str) -> tuple[float, dict]:
+def timed(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, float, str]:
+    """(wall seconds, CPU seconds of the process and its children, stdout) of one command."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=err)
+        _, status, usage = os.wait4(proc.pid, 0)
+        seconds = time.perf_counter() - t0
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        text = out.read().decode()
+        if proc.returncode not in (0, 1):
+            raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}):\n{text}"
+                             f"{err.read().decode()}")
+    return seconds, usage.ru_utime + usage.ru_stime, text
+
+
+def run_ours(prefix: Path, cache: Path, python: str, *extra: str) -> tuple[float, float, dict]:
     _clear(prefix)
-    cmd = [sys.executable, "-m", "samebits", "install", str(LOCK), "--platform", "linux-64",
-           "--prefix", str(prefix), "--cache-dir", str(cache), "--json", *extra]
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
-    seconds = time.perf_counter() - t0
-    if proc.returncode not in (0, 1):
-        raise SystemExit(f"samebits install failed ({proc.returncode}):\n{proc.stdout}"
-                         f"{proc.stderr}")
-    return seconds, json.loads(proc.stdout)
+    seconds, cpu, out = timed([sys.executable, "-m", "samebits", "install", str(LOCK),
+                               "--platform", "linux-64", "--prefix", str(prefix),
+                               "--python", python, "--cache-dir", str(cache), "--json",
+                               *extra])
+    return seconds, cpu, json.loads(out)
 
 
-def run_uv(venv: Path, python: str, uv_cache: Path) -> float:
+def run_uv(venv: Path, python: str, uv_cache: Path) -> tuple[float, float]:
     _clear(venv)
     uv = _uv()
     env = {**os.environ, "UV_CACHE_DIR": str(uv_cache)}
-    t0 = time.perf_counter()
+    total = cpu = 0.0
     for cmd in ([uv, "venv", "--quiet", str(venv), "--python", python],
                 [uv, "pip", "install", "--quiet", "--require-hashes", "--no-deps", "-r",
                  str(REQUIREMENTS), "--python", str(venv / "bin" / "python")]):
-        proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise SystemExit(f"{' '.join(cmd)} failed:\n{proc.stderr}")
-    return time.perf_counter() - t0
+        seconds, used, _ = timed(cmd, env)
+        total, cpu = total + seconds, cpu + used
+    return total, cpu
 
 
 def main(argv: list[str]) -> int:
@@ -92,32 +105,37 @@ def main(argv: list[str]) -> int:
     prefix, venv = work / "env", work / "uv-venv"
     python = find_interpreter("3.12").executable
     print(f"filling the caches (untimed): {cache}, {uv_cache}; Python {python}", flush=True)
-    run_ours(prefix, cache)
+    run_ours(prefix, cache, python)
     run_uv(venv, python, uv_cache)
     times: dict[str, list[float]] = {"ours": [], "hardlink": [], "uv": []}
+    cpus: dict[str, list[float]] = {"ours": [], "hardlink": [], "uv": []}
     digests: dict[str, list[str]] = {"ours": [], "hardlink": []}
     verdict = ""
     for r in range(1, args.runs + 1):
         for kind, extra in (("ours", ()), ("hardlink", ("--link-mode", "hardlink"))):
-            seconds, doc = run_ours(prefix, cache, *extra)
+            seconds, cpu, doc = run_ours(prefix, cache, python, *extra)
             times[kind].append(seconds)
+            cpus[kind].append(cpu)
             digests[kind].append(doc["verify"]["digests"]["environment"])
             verdict = ("identical" if doc["ok"] else
                        "identical files, libraries unresolved" if doc["identical"] else "DRIFT")
             placed = ", ".join(f"{n:,} {how}" for how, n in doc["placed"].items())
-            print(f"  run {r} {kind:<8} {seconds:6.2f} s  environment "
+            print(f"  run {r} {kind:<8} {seconds:6.2f} s ({cpu:5.1f} CPU-s)  environment "
                   f"{digests[kind][-1][:16]}  ({placed}; verify: {verdict})", flush=True)
-        times["uv"].append(run_uv(venv, python, uv_cache))
-        print(f"  run {r} uv       {times['uv'][-1]:6.2f} s", flush=True)
+        seconds, cpu = run_uv(venv, python, uv_cache)
+        times["uv"].append(seconds)
+        cpus["uv"].append(cpu)
+        print(f"  run {r} uv       {seconds:6.2f} s ({cpu:5.1f} CPU-s)", flush=True)
     med = {k: statistics.median(v) for k, v in times.items()}
+    cpu_med = {k: statistics.median(v) for k, v in cpus.items()}
     print(f"install cpu (linux-64, 32 wheels), warm caches, median of {args.runs} "
           f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores):")
-    print(f"  ours      {med['ours']:6.2f} s   samebits install, link mode auto, verify "
-          f"env included ({med['ours'] / med['uv']:.1f}x uv)")
-    print(f"  hardlink  {med['hardlink']:6.2f} s   samebits install --link-mode hardlink "
-          f"({med['hardlink'] / med['uv']:.1f}x uv)")
-    print(f"  uv        {med['uv']:6.2f} s   uv venv + uv pip install --require-hashes "
-          "--no-deps (hardlinks, no verify)")
+    print(f"  ours      {med['ours']:6.2f} s  {cpu_med['ours']:5.1f} CPU-s  samebits install, "
+          f"link mode auto, verify env included ({med['ours'] / med['uv']:.1f}x uv)")
+    print(f"  hardlink  {med['hardlink']:6.2f} s  {cpu_med['hardlink']:5.1f} CPU-s  samebits "
+          f"install --link-mode hardlink ({med['hardlink'] / med['uv']:.1f}x uv)")
+    print(f"  uv        {med['uv']:6.2f} s  {cpu_med['uv']:5.1f} CPU-s  uv venv + uv pip "
+          "install --require-hashes --no-deps (hardlinks, no verify)")
     stable = all(len(set(v)) == 1 for v in digests.values()) and \
         set(digests["ours"]) == set(digests["hardlink"])
     print(f"  environment digest {digests['ours'][0]} in every run: "
