@@ -4,7 +4,7 @@
     nox -s tests [-- PYTEST ARGS]   the test suite (what CI runs)
     nox -s render [-- ENV ...]      lockfiles -> containers/<env>/ (conda files, Containerfile)
     nox -s verify-gpu [-- ARGS]     facts + workloads + attestation for this machine
-    nox -s bench [-- lock|verify-env|verify-gpu|oci]
+    nox -s bench [-- lock|verify-env|verify-gpu|oci|install]
     nox -s audit -- PAPER/ [ARGS]   install a paper's lock, verify it, compare with its attestation
     nox -s fuzz                     >= 10,000 generated inputs per reader
     nox -s lint                     ruff
