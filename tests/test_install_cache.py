@@ -251,22 +251,48 @@ def test_concurrent_installs_share_one_cache(tmp_path: Path) -> None:
         cache_key_of(lock, n) for n in ("alpha", "beta"))
 
 
-def test_reflink_mode_on_a_filesystem_without_it(tmp_path: Path) -> None:
-    """--link-mode reflink where the filesystem cannot clone is a usage error naming the
-    folder; nothing is installed."""
-    import errno
+def reflinks_work(folder: Path) -> bool:
+    """Whether the filesystem of ``folder`` clones files (FICLONE)."""
     import fcntl
 
     from samebits.install.place import FICLONE
 
-    probe_src, probe_dst = tmp_path / "a", tmp_path / "b"
-    probe_src.write_bytes(b"x")
-    with open(probe_src, "rb") as s, open(probe_dst, "wb") as d:
-        try:
+    src, dst = folder / ".probe-a", folder / ".probe-b"
+    src.write_bytes(b"x")
+    try:
+        with open(src, "rb") as s, open(dst, "wb") as d:
             fcntl.ioctl(d.fileno(), FICLONE, s.fileno())
-            pytest.skip("this filesystem supports reflinks")
-        except OSError as exc:
-            assert exc.errno in (errno.EOPNOTSUPP, errno.ENOTTY, errno.EXDEV, errno.EINVAL)
+        return True
+    except OSError:
+        return False
+    finally:
+        src.unlink()
+        dst.unlink(missing_ok=True)
+
+
+def test_reflinks_where_the_filesystem_clones(tmp_path: Path) -> None:
+    """Where the filesystem clones (btrfs, XFS), auto clones every file: its own inode, so a
+    write into the environment leaves the cache as it was."""
+    if not reflinks_work(tmp_path):
+        pytest.skip(f"the filesystem of {tmp_path} cannot clone files (FICLONE); on btrfs or "
+                    "XFS this test runs")
+    lock = small_lock(tmp_path)
+    cache = tmp_path / "cache"
+    rc, doc = install(lock, tmp_path / "env", cache)
+    assert rc == 0 and set(doc["placed"]) == {"reflink"}
+    placed = tmp_path / "env" / "lib" / f"python{LINE}" / "site-packages" / "alpha" / \
+        "__init__.py"
+    cached = entry_of(cache, lock, "alpha").tree / "alpha" / "__init__.py"
+    assert placed.stat().st_ino != cached.stat().st_ino
+    placed.write_bytes(b"A = 3\n")
+    assert cached.read_bytes() == b"A = 1\n"
+
+
+def test_reflink_mode_on_a_filesystem_without_it(tmp_path: Path) -> None:
+    """--link-mode reflink where the filesystem cannot clone is a usage error naming the
+    files; nothing is installed."""
+    if reflinks_work(tmp_path):
+        pytest.skip("this filesystem supports reflinks")
     lock = small_lock(tmp_path)
     proc = samebits("install", str(lock), "--prefix", str(tmp_path / "env"), "--platform",
                     "linux-64", "--python", sys.executable, "--cache-dir",
