@@ -334,3 +334,44 @@ def test_install_verdict_is_verify_envs(tmp_path: Path) -> None:
     for key in ("digests", "findings", "linkage", "summary"):
         assert mine["verify"][key] == theirs[key], key
     assert [u["needed"] for u in theirs["linkage"]["unresolved"]] == ["libcudart.so.11.0"]
+
+
+@pytest.mark.network
+@pytest.mark.slow
+def test_real_cpu_lock(tmp_path: Path) -> None:
+    """The committed cpu lock from real PyPI (about 3 GB the first time, into the user's
+    cache): every file the lock's, direct_url.json on each wheel, bytecode for every source,
+    torch imports in the venv, and a warm reinstall into the same path is the same environment
+    with the same pycs."""
+    from samebits.install import default_cache_dir, host_interpreter
+
+    python = host_interpreter("3.12")
+    if python is None:
+        pytest.skip("no Python 3.12 interpreter here (the cpu lock's line)")
+    repo = Path(__file__).parent.parent
+    prefix = tmp_path / "cpu"
+    common = ["install", "cpu", "--prefix", str(prefix), "--platform", "linux-64", "--python",
+              python, "--cache-dir", str(default_cache_dir()), "--json"]
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "samebits", *args], cwd=repo,
+                              capture_output=True, text=True, timeout=3600,
+                              env={**os.environ, "PYTHONPATH": str(repo)})
+
+    first = cli(*common)
+    assert first.returncode in (0, 1), first.stderr
+    doc = json.loads(first.stdout)
+    assert doc["identical"] is True, doc["verify"]["findings"]
+    assert len(doc["pip"]) == 32 and doc["bytecode"]["skipped"] is None
+    site = prefix / "lib" / "python3.12" / "site-packages"
+    assert len(list(site.glob("*.dist-info/direct_url.json"))) == 32
+    pycs = {p: p.read_bytes() for p in site.rglob("*.pyc")}
+    assert len(pycs) == doc["bytecode"]["compiled"] + doc["bytecode"]["reused"] > 5000
+    run = subprocess.run([str(prefix / "bin" / "python"), "-c",
+                          "import torch; print(torch.__version__, torch.ones(3).sum().item())"],
+                         capture_output=True, text=True, timeout=600)
+    assert run.stdout.split() == ["2.13.0", "3.0"], run.stderr[-2000:]
+    second = cli(*common, "--replace")
+    again = json.loads(second.stdout)
+    assert again["cache"]["reused"] == 32 and again["bytecode"]["compiled"] == 0
+    assert again["verify"]["digests"] == doc["verify"]["digests"]
+    assert {p: p.read_bytes() for p in site.rglob("*.pyc")} == pycs

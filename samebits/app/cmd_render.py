@@ -1,14 +1,14 @@
-"""``samebits render conda|containerfile|oci`` and ``samebits install``: the edge that writes.
+"""``samebits render conda|containerfile|oci``: the edge that writes.
 
     samebits render conda [ENV ...] [--platform P] [--check]      containers/<env>/<P>.explicit.txt
                                                                    containers/<env>/<P>.environment.yml
     samebits render containerfile [ENV ...] [--base REF@sha256:D]  containers/<env>/Containerfile
     samebits render oci ENV --platform P [--base oci:DIR@sha256:D] [--out DIR] [--archive FILE]
-    samebits install ENV --prefix DIR [--platform P] [--python PY] [--link-mode M]
 
 ENV is an environment id (``hopper``, ``conda-forge/hopper``: lockfiles/<id>.conda-lock.yml) or
 a lockfile path. The renderers are pure (samebits.render.*); this module reads the locks, writes
 every file atomically and every folder by rename, and turns the results into text or --json.
+``samebits install`` (``samebits.app.cmd_install``) shares the helpers that find a lock.
 """
 
 from __future__ import annotations
@@ -20,8 +20,6 @@ from typing import Any
 
 from samebits._io import atomic_write, atomic_writer
 from samebits.errors import EXIT_DIFFERENT, EXIT_OK, LockfileError, UsageError
-from samebits.install.place import LINK_MODES
-from samebits.install.prefix import silent
 from samebits.lockfile import LOCK_SUFFIX
 from samebits.project import Project
 from samebits.render.source import DEFAULT_PREFIX, LockedEnv, load_locked_env
@@ -83,31 +81,6 @@ def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
                    "(default /usr/local/bin/pythonX.Y, as in the python:X.Y images)")
     _install_args(o)
     o.set_defaults(func=run_oci)
-
-    i = sub.add_parser(
-        "install", parents=parents, help="install a lock's platform into a prefix",
-        description="Install exactly the locked archives (hash-checked; unpacked once into "
-        "the cache, then placed by reflink or copy; nothing resolved) into --prefix, compile "
-        "its bytecode with the prefix's own interpreter, then run `verify env` on it: the "
-        "verdict and exit code are verify env's.",
-        epilog="exit codes: 0 installed and verify env identical, 1 installed but verify env "
-        "found drift or an unresolved library, 2 bad input (hash mismatch, unsafe archive, no "
-        "interpreter), 4 unreachable, 5 a tool failed. See README \"The install cache\".")
-    i.add_argument("name", metavar="ENV", help="environment id or lockfile path")
-    i.add_argument("--prefix", type=Path, required=True, help="the folder to create")
-    i.add_argument("--platform", help="default: this machine's")
-    i.add_argument("--python", metavar="PATH",
-                   help="for a lock without conda Python: the interpreter of the venv "
-                   "(default: the first pythonX.Y that runs, from PATH, pyenv, /usr/local/bin, "
-                   "/usr/bin, `uv python find`)")
-    i.add_argument("--link-mode", choices=LINK_MODES, default="auto",
-                   help="how files go from the cache into the prefix: auto (reflink where the "
-                   "filesystem can, else copy; the default), reflink, copy, or hardlink "
-                   "(shares inodes with the cache: a write into the prefix changes the cache)")
-    i.add_argument("--no-bytecode", action="store_true",
-                   help="do not compile bytecode (verify env then checks no pycs)")
-    _install_args(i)
-    i.set_defaults(func=run_install)
 
 
 def _names(p: argparse.ArgumentParser) -> None:
@@ -286,90 +259,3 @@ def write_oci_archive(layout: Path, dest: Path, *, epoch: int) -> None:
     with atomic_writer(dest) as f:
         for chunk in tar_chunks(layout, scan_prefix(layout), root="", mtime=epoch):
             f.write(chunk)
-
-
-def _host_platform() -> str:
-    from samebits.install import host_platform
-
-    return host_platform()
-
-
-def _phases(out: Output) -> Any:
-    """Install's progress: rich rows on a terminal (``Output.progress``), one line per phase
-    on stderr when piped, nothing with --quiet or --json."""
-    import contextlib
-    import sys
-
-    if out.json or out.quiet:
-        return silent
-    if sys.stderr.isatty():
-        return out.progress
-
-    @contextlib.contextmanager
-    def lines(description: str, total: float | None) -> Any:
-        out.info(f"{description} ...")
-        yield lambda n=1, description=None: None
-
-    return lines
-
-
-VERIFY_KEYS = ("format", "kind", "identical", "ok", "digests", "summary", "findings",
-               "linkage", "notes")
-REPAIR_KINDS = ("modified", "missing", "type", "exec", "symlink")
-
-
-def run_install(args: argparse.Namespace, out: Output) -> int:
-    from samebits.install import find_interpreter, install_prefix
-    from samebits.install.cache import UNPACKED, evict
-    from samebits.render.publish import staged_dir
-    from verify.cmd_env import check_env
-    from verify.envreport import report_json, report_text
-
-    project = _project(args)
-    env = locked_env(args.name, project)
-    platform = env.check_platform(args.platform or _host_platform())
-    progress = _phases(out)
-    python = None
-    if env.python and env.pip(platform) and not any(p.name == "python"
-                                                   for p in env.conda(platform)):
-        with progress(f"finding a Python {env.python} interpreter", None):
-            python = find_interpreter(env.python, args.python).executable
-    prefix = Path(args.prefix).absolute()
-    cache = _cache(args)
-    with staged_dir(prefix, replace=args.replace) as stage:
-        report = install_prefix(env, platform, stage, final=str(prefix), cache=cache,
-                                interpreter=python, link_mode=args.link_mode,
-                                bytecode=not args.no_bytecode, progress=progress)
-    with progress(f"verify env {prefix}", None):
-        verdict = check_env(prefix, lockfile=env.path, platform=platform, progress=progress)
-    broken = sorted(report.entries_of([f.path for f in verdict.findings
-                                       if f.kind in REPAIR_KINDS and f.path]))
-    for key in broken:  # a placed file differs from its archive: that cache entry is bad
-        evict(cache / UNPACKED, key)
-    doc = report_json(verdict)
-    payload = {**report.to_json(), "lockfile": str(env.path), "identical": verdict.identical,
-               "ok": verdict.ok, "exit_code": verdict.exit_code,
-               "evicted": broken, "verify": {k: doc[k] for k in VERIFY_KEYS if k in doc}}
-    lines = [f"{prefix}: {env.name} ({platform}) installed: {len(report.conda)} conda, "
-             f"{len(report.pip)} PyPI packages"]
-    placed = ", ".join(f"{n:,} by {how}" for how, n in report.placed.items()) or "none"
-    reused = len(report.conda) + len(report.pip) - len(report.unpacked)
-    lines.append(f"  files      {placed} (link mode {report.link_mode}); "
-                 f"{reused} of {reused + len(report.unpacked)} packages from the cache")
-    bc = report.bytecode
-    if bc is None:
-        lines.append("  bytecode   not compiled (--no-bytecode)")
-    elif bc.skipped:
-        lines.append(f"  bytecode   none compiled: {bc.skipped}")
-    else:
-        lines.append(f"  bytecode   {bc.compiled + bc.reused:,} pycs by {bc.interpreter} "
-                     f"(Python {bc.version}): {bc.compiled:,} compiled, {bc.reused:,} from the "
-                     f"cache" + (f", {len(bc.failed)} sources do not compile"
-                                 if bc.failed else ""))
-    lines.extend(f"  note: {n}" for n in report.notes)
-    if broken:
-        lines.append(f"  cache: {len(broken)} entries had changed since they were unpacked and "
-                     "were removed; install again to unpack them afresh")
-    lines.append(report_text(verdict))
-    out.emit(payload, "\n".join(lines))
-    return verdict.exit_code
