@@ -109,7 +109,7 @@ def test_changed_cache_entry_fails_verify(case: str, tmp_path: Path) -> None:
     assert rc == 1 and doc["identical"] is False
     assert [(f["kind"], f["path"]) for f in doc["verify"]["findings"]] == [
         ("modified", f"{site}/alpha/__init__.py")]
-    assert doc["evicted"] == [entry.key] and entry_of(cache, lock, "alpha") is None
+    assert doc["evicted"] == [f"unpacked/{entry.key}"] and entry_of(cache, lock, "alpha") is None
     rc, again = install(lock, tmp_path / "env3", cache)
     assert rc == 0 and again["cache"]["unpacked"] == ["alpha-1.0-py3-none-any.whl"]
 
@@ -168,7 +168,7 @@ def test_hardlinks_share_the_cache_and_a_write_is_caught(tmp_path: Path) -> None
     placed.write_bytes(b"A = 3\n")
     rc, doc = install(lock, tmp_path / "env2", cache, "--link-mode", "hardlink")
     assert rc == 1 and [f["kind"] for f in doc["verify"]["findings"]] == ["modified"]
-    assert doc["evicted"] == [cache_key_of(lock, "alpha")]
+    assert doc["evicted"] == [f"unpacked/{cache_key_of(lock, 'alpha')}"]
 
 
 def cache_key_of(lock: Path, name: str) -> str:

@@ -69,12 +69,12 @@ def _phases(out: Output) -> Any:
 
 VERIFY_KEYS = ("format", "kind", "identical", "ok", "digests", "summary", "findings",
                "linkage", "notes")
-REPAIR_KINDS = ("modified", "missing", "type", "exec", "symlink")
+REPAIR_KINDS = ("modified", "missing", "type", "exec", "symlink", "bytecode")
 
 
 def run_install(args: argparse.Namespace, out: Output) -> int:
     from samebits.install import find_interpreter, host_platform, install_prefix
-    from samebits.install.cache import UNPACKED, evict
+    from samebits.install.cache import evict
     from samebits.render.publish import staged_dir
     from verify.cmd_env import check_env
     from verify.envreport import report_json, report_text
@@ -98,8 +98,9 @@ def run_install(args: argparse.Namespace, out: Output) -> int:
         verdict = check_env(prefix, lockfile=env.path, platform=platform, progress=progress)
     broken = sorted(report.entries_of([f.path for f in verdict.findings
                                        if f.kind in REPAIR_KINDS and f.path]))
-    for key in broken:  # a placed file differs from its archive: that cache entry is bad
-        evict(cache / UNPACKED, key)
+    for where in broken:  # a placed file differs from its record: its cache entry is bad
+        folder, _, key = where.rpartition("/")
+        evict(cache / folder, key)
     doc = report_json(verdict)
     payload = {**report.to_json(), "lockfile": str(env.path), "identical": verdict.identical,
                "ok": verdict.ok, "exit_code": verdict.exit_code,

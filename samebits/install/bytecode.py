@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from samebits.install.cache import commit, read_manifest, remove_tree, staging
+from samebits.install.cache import commit, evict, read_manifest, remove_tree, staging
 from samebits.install.interpreter import Interpreter, probe
 from samebits.install.place import Copy, Placer, place_all
 
@@ -89,7 +89,7 @@ class BytecodeReport:
     failed: tuple[str, ...] = ()        # sources that do not compile (pip skips them too)
     skipped: str | None = None          # why nothing was compiled
     recipe: str = RECIPE
-    notes: tuple[str, ...] = field(default=())
+    sources: dict[str, str] = field(default_factory=dict)   # placed pyc -> "pyc/<key>"
 
     def to_json(self) -> dict[str, Any]:
         return {"interpreter": self.interpreter, "version": self.version,
@@ -132,6 +132,7 @@ def compile_bytecode(stage: Path, final: str, python: str, groups: Sequence[Sour
     identity = got.identity()
     folder = cache / PYC
     copies: list[Copy] = []
+    placed: dict[str, str] = {}
     failed: list[str] = []
     todo: list[tuple[str, Sources]] = []
     reused = 0
@@ -139,10 +140,12 @@ def compile_bytecode(stage: Path, final: str, python: str, groups: Sequence[Sour
         key = group_key(identity, final, g)
         doc = read_manifest(folder / key, kind="samebits.pyc")
         if doc is None:
+            evict(folder, key)  # a torn or older entry: compiled afresh
             todo.append((key, g))
             continue
         base = f"{folder}/{key}/tree/"
         copies += [Copy(base + rel, rel, False, size) for rel, _sha, size in doc["files"]]
+        placed.update((rel, f"{PYC}/{key}") for rel, _sha, _size in doc["files"])
         failed += doc["failed"]
         reused += len(doc["files"])
     compiled = 0
@@ -159,11 +162,12 @@ def compile_bytecode(stage: Path, final: str, python: str, groups: Sequence[Sour
         for key, files, bad in made:
             copies += [Copy(f"{folder}/{key}/tree/{rel}", rel, False, size)
                        for rel, _sha, size in files]
+            placed.update((rel, f"{PYC}/{key}") for rel, _sha, _size in files)
             failed += bad
             compiled += len(files)
     place_all(copies, str(stage), placer)
     return BytecodeReport(interpreter=where, version=got.version, compiled=compiled,
-                          reused=reused, failed=tuple(sorted(failed)))
+                          reused=reused, failed=tuple(sorted(failed)), sources=placed)
 
 
 def _compile_groups(stage: Path, final: str, python: str, interp: Interpreter,

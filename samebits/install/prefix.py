@@ -63,7 +63,7 @@ class InstallReport:
     placed: dict[str, int] = field(default_factory=dict)   # method -> files
     unpacked: tuple[str, ...] = ()                         # archives unpacked by this install
     bytecode: BytecodeReport | None = None
-    sources: dict[str, str] = field(default_factory=dict)  # placed path -> cache entry key
+    sources: dict[str, str] = field(default_factory=dict)  # placed path -> "unpacked/<key>"
     notes: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, object]:
@@ -77,7 +77,8 @@ class InstallReport:
                 "notes": list(self.notes)}
 
     def entries_of(self, paths: Sequence[str]) -> set[str]:
-        """The cache entries the files at these prefix-relative paths were placed from."""
+        """The cache entries (``unpacked/<key>``, ``pyc/<key>``, relative to the cache) the
+        files at these prefix-relative paths were placed from."""
         return {self.sources[p] for p in paths if p in self.sources}
 
 
@@ -243,6 +244,7 @@ def install_prefix(env: LockedEnv, platform: str, prefix: Path, *, final: str, c
             f"the environment is for {platform}, this machine is {host}")
         report_bytecode = compile_bytecode(prefix, final, python_rel, groups, cache, placer,
                                            runs_here=elsewhere, progress=progress)
+        sources.update(report_bytecode.sources)
     for w in plan.wheels:
         notes += [f"{w.package.name}: {n}" for n in w.notes]
     return InstallReport(
@@ -288,7 +290,7 @@ def _place(plan: _Plan, stage: Path, placer: Placer, venv: str | None, line: str
         copies += w.copies
         writes += w.writes
     for plan_ in (*plan.conda, *plan.wheels):
-        key = cache_key(plan_.package)
+        key = f"{UNPACKED}/{cache_key(plan_.package)}"
         for c in plan_.copies:
             sources[c.rel] = key
     total = sum(c.size for c in copies) + sum(len(d) for _, d, _ in writes)

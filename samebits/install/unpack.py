@@ -29,7 +29,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
-from samebits.install.cache import UNPACKED, Entry, Member, manifest_doc, publish, read_entry
+from samebits.install.cache import (
+    UNPACKED,
+    Entry,
+    Member,
+    evict,
+    manifest_doc,
+    publish,
+    read_entry,
+)
 from samebits.install.fetch import Fetched, cache_key
 from samebits.render.archives import scan_archive
 
@@ -73,6 +81,7 @@ def unpack(fetched: Fetched, cache: Path) -> Entry:
         return manifest_doc(key=key, filename=p.filename, kind=kind, sha256=fetched.sha256,
                             md5=fetched.md5, size=fetched.size, members=members, notes=notes)
 
+    evict(cache / UNPACKED, key)  # what is there is torn or of another format: replaced
     publish(cache / UNPACKED, key, build)
     entry = read_entry(cache, key, p.filename)
     if entry is None:  # pragma: no cover - published a moment ago
