@@ -29,10 +29,12 @@ ROOT = Path(__file__).resolve().parents[1]
 LINE = f"{sys.version_info[0]}.{sys.version_info[1]}"
 
 
-def samebits(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+def samebits(*args: str, cwd: Path, umask: int | None = None,
+             tz: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), **({"TZ": tz} if tz else {})}
     return subprocess.run([sys.executable, "-m", "samebits", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=600)
+                          capture_output=True, text=True, timeout=600,
+                          preexec_fn=(lambda: os.umask(umask)) if umask is not None else None)
 
 
 def small_lock(folder: Path, *, big: int = 0) -> Path:
@@ -45,10 +47,11 @@ def small_lock(folder: Path, *, big: int = 0) -> Path:
     return env.path
 
 
-def install(lock: Path, prefix: Path, cache: Path, *extra: str) -> tuple[int, dict]:
+def install(lock: Path, prefix: Path, cache: Path, *extra: str, umask: int | None = None,
+            tz: str | None = None) -> tuple[int, dict]:
     proc = samebits("install", str(lock), "--prefix", str(prefix), "--platform", "linux-64",
                     "--python", sys.executable, "--cache-dir", str(cache), "--json", *extra,
-                    cwd=lock.parent)
+                    cwd=lock.parent, umask=umask, tz=tz)
     assert proc.returncode in (0, 1), proc.stderr + proc.stdout
     return proc.returncode, json.loads(proc.stdout)
 
@@ -72,6 +75,33 @@ def test_warm_install_is_the_same_environment(tmp_path: Path) -> None:
     rc, second = install(lock, tmp_path / "env", cache, "--replace")
     assert rc == 0 and second["cache"] == {"reused": 2, "unpacked": []}
     assert second["verify"]["digests"] == first["verify"]["digests"]
+
+
+def _files(prefix: Path) -> dict[str, tuple]:
+    out = {}
+    for d, _, names in os.walk(prefix):
+        for n in names:
+            p = Path(d) / n
+            st = p.lstat()
+            out[p.relative_to(prefix).as_posix()] = (
+                os.readlink(p) if p.is_symlink() else p.read_bytes(), st.st_mode & 0o7777)
+    return out
+
+
+def test_same_bytes_and_modes_whatever_the_umask(tmp_path: Path) -> None:
+    """Two cold installs of one lock into one path, under umask 022 and 077 and two time
+    zones, write the same files with the same bytes and modes, bytecode included."""
+    lock = small_lock(tmp_path)
+    trees = []
+    for i, (umask, tz) in enumerate(((0o022, "UTC"), (0o077, "Asia/Kolkata"))):
+        prefix = tmp_path / "env"
+        if prefix.exists():
+            subprocess.run(["rm", "-rf", str(prefix)], check=True)
+        rc, doc = install(lock, prefix, tmp_path / f"cache{i}", umask=umask, tz=tz)
+        assert rc == 0 and doc["bytecode"]["compiled"] == 2
+        trees.append(_files(prefix))
+    assert trees[0] == trees[1]
+    assert {mode for _, mode in trees[0].values()} == {0o644, 0o777}  # 0777: the venv links
 
 
 CHANGES = {
