@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from samebits.app.cmd_render import _cache, _install_args, _project, locked_env
+from samebits.errors import InputError
 from samebits.install.place import LINK_MODES
 from samebits.install.prefix import silent
 from samebits.ui import Output
@@ -90,10 +91,15 @@ def run_install(args: argparse.Namespace, out: Output) -> int:
             python = find_interpreter(env.python, args.python).executable
     prefix = Path(args.prefix).absolute()
     cache = _cache(args)
-    with staged_dir(prefix, replace=args.replace) as stage:
-        report = install_prefix(env, platform, stage, final=str(prefix), cache=cache,
-                                interpreter=python, link_mode=args.link_mode,
-                                bytecode=not args.no_bytecode, progress=progress)
+    try:
+        with staged_dir(prefix, replace=args.replace) as stage:
+            report = install_prefix(env, platform, stage, final=str(prefix), cache=cache,
+                                    interpreter=python, link_mode=args.link_mode,
+                                    bytecode=not args.no_bytecode, progress=progress)
+    except OSError as exc:  # a full disk, a read-only cache: said, not a traceback
+        where = exc.filename or prefix
+        raise InputError(f"{where}: {exc.strerror or exc}",
+                         hint=f"nothing was installed at {prefix}") from None
     with progress(f"verify env {prefix}", None):
         verdict = check_env(prefix, lockfile=env.path, platform=platform, progress=progress)
     broken = sorted(report.entries_of([f.path for f in verdict.findings
