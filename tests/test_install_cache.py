@@ -182,6 +182,25 @@ def test_changed_conda_record_is_caught_before_placing(tmp_path: Path) -> None:
     assert (tmp_path / "env2" / "lib" / "libx.so").read_bytes() == b"real\n"
 
 
+def test_changed_conda_file_fails_verify(tmp_path: Path) -> None:
+    """A conda entry's file rewritten in place (its paths.json untouched) is named by the
+    install's verify against conda-meta, and the entry is evicted."""
+    pkg = CondaPkg(name="libx", version="1.0", files={"lib/libx.so": b"real\n"})
+    archives = write_channel(tmp_path / "channel", [pkg])
+    p = locked_conda(archives["libx"])
+    env = write_lock(tmp_path / "lockfiles" / "c.conda-lock.yml", [p])
+    cache = tmp_path / "cache"
+    assert install(env.path, tmp_path / "env", cache)[0] == 0
+    entry = read_entry(cache, cache_key(p), p.filename)
+    os.chmod(entry.tree / "lib" / "libx.so", 0o644)
+    (entry.tree / "lib" / "libx.so").write_bytes(b"evil\n")
+    rc, doc = install(env.path, tmp_path / "env2", cache)
+    assert rc == 1
+    assert [(f["kind"], f["path"], f["package"]) for f in doc["verify"]["findings"]] == [
+        ("modified", "lib/libx.so", "conda:libx-1.0-h0_0")]
+    assert doc["evicted"] == [f"unpacked/{entry.key}"]
+
+
 def test_hardlinks_share_the_cache_and_a_write_is_caught(tmp_path: Path) -> None:
     """--link-mode hardlink: files share the cache's (read-only) inodes; a write into one
     environment changes the cache, and the next install's verify says so and evicts it."""
