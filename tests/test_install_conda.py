@@ -10,6 +10,8 @@ import stat
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from samebits.install import install_prefix
 from samebits.install.placeholder import (
@@ -170,3 +172,18 @@ def test_binary_placeholder_longer_prefix_refused() -> None:
         replace_binary(b"\0/pfx\0", "/pfx", "/longer")
     assert str(err.value) == ("the prefix '/longer' (7 bytes) is longer than the package's "
                               "placeholder (4 bytes)")
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.binary(max_size=300), cuts=st.lists(st.integers(0, 300), max_size=4),
+       prefix=st.text(alphabet="/abcxyz_-.", min_size=1, max_size=12))
+def test_binary_replacement_properties(data: bytes, cuts: list[int], prefix: str) -> None:
+    """Whatever the bytes: the length is kept, the placeholder is gone and each C string that
+    held it now holds the prefix, padded."""
+    placeholder = "/pfx_placehold_" + "p" * 12
+    for at in sorted(cuts, reverse=True):  # the placeholder at some places in the bytes
+        data = data[:at] + placeholder.encode() + data[at:]
+    out = replace_binary(data, placeholder, prefix)
+    assert len(out) == len(data)
+    assert placeholder.encode() not in out or placeholder.encode() in prefix.encode()
+    assert prefix.encode() in out or placeholder.encode() not in data
