@@ -170,8 +170,8 @@ def test_binary_placeholder_longer_prefix_refused() -> None:
     """A prefix longer than the placeholder cannot fit a binary file: a clear error."""
     with pytest.raises(PlaceholderError) as err:
         replace_binary(b"\0/pfx\0", "/pfx", "/longer")
-    assert str(err.value) == ("the prefix '/longer' (7 bytes) is longer than the package's "
-                              "placeholder (4 bytes)")
+    assert str(err.value) == ("the install path (7 bytes) is longer than the package's "
+                              "placeholder (4 bytes), which a binary file cannot grow")
 
 
 @settings(max_examples=300, deadline=None)
@@ -187,3 +187,23 @@ def test_binary_replacement_properties(data: bytes, cuts: list[int], prefix: str
     assert len(out) == len(data)
     assert placeholder.encode() not in out or placeholder.encode() in prefix.encode()
     assert prefix.encode() in out or placeholder.encode() not in data
+
+
+def test_prefix_longer_than_a_binary_placeholder(tmp_path: Path) -> None:
+    """Installing where the path is longer than a binary file's placeholder: an error naming
+    the package, the archive and the file; nothing is placed."""
+    from samebits.errors import InputError
+
+    pkg = CondaPkg(name="bin", version="1.0",
+                   files={"lib/libb.so": f"\0{PLACEHOLDER}\0".encode()},
+                   placeholders={"lib/libb.so": "binary"})
+    archives = write_channel(tmp_path / "channel", [pkg])
+    env = write_lock(tmp_path / "t.conda-lock.yml", [locked_conda(archives["bin"])])
+    final = "/" + "d" * 200
+    with pytest.raises(InputError) as err:
+        install_prefix(env, "linux-64", tmp_path / "env", final=final, cache=tmp_path / "cache")
+    assert err.value.message == (
+        "linux-64: bin 1.0: bin-1.0-h0_0.tar.bz2: lib/libb.so: the install path (201 bytes) "
+        f"is longer than the package's placeholder ({len(PLACEHOLDER)} bytes), which a binary "
+        "file cannot grow")
+    assert not (tmp_path / "env").exists()

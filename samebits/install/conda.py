@@ -31,7 +31,7 @@ from typing import Any
 from samebits.install.cache import Entry, Member
 from samebits.install.entryfiles import CorruptEntry, read_checked, read_member
 from samebits.install.place import Copy
-from samebits.install.placeholder import replace_binary, replace_text
+from samebits.install.placeholder import PlaceholderError, replace_binary, replace_text
 from samebits.lockfile import LockedPackage
 from samebits.render.archives import link_problem, path_problem
 
@@ -159,8 +159,11 @@ def plan_conda(entry: Entry, p: LockedPackage, *, stage: Path, final: str,
         if placeholder:
             data = read_checked(entry, m)
             mode = e.get("file_mode", "text")
-            new = (replace_binary if mode == "binary" else replace_text)(data, placeholder,
-                                                                         final)
+            try:
+                new = (replace_binary if mode == "binary" else replace_text)(
+                    data, placeholder, final)
+            except PlaceholderError as exc:
+                raise ValueError(f"{rel}: {exc}") from None
             writes.append((stage / dest, new, m.exec))
             entries.append(_paths_entry(dest, kind, e, m.sha256,
                                         hashlib.sha256(new).hexdigest(), len(new)))

@@ -75,8 +75,9 @@ def replace_binary(data: bytes, placeholder: str, prefix: str) -> bytes:
     if not old or old not in data:
         return data
     if len(new) > len(old):
-        raise PlaceholderError(f"the prefix {prefix!r} ({len(new)} bytes) is longer than the "
-                               f"package's placeholder ({len(old)} bytes)")
+        raise PlaceholderError(f"the install path ({len(new)} bytes) is longer than the "
+                               f"package's placeholder ({len(old)} bytes), which a binary "
+                               "file cannot grow")
     out = bytearray()
     pos = 0
     search = 0
