@@ -126,7 +126,7 @@ def probe(python: str, *, env: dict[str, str] | None = None) -> Interpreter | st
     except subprocess.TimeoutExpired:
         return f"did not answer within {PROBE_TIMEOUT:g} s"
     if proc.returncode != 0:
-        tail = " ".join((proc.stderr or proc.stdout).split())[:160]
+        tail = _quote(proc.stderr or proc.stdout)
         return f"exit {proc.returncode}" + (f": {tail}" if tail else "")
     try:
         doc = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -134,7 +134,13 @@ def probe(python: str, *, env: dict[str, str] | None = None) -> Interpreter | st
                            line=doc["line"], cache_tag=doc["cache_tag"], magic=doc["magic"],
                            libpython=doc["libpython"], machine=doc["machine"])
     except (ValueError, KeyError, IndexError, TypeError):
-        return f"printed something that is not Python's answer: {proc.stdout.strip()[:80]!r}"
+        return f"printed something that is not Python's answer: {_quote(proc.stdout, 60)!r}"
+
+
+def _quote(text: str, limit: int = 80) -> str:
+    """What a program said, on one line, at most ``limit`` characters."""
+    one = " ".join(text.split())
+    return one if len(one) <= limit else one[: limit - 1] + "…"
 
 
 def _version_key(name: str) -> tuple[int, ...]:
@@ -187,7 +193,7 @@ def search(line: str, places: Places) -> Search:
         except (OSError, subprocess.TimeoutExpired) as exc:
             proc, out = None, str(exc)
         if proc is None or proc.returncode != 0 or not out:
-            why = out if proc is None else " ".join(proc.stderr.split())[:160]
+            why = _quote(out if proc is None else proc.stderr)
             tried.append(Tried(cmd, f"exit {proc.returncode if proc else '-'}: {why}"))
         else:
             got = probe(out)
