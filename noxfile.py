@@ -2,9 +2,9 @@
 
     nox -s lock [-- ENV ...]        solve environments/ into lockfiles/
     nox -s tests [-- PYTEST ARGS]   the test suite (what CI runs)
-    nox -s render [-- ENV ...]      lockfiles -> containers/<env>/ (conda files, Containerfile)
+    nox -s render [-- ENV ...]      lockfiles -> containers/<env>/ (conda, Containerfile, Nix)
     nox -s verify-gpu [-- ARGS]     facts + workloads + attestation for this machine
-    nox -s bench [-- lock|verify-env|verify-gpu|oci|install]
+    nox -s bench [-- lock|verify-env|verify-gpu|oci|bundle|install]
     nox -s audit -- PAPER/ [ARGS]   install a paper's lock, verify it, compare with its attestation
     nox -s fuzz                     >= 10,000 generated inputs per reader
     nox -s lint                     ruff
@@ -31,10 +31,12 @@ def lock(session: nox.Session) -> None:
 
 @nox.session
 def render(session: nox.Session) -> None:
-    """Render lockfiles into containers/<env>/ (conda files, Containerfile); `-- ENV` for some."""
+    """Render lockfiles into containers/<env>/ (conda files, Containerfile, Nix); `-- ENV` for
+    some."""
     session.install("-e", ".")
     session.run("samebits", "render", "conda", *session.posargs)
     session.run("samebits", "render", "containerfile", *session.posargs)
+    session.run("samebits", "render", "nix", *session.posargs)
 
 
 @nox.session

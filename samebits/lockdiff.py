@@ -1,8 +1,16 @@
-"""What changed between two locks, per platform: added, removed and changed packages."""
+"""What changed between two locks, per platform: added, removed and changed packages.
+
+The two locks can come from any formats samebits reads (``samebits.lockread.load_lock``):
+packages match by (manager, name), PyPI names canonicalised (PEP 503) so ``Typing_Extensions``
+in one file is ``typing-extensions`` in the other; ``platforms`` restricts the comparison.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
+
+from packaging.utils import canonicalize_name
 
 from samebits.lockfile import Lock, LockedPackage
 
@@ -17,12 +25,18 @@ def _brief(p: LockedPackage) -> dict[str, Any]:
     return out
 
 
-def diff_locks(old: Lock, new: Lock) -> dict[str, Any]:
-    """A versioned, canonical diff document; ``identical`` is true when nothing differs."""
-    platforms: dict[str, Any] = {}
-    for plat in sorted(set(old.platforms) | set(new.platforms)):
-        a = {(p.manager, p.name): p for p in old.packages_for(plat)}
-        b = {(p.manager, p.name): p for p in new.packages_for(plat)}
+def _key(p: LockedPackage) -> tuple[str, str]:
+    return (p.manager, str(canonicalize_name(p.name)) if p.manager == "pip" else p.name)
+
+
+def diff_locks(old: Lock, new: Lock, *, platforms: Sequence[str] = ()) -> dict[str, Any]:
+    """A versioned, canonical diff document; ``identical`` is true when nothing differs.
+    ``platforms``: compare only these (default: every platform of either lock)."""
+    out: dict[str, Any] = {}
+    names = sorted(set(old.platforms) | set(new.platforms))
+    for plat in [p for p in names if not platforms or p in platforms]:
+        a = {_key(p): p for p in old.packages_for(plat)}
+        b = {_key(p): p for p in new.packages_for(plat)}
         changed = []
         for key in sorted(a.keys() & b.keys()):
             fields = [f for f in FIELDS if getattr(a[key], f) != getattr(b[key], f)]
@@ -39,9 +53,9 @@ def diff_locks(old: Lock, new: Lock) -> dict[str, Any]:
             entry["platform"] = "added"
         elif plat not in new.platforms:
             entry["platform"] = "removed"
-        platforms[plat] = entry
-    identical = all(not (e["added"] or e["removed"] or e["changed"]) for e in platforms.values())
-    return {"format": DIFF_FORMAT, "identical": identical, "platforms": platforms}
+        out[plat] = entry
+    identical = all(not (e["added"] or e["removed"] or e["changed"]) for e in out.values())
+    return {"format": DIFF_FORMAT, "identical": identical, "platforms": out}
 
 
 def _label(p: dict[str, Any]) -> str:

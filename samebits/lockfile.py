@@ -116,14 +116,23 @@ def lock_to_dict(lock: Lock) -> dict[str, Any]:
 
 def render_lock(lock: Lock) -> str:
     """The lockfile's text; conda-lock's v1 model validates it first."""
+    validate_lock(lock)
+    return lock_text(lock)
+
+
+def lock_text(lock: Lock) -> str:
+    """The lockfile's text, not validated (``render_lock`` validates)."""
+    return lock.header + dump_yaml(lock_to_dict(lock))
+
+
+def validate_lock(lock: Lock) -> None:
+    """conda-lock's v1 model accepts the document or this raises (a samebits bug)."""
     from conda_lock.lockfile.v1.models import Lockfile as LockfileV1
 
-    doc = lock_to_dict(lock)
     try:
-        LockfileV1.model_validate(doc)
+        LockfileV1.model_validate(lock_to_dict(lock))
     except Exception as exc:  # pydantic.ValidationError; a bug in samebits if it happens
         raise LockfileError(f"samebits built a lock conda-lock rejects: {exc}") from exc
-    return lock.header + dump_yaml(doc)
 
 
 def dump_yaml(doc: Any, *, dumper: Any = None) -> str:

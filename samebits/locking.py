@@ -9,16 +9,22 @@ solved, so a failure leaves the previous lockfile as it was.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from samebits import __version__
+from samebits._io import atomic_write, compact_json, sha256_hex
 from samebits.errors import Problem, SpecError
-from samebits.lockfile import LOCK_FORMAT, META, Lock, LockedPackage
+from samebits.lockfile import LOCK_FORMAT, META, Lock, LockedPackage, lock_text, validate_lock
 from samebits.solve.virtual import virtual_packages
 from samebits.spec import EnvironmentSpec, PlatformTarget, exclude_newer_datetime
+
+if TYPE_CHECKING:
+    from samebits.solve.indexproxy import IndexProxy
 
 DEFAULT_TIMEOUT = 20.0  # seconds a channel or index may take to answer at all
 
@@ -54,8 +60,44 @@ def custom_metadata(spec: EnvironmentSpec) -> dict[str, str]:
     return {META + k: v for k, v in out.items()}
 
 
-def content_hashes(spec: EnvironmentSpec) -> dict[str, str]:
-    """conda-lock's own per-platform content hash of this spec and its virtual packages."""
+def content_hashes(spec: EnvironmentSpec, *, cache: Path | None = None) -> dict[str, str]:
+    """conda-lock's own per-platform content hash of this spec and its virtual packages.
+
+    With ``cache``, kept there under the sha256 of everything it is computed from (the spec's
+    dependencies, channels, sources and virtual packages, and the versions of conda-lock and of
+    the libraries that parse them): importing conda-lock costs more than a warm lock's solves.
+    """
+    key = sha256_hex(compact_json(_content_hash_inputs(spec)))
+    path = cache / "content-hash-v1" / f"{key}.json" if cache else None
+    if path is not None:
+        try:
+            known = json.loads(path.read_bytes())
+        except (OSError, ValueError):
+            known = None
+        if (isinstance(known, dict) and known
+                and all(isinstance(k, str) and isinstance(v, str) for k, v in known.items())):
+            return known
+    hashes = _compute_content_hashes(spec)
+    if path is not None:
+        atomic_write(path, compact_json(hashes))
+    return hashes
+
+
+def _content_hash_inputs(spec: EnvironmentSpec) -> dict[str, object]:
+    from importlib.metadata import version
+
+    return {
+        "format": 1,
+        "versions": {d: version(d) for d in ("conda-lock", "py-rattler", "packaging", "pyyaml")},
+        "conda": list(spec.conda_dependencies),
+        "pypi": list(spec.pypi_requirements),
+        "channels": list(spec.conda_channels),
+        "sources": list(spec.sources),
+        "virtual": {t.platform: virtual_packages(spec, t) for t in spec.platforms},
+    }
+
+
+def _compute_content_hashes(spec: EnvironmentSpec) -> dict[str, str]:
     import tempfile
 
     import yaml
@@ -125,7 +167,8 @@ def check_solution(spec: EnvironmentSpec, target: PlatformTarget,
 
 
 async def _solve_platform(spec: EnvironmentSpec, target: PlatformTarget, *,
-                          timeout: float, offline: bool) -> list[LockedPackage]:
+                          timeout: float, offline: bool,
+                          proxy: IndexProxy | None) -> list[LockedPackage]:
     from samebits.solve.conda import solve_conda
     from samebits.solve.pypi import solve_pypi
 
@@ -134,19 +177,27 @@ async def _solve_platform(spec: EnvironmentSpec, target: PlatformTarget, *,
         jobs.append(solve_conda(spec, target, exclude_newer=exclude_newer_datetime(spec),
                                 timeout=timeout, offline=offline))
     if spec.pypi_requirements:
-        jobs.append(solve_pypi(spec, target, timeout=timeout, offline=offline))
+        jobs.append(solve_pypi(spec, target, timeout=timeout, offline=offline, proxy=proxy))
     parts = await asyncio.gather(*jobs)
     return [p for part in parts for p in part]
 
 
 async def solve_spec(spec: EnvironmentSpec, *, sources: Sequence[str],
-                     timeout: float = DEFAULT_TIMEOUT, offline: bool = False) -> Lock:
+                     timeout: float = DEFAULT_TIMEOUT, offline: bool = False,
+                     proxy: IndexProxy | None = None, cache: Path | None = None) -> Lock:
     """Solve every platform of ``spec`` concurrently and check the result.
 
     ``sources`` are the spec files relative to the lockfile's folder, as conda-lock records them.
+    ``proxy`` (running) lets the PyPI part read a final exclude-newer view from its cache;
+    ``cache`` keeps the content hashes (``content_hashes``).
     """
-    results = await asyncio.gather(*(_solve_platform(spec, t, timeout=timeout, offline=offline)
-                                     for t in spec.platforms))
+    done = await asyncio.gather(*(_solve_platform(spec, t, timeout=timeout, offline=offline,
+                                                  proxy=proxy)
+                                  for t in spec.platforms), return_exceptions=True)
+    for outcome in done:  # every platform has finished; the first failure in spec order
+        if isinstance(outcome, BaseException):
+            raise outcome
+    results = [r for r in done if not isinstance(r, BaseException)]
     problems = [p for t, pkgs in zip(spec.platforms, results, strict=True)
                 for p in check_solution(spec, t, pkgs)]
     if problems:
@@ -155,7 +206,7 @@ async def solve_spec(spec: EnvironmentSpec, *, sources: Sequence[str],
         platforms=tuple(t.platform for t in spec.platforms),
         channels=spec.conda_channels,
         sources=tuple(sources),
-        content_hash=content_hashes(spec),
+        content_hash=content_hashes(spec, cache=cache),
         custom=custom_metadata(spec),
         packages=tuple(p for pkgs in results for p in pkgs),
         header=header(spec),
@@ -163,10 +214,25 @@ async def solve_spec(spec: EnvironmentSpec, *, sources: Sequence[str],
 
 
 async def lock_one(spec: EnvironmentSpec, *, root: Path, path: Path,
-                   timeout: float = DEFAULT_TIMEOUT, offline: bool = False) -> LockResult:
-    """Solve ``spec`` (whose sources are relative to ``root``) into the text of ``path``."""
-    from samebits.lockfile import render_lock
+                   timeout: float = DEFAULT_TIMEOUT, offline: bool = False,
+                   proxy: IndexProxy | None = None, cache: Path | None = None) -> LockResult:
+    """Solve ``spec`` (whose sources are relative to ``root``) into the text of ``path``.
 
+    conda-lock's model validates the text (``render_lock``); with ``cache``, a text it has
+    accepted before (same bytes, same conda-lock) is not validated again.
+    """
     sources = [os.path.relpath(root / s, path.parent) for s in spec.sources]
-    lock = await solve_spec(spec, sources=sources, timeout=timeout, offline=offline)
-    return LockResult(spec=spec, lock=lock, text=render_lock(lock), path=path)
+    lock = await solve_spec(spec, sources=sources, timeout=timeout, offline=offline, proxy=proxy,
+                            cache=cache)
+    text = lock_text(lock)
+    if cache is None:
+        validate_lock(lock)
+    else:
+        from importlib.metadata import version
+
+        mark = cache / "validated-v1" / sha256_hex(f"conda-lock {version('conda-lock')}\n"
+                                                   f"{text}".encode())
+        if not mark.exists():
+            validate_lock(lock)
+            atomic_write(mark, b"")
+    return LockResult(spec=spec, lock=lock, text=text, path=path)

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import os
+import socket
 import subprocess
 import sys
 import textwrap
+import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,9 +34,10 @@ class TmpProject:
         return self.root / "lockfiles" / f"{env_id}.conda-lock.yml"
 
     def samebits(self, *args: str, check: bool = False) -> subprocess.CompletedProcess[str]:
-        """Run the real CLI in a subprocess, as a user would."""
+        """Run the real CLI in a subprocess, as a user would, with a cache of its own."""
+        env = {**os.environ, "XDG_CACHE_HOME": str(self.root / ".cache")}
         return subprocess.run([sys.executable, "-m", "samebits", *args], cwd=self.root,
-                              capture_output=True, text=True, check=check, timeout=120)
+                              capture_output=True, text=True, check=check, timeout=120, env=env)
 
 
 @pytest.fixture(scope="session")
@@ -64,3 +69,30 @@ def conda_spec(*, generation: str = "hopper", cuda: str | None = "12.4",
     cuda_table = f'[cuda]\nversion = "{cuda}"' if cuda else ""
     return CONDA_SPEC.format(generation=generation, platform=platform, cuda=cuda_table,
                              deps=deps)
+
+
+@pytest.fixture
+def silent_server() -> Iterator[str]:
+    """A loopback TCP server that accepts connections and never answers: a firewalled host."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(64)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        srv.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(srv.accept()[0])
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{srv.getsockname()[1]}"
+    stop.set()
+    thread.join()
+    for conn in held:
+        conn.close()
+    srv.close()

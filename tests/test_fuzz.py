@@ -20,6 +20,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from samebits.dsse import open_document
 from samebits.errors import InputError, LockfileError, SpecError
 from samebits.lockfile import parse_lock
 from samebits.spec import PLATFORMS, TABLE_KEYS, TOP_KEYS, EnvironmentSpec
@@ -173,3 +174,31 @@ def test_statement_round_trips(statement: dict[str, Any]) -> None:
     """An unmutated statement parses back with its facts and workloads."""
     att = parse_attestation(json.loads(json.dumps(statement)), source="s")
     assert att.device == "cpu" and set(att.workloads) == {"gemm_fp32", "sdpa_cudnn"}
+
+
+@given(data=st.data())
+def test_envelope_reader_never_crashes(statement: dict[str, Any], data: st.DataObject) -> None:
+    """A mutated DSSE envelope (samebits.dsse) opens or gives an InputError naming its source."""
+    import base64
+
+    envelope = {"payload": base64.b64encode(json.dumps(statement).encode()).decode(),
+                "payloadType": "application/vnd.in-toto+json",
+                "signatures": [{"keyid": "k" * 64, "sig": base64.b64encode(b"s" * 64).decode()}]}
+    doc = _mutate(envelope, data)
+    try:
+        open_document(doc, source="paper/signed.json")
+    except InputError as exc:
+        assert exc.message.startswith("paper/signed.json")
+
+
+@given(st.binary(max_size=300))
+def test_bundle_bytes_never_crash(tmp_path: Path, blob: bytes) -> None:
+    """Arbitrary bytes as a bundle (samebits bundle --check) give an InputError naming it."""
+    from samebits.bundleread import check
+
+    path = tmp_path / "b.tar"
+    path.write_bytes(blob)
+    try:
+        check(path)
+    except InputError as exc:
+        assert exc.message.startswith(str(path))

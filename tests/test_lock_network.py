@@ -6,42 +6,13 @@ import shutil
 import socket
 import subprocess
 import sys
-import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from samebits.lockfile import parse_lock
 from tests.lock_fixtures import TmpProject
-
-
-@pytest.fixture
-def silent_server() -> Iterator[str]:
-    """A loopback TCP server that accepts connections and never answers: a firewalled host."""
-    srv = socket.socket()
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(64)
-    held: list[socket.socket] = []
-    stop = threading.Event()
-
-    def accept() -> None:
-        srv.settimeout(0.2)
-        while not stop.is_set():
-            try:
-                held.append(srv.accept()[0])
-            except OSError:
-                continue
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{srv.getsockname()[1]}"
-    stop.set()
-    thread.join()
-    for conn in held:
-        conn.close()
-    srv.close()
 
 
 @pytest.mark.parametrize("part", ["pypi", "conda"])
@@ -91,17 +62,56 @@ def test_committed_locks_are_fresh() -> None:
     assert res.returncode == 0, res.stdout
 
 
-@pytest.mark.network
-def test_committed_locks_reproduce(tmp_path: Path) -> None:
-    """Re-solving the curated specs against real PyPI gives the committed bytes."""
-    shutil.copytree(ROOT / "environments", tmp_path / "environments")
-    res = subprocess.run([sys.executable, "-m", "samebits", "lock", "--root", str(tmp_path)],
-                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+def _lock_copy(tmp_path: Path, name: str, *args: str) -> dict[str, bytes]:
+    """`samebits lock` of a copy of the curated specs; the lockfiles' bytes by name."""
+    root = tmp_path / name
+    shutil.copytree(ROOT / "environments", root / "environments")
+    res = subprocess.run([sys.executable, "-m", "samebits", "lock", "--root", str(root), *args],
+                         cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stderr
-    fresh = sorted((tmp_path / "lockfiles").glob("*.conda-lock.yml"))
-    assert len(fresh) == 6
-    for path in fresh:
-        assert path.read_bytes() == (ROOT / "lockfiles" / path.name).read_bytes(), path.name
+    return {p.name: p.read_bytes() for p in sorted((root / "lockfiles").glob("*.yml"))}
+
+
+@pytest.mark.network
+def test_committed_locks_reproduce_cold_warm_and_offline(tmp_path: Path) -> None:
+    """Re-solving the curated specs against real PyPI gives the committed bytes: with an empty
+    cache (every answer fetched), warm (answered from the cache), and warm with --offline."""
+    committed = {p.name: p.read_bytes() for p in sorted((ROOT / "lockfiles").glob("*.yml"))}
+    assert len(committed) == 6
+    cache = str(tmp_path / "cache")
+    assert _lock_copy(tmp_path, "cold", "--cache-dir", cache) == committed
+    assert list((tmp_path / "cache" / "pypi-v1").rglob("solves/*.json"))
+    assert _lock_copy(tmp_path, "warm", "--cache-dir", cache) == committed
+    assert _lock_copy(tmp_path, "offline", "--cache-dir", cache, "--offline") == committed
+
+
+@pytest.mark.network
+def test_cached_answers_equal_a_full_online_relock(tmp_path: Path) -> None:
+    """For every curated spec and platform, uv reading PyPI itself (no samebits cache) and the
+    cached route (filled, then read back) pick the same wheels, hashes and dependencies."""
+    import asyncio
+    import datetime as dt
+
+    from samebits.project import Project
+    from samebits.solve.indexproxy import IndexProxy
+    from samebits.solve.pypi import solve_pypi
+    from samebits.specio import read_spec
+
+    project = Project.at(ROOT)
+    specs = [read_spec(project.spec_path(i), root=ROOT) for i in project.default_ids()]
+    pairs = [(s, t) for s in specs for t in s.platforms]
+
+    async def run(proxy: IndexProxy | None) -> list[object]:
+        return list(await asyncio.gather(*(solve_pypi(s, t, timeout=60, proxy=proxy)
+                                           for s, t in pairs)))
+
+    direct = asyncio.run(run(None))
+    now = dt.datetime.now(dt.timezone.utc)
+    for refresh in (True, False):  # fill (every answer fetched), then read back
+        with IndexProxy(root=tmp_path / "cache", timeout=60, now=now, refresh=refresh) as proxy:
+            assert asyncio.run(run(proxy)) == direct
+            assert [r.unsupported for r in proxy.routes()] == [None]
+            assert bool(proxy.routes()[0].fetched) is refresh
 
 
 def test_refused_channel_is_unreachable_at_once(project: TmpProject) -> None:

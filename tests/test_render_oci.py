@@ -107,6 +107,9 @@ def test_manifest_content(render_project: RenderProject, gpu_image: tuple[Path, 
     assert notes["io.samebits.lock.sha256"] == hashlib.sha256(lock.read_bytes()).hexdigest()
     assert notes["org.opencontainers.image.created"] == "2023-11-14T22:13:20Z"
     assert notes["io.samebits.gzip"].startswith("zlib ")
+    assert result["compression"] == "gzip"  # the default: every runtime reads it
+    assert {x["mediaType"] for x in manifest["layers"]} == {
+        "application/vnd.oci.image.layer.v1.tar+gzip"}
     layers = {x["name"]: x["packages"] for x in result["layers"]}
     assert layers["cudnn"] == ["cudnn", "nvidia-cudnn-cu12"]
     assert layers["torch"] == ["pytorch"]

@@ -1,4 +1,5 @@
-"""Deterministic tar + parallel gzip, archive path rules, layer assignment: the pure parts."""
+"""Deterministic tar + parallel gzip or zstd, archive path rules, layer assignment: the pure
+parts."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import hashlib
 import io
 import os
 import random
+import shutil
 import subprocess
 import tarfile
 import zlib
@@ -19,14 +21,17 @@ from hypothesis import strategies as st
 
 from samebits.errors import InputError
 from samebits.render.archives import link_problem, path_problem
+from samebits.render.compression import compression, zstd_layer
 from samebits.render.layers import assign_layers, group_of
 from samebits.render.tarball import (
     Entry,
+    LayerDigests,
     gzip_layer,
     normalised_mode,
     scan_prefix,
     source_date_epoch,
     tar_chunks,
+    tar_header,
 )
 
 
@@ -251,3 +256,94 @@ def test_golden_layer_digests(tmp_path: Path) -> None:
     if zlib.ZLIB_RUNTIME_VERSION not in GOLDEN_GZIP:
         pytest.skip(f"no golden gzip digest recorded for zlib {zlib.ZLIB_RUNTIME_VERSION}")
     assert digests.digest == GOLDEN_GZIP[zlib.ZLIB_RUNTIME_VERSION]
+
+
+def _zst(data: bytes, block: int, threads: int) -> tuple[bytes, LayerDigests]:
+    out = io.BytesIO()
+    digests = zstd_layer([data[i:i + block] for i in range(0, len(data), block)], out,
+                         threads=threads)
+    return out.getvalue(), digests
+
+
+@settings(max_examples=30, deadline=None)
+@given(data=st.binary(max_size=300_000), block=st.sampled_from([1024, 65536, 1 << 20]))
+def test_zstd_round_trip(data: bytes, block: int) -> None:
+    """Any bytes, any chunking: one zstd frame, checksummed, that decompresses to the input."""
+    import zstandard
+
+    zst, digests = _zst(data, block, 2)
+    assert zstandard.ZstdDecompressor().decompressobj().decompress(zst) == data
+    params = zstandard.get_frame_parameters(zst)
+    assert params.has_checksum and params.content_size == zstandard.CONTENTSIZE_UNKNOWN
+    assert digests.diff_id == "sha256:" + hashlib.sha256(data).hexdigest()
+    assert digests.digest == "sha256:" + hashlib.sha256(zst).hexdigest()
+    assert digests.size == len(zst) and digests.tar_size == len(data)
+
+
+def test_zstd_same_bytes_whatever_the_threads_and_chunks() -> None:
+    """libzstd's multi-threaded frame depends on neither the thread count nor the chunking."""
+    rnd = random.Random(7)
+    data = b"".join(rnd.choice([b"torch ", b"cuda ", bytes([rnd.randrange(256)])])
+                    for _ in range(3_000_000))
+    outputs = {_zst(data, block, threads)[0]
+               for block, threads in ((1 << 20, 1), (65536, 2), (12345, 3), (1 << 22, 8))}
+    assert len(outputs) == 1
+    zstd_cli = shutil.which("zstd")
+    if zstd_cli:  # an independent decoder: the reference CLI
+        res = subprocess.run([zstd_cli, "-d", "-c"], input=outputs.pop(), capture_output=True)
+        assert res.returncode == 0 and res.stdout == data
+
+
+@pytest.mark.parametrize(("name", "media", "params"), [
+    ("gzip", "application/vnd.oci.image.layer.v1.tar+gzip", "zlib "),
+    ("zstd", "application/vnd.oci.image.layer.v1.tar+zstd", "zstd 1."),
+])
+def test_compression_names(name: str, media: str, params: str) -> None:
+    """Each compression has its OCI media type and records what its bytes depend on."""
+    how = compression(name)  # type: ignore[arg-type]
+    assert (how.media_type, how.annotation) == (media, f"io.samebits.{name}")
+    assert how.params.startswith(params)
+    if name == "zstd":
+        assert ", level 3, multi-threaded frame, content checksum, no content size" in how.params
+
+
+GOLDEN_ZSTD = {"1.5.7": "sha256:b4dcbe6c3e1fb4b25f3c24243cbb094f278d5074132e02079fc66aa0dac651f8"}
+
+
+def test_golden_zstd_digest(tmp_path: Path) -> None:
+    """A fixed tree gives the same zstd layer digest with this libzstd, on any core count."""
+    import zstandard
+
+    root = _golden_tree(tmp_path / "p")
+    out = io.BytesIO()
+    digests = zstd_layer(tar_chunks(root, scan_prefix(root), root="opt/env", mtime=0,
+                                    block=65536), out, threads=2)
+    assert digests.diff_id == GOLDEN_TAR
+    lib = ".".join(map(str, zstandard.ZSTD_VERSION))
+    if lib not in GOLDEN_ZSTD:
+        pytest.skip(f"no golden zstd digest recorded for libzstd {lib}")
+    assert digests.digest == GOLDEN_ZSTD[lib]
+
+
+_NAMES = st.text(alphabet=st.characters(min_codepoint=33, max_codepoint=126), min_size=1,
+                 max_size=120)
+
+
+@settings(max_examples=300, deadline=None)
+@given(name=_NAMES, kind=st.sampled_from(["dir", "file", "symlink"]),
+       mode=st.sampled_from([0o755, 0o644, 0o777]), size=st.integers(0, 8 ** 11 + 5),
+       link=_NAMES, mtime=st.integers(0, 8 ** 11 + 5))
+def test_tar_header_is_tarfiles(name: str, kind: str, mode: int, size: int, link: str,
+                                mtime: int) -> None:
+    """The directly built ustar header is byte for byte the one tarfile writes (and past the
+    ustar limits tarfile's PAX header is used)."""
+    entry = Entry(path=name, kind=kind, mode=mode,  # type: ignore[arg-type]
+                  size=size if kind == "file" else 0,
+                  linkname=link if kind == "symlink" else "")
+    info = tarfile.TarInfo(name)
+    info.type = {"dir": tarfile.DIRTYPE, "file": tarfile.REGTYPE, "symlink": tarfile.SYMTYPE}[kind]
+    info.mode, info.size, info.linkname, info.mtime = mode, entry.size, entry.linkname, mtime
+    info.uid = info.gid = 0
+    info.uname = info.gname = ""
+    assert tar_header(name, entry, mtime) == info.tobuf(tarfile.PAX_FORMAT, "utf-8",
+                                                        "surrogateescape")

@@ -158,6 +158,35 @@ def test_tamper_is_detected_and_named(fresh_env: Installed, reference: Path,
         assert expected in found, found
 
 
+# What the records alone cannot show: a record rewritten together with its file.
+NEEDS_REFERENCE = {"RECORD edited to match a modified file",
+                   "conda-meta edited to match a modified file"}
+
+
+@pytest.mark.parametrize(("mutate", "expected"),
+                         [c[1:] for c in CASES if c[0] not in NEEDS_REFERENCE],
+                         ids=[c[0] for c in CASES if c[0] not in NEEDS_REFERENCE])
+def test_tamper_is_detected_without_a_reference(fresh_env: Installed,
+                                                mutate: Callable[[Path], None],
+                                                expected: Finding) -> None:
+    """Every kind the records can show is caught with the lockfile alone, no --against."""
+    mutate(fresh_env.prefix)
+    code, doc = verify_env(fresh_env.prefix, fresh_env.lockfile)
+    assert code == 1 and doc["identical"] is False
+    found = {(f["kind"], f.get("path"), f.get("package")) for f in doc["findings"]}
+    kind, path, package = expected
+    assert any(k == kind and p == path and package in (None, pkg) for k, p, pkg in found), found
+
+
+@pytest.mark.parametrize("name", sorted(NEEDS_REFERENCE))
+def test_forged_records_pass_without_a_reference(fresh_env: Installed, name: str) -> None:
+    """The README's limit, pinned: a record forged with its file is silent without --against."""
+    mutate = next(c[1] for c in CASES if c[0] == name)
+    mutate(fresh_env.prefix)
+    code, doc = verify_env(fresh_env.prefix, fresh_env.lockfile)
+    assert (code, doc["findings"]) == (0, [])
+
+
 def test_package_replaced_by_another_build(pristine: Installed, vchannel: Path, wheel: Path,
                                            rattler_cache: Path, tmp_path: Path) -> None:
     """vfa h1_1 where the lock has h0_0: the lock comparison names the build and the archive."""

@@ -104,6 +104,24 @@ def test_json_report_is_canonical_and_byte_stable(
                      "owner": "conda:vfa-1.0-h0_0", "category": "package"}
 
 
+def test_bytecode_an_interpreter_cannot_check_is_counted_not_called_checked(
+        fresh_env: Installed, capsysbinary: pytest.CaptureFixture[bytes]) -> None:
+    """The conda python here is not a runnable interpreter (as on another architecture): a
+    compiled pyc is counted as unchecked and said so; nothing is called checked."""
+    import py_compile
+
+    py_compile.compile(str(fresh_env.prefix / SP_REL / "sbtest/__init__.py"), doraise=True)
+    rc, out, _ = run(capsysbinary, "--prefix", str(fresh_env.prefix), "--json")
+    doc = json.loads(out)
+    assert rc == 0
+    assert doc["interpreter"]["runs_here"] is False
+    bc = doc["bytecode"]
+    assert (bc["interpreter_runs"], bc["checked"]) == (False, 0)
+    assert bc["unchecked"] > 0
+    assert f"{bc['unchecked']:,} bytecode files not checked: the environment's interpreter " \
+           "does not run here" in doc["notes"]
+
+
 def test_against_a_reference_finds_what_records_cannot(
         fresh_env: Installed, tmp_path: Path, capsysbinary: pytest.CaptureFixture[bytes]) -> None:
     """A file edited together with its RECORD line, and a chmod on a pip file, are found only
@@ -148,16 +166,20 @@ def test_python_m_verify_env(fresh_env: Installed) -> None:
 
 
 def test_running_environment_is_the_default(tmp_path: Path) -> None:
-    """With no --prefix, the running environment (here a fresh venv) is checked."""
+    """With no --prefix, the running environment (here a fresh venv) is checked; samebits
+    comes from PYTHONPATH, so the venv holds only what `python -m venv` made."""
+    import sysconfig
+
     env = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages",
-                    str(env)], check=True)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env)], check=True)
+    path = os.pathsep.join([str(REPO), sysconfig.get_paths()["purelib"]])
     proc = subprocess.run([str(env / "bin/python"), "-m", "verify", "env", "--json"],
-                          capture_output=True, cwd=REPO)
+                          capture_output=True, cwd=REPO, env={**os.environ, "PYTHONPATH": path})
     doc = json.loads(proc.stdout)
     assert proc.returncode == 0, proc.stderr
     assert (doc["prefix"], doc["prefix_kind"], doc["identical"]) == (str(env), "venv", True)
     assert {e["category"] for e in doc["manifest"]} == {"scaffold"}
+    assert doc["interpreter"]["path"] == os.path.realpath(sys._base_executable)
 
 
 def test_unresolved_library_is_named_and_exits_1(

@@ -38,7 +38,7 @@ ENTRIES = (
     Entry(path="x/__pycache__/y.cpython-311.pyc", type="file", sha256="d" * 64,
           category="cache"),
 )
-GOLDEN_ENVIRONMENT = "48ab0953951ee6ec0cb9c4a386a185606aadbbdc37c9d146785407259c0c2f72"
+GOLDEN_ENVIRONMENT = "cb81eed6ba558ffb1d18cf94d1c95955977613c7ca197b0690af637975deb8aa"
 PACKAGES = (
     Package(manager="conda", name="x", version="1", build="0", sha256="f" * 64, md5="0" * 32,
             record="conda-meta/x-1-0.json"),
@@ -51,11 +51,20 @@ GOLDEN_PACKAGES = "135eacdc653226b694fb6a14407dd103d995f6e1ff634fabd245466354b76
 def test_canonical_manifest_bytes() -> None:
     """The canonical manifest is the documented NUL-separated records, sorted, filtered."""
     assert b"".join(canonical_manifest(ENTRIES)) == (
-        b"samebits-environment-manifest 1\n"
+        b"samebits-environment-manifest 2\n"
         b"bin/tool\0f\0x\0" + b"a" * 64 + b"\0"
         b"extra.txt\0f\0-\0" + b"e" * 64 + b"\0"
         b"lib/libx.so\0l\0-\0libx.so.1\0"
         b"lib/libx.so.1\0f\0-\0" + b"b" * 64 + b"\0")
+
+
+def test_interpreter_enters_the_manifest_after_the_header() -> None:
+    """A venv's interpreter identity is one record right after the header."""
+    got = b"".join(canonical_manifest(ENTRIES[:1], "9" * 64))
+    assert got == (b"samebits-environment-manifest 2\n<interpreter>\0i\0-\0" + b"9" * 64
+                   + b"\0bin/tool\0f\0x\0" + b"a" * 64 + b"\0")
+    assert environment_digest(ENTRIES, "9" * 64) != environment_digest(ENTRIES)
+    assert environment_digest(ENTRIES, "9" * 64) != environment_digest(ENTRIES, "8" * 64)
 
 
 def test_package_identities() -> None:

@@ -162,3 +162,100 @@ def test_rpath_of_the_loading_chain(tmp_path: Path, old_dtags: bool, resolves: b
     assert ("not found" not in ldd.stdout) is resolves
     assert [(lk.file, lk.needed) for lk in report.unresolved] == (
         [] if resolves else [("libs/libx.so", "liby.so")])
+
+
+def shared(tmp_path: Path, out: Path, soname: str, *needs: str) -> None:
+    """A shared library ``out`` with DT_NEEDED ``needs`` (stubs made for linking only)."""
+    stubs = tmp_path / "stubs"
+    stubs.mkdir(exist_ok=True)
+    (tmp_path / "s.c").write_text("int s(void) { return 0; }\n")
+    for name in needs:
+        gcc("-shared", "-fPIC", f"-Wl,-soname,{name}", "-o", str(stubs / name), "s.c",
+            cwd=tmp_path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    gcc("-shared", "-fPIC", f"-Wl,-soname,{soname}", "-o", str(out), "s.c", f"-L{stubs}",
+        "-Wl,--no-as-needed", *(f"-l:{n}" for n in needs), cwd=tmp_path)
+
+
+SP = "lib/python3.11/site-packages"
+# (name, library path, what it needs, who needs it, expected unresolved, expected optional)
+PLUGINS = [
+    ("nvshmem's MPI bootstrap: a plugin missing a transport is a note",
+     f"{SP}/nvidia/nvshmem/lib/nvshmem_bootstrap_mpi.so.3", ("libmpi.so.40",), False,
+     [], ["libmpi.so.40"]),
+    ("cufile's RDMA plugin: verbs and mlx5 absent",
+     f"{SP}/nvidia/cufile/lib/libcufile_rdma.so.1", ("libibverbs.so.1", "libmlx5.so.1"),
+     False, [], ["libibverbs.so.1", "libmlx5.so.1"]),
+    ("a plugin missing the CUDA runtime is a finding",
+     "lib/libplugin.so.1", ("libcudart.so.11.0",), False, ["libcudart.so.11.0"], []),
+    ("a Python extension module missing a transport is a finding",
+     f"{SP}/mpiext.cpython-311-x86_64-linux-gnu.so", ("libmpi.so.40",), False,
+     ["libmpi.so.40"], []),
+    ("a library something needs is no plugin",
+     "lib/libtransport.so.1", ("libucp.so.0",), True, ["libucp.so.0"], []),
+]
+
+
+@pytest.mark.parametrize(("path", "needs", "needed", "unresolved", "optional"),
+                         [p[1:] for p in PLUGINS], ids=[p[0] for p in PLUGINS])
+def test_dlopened_plugins(tmp_path: Path, path: str, needs: tuple[str, ...], needed: bool,
+                          unresolved: list[str], optional: list[str]) -> None:
+    """A library nothing needs, missing only optional transports, loads only where they are:
+    a note; anything else that cannot load is a finding."""
+    prefix = venv(tmp_path / "env")
+    soname = path.rsplit("/", 1)[-1]
+    shared(tmp_path, prefix / path, soname, *needs)
+    if needed:
+        (tmp_path / "m.c").write_text("int main(void) { return 0; }\n")
+        gcc("-o", str(prefix / "bin/user"), "m.c", "-Wl,--no-as-needed", f"-L{prefix / 'lib'}",
+            f"-l:{soname}", "-Wl,--enable-new-dtags,-rpath,$ORIGIN/../lib",
+            f"-Wl,-rpath-link,{tmp_path / 'stubs'}", cwd=tmp_path)
+    report = check_linkage(build_manifest(prefix, jobs=1), host_dirs=())
+    assert sorted(lk.needed for lk in report.unresolved) == unresolved
+    assert sorted(lk.needed for lk in report.optional) == sorted(optional)
+    assert report.ok is (not unresolved)
+
+
+@pytest.mark.parametrize(("folder", "with_torch", "resolves"), [
+    ("nvidia/cu13/lib", True, True), ("nvidia/cuda_runtime/lib", True, True),
+    ("nvidia/cu13/lib", False, False), ("elsewhere/lib", True, False)],
+    ids=["nvidia/cu13 (CUDA 13 wheels)", "nvidia/cuda_runtime", "no torch to preload it",
+         "a folder torch does not search"])
+def test_libraries_torch_preloads_resolve(tmp_path: Path, folder: str, with_torch: bool,
+                                          resolves: bool) -> None:
+    """libtorch_cuda.so needs libcudart.so.13 with no RUNPATH to it: torch/__init__.py loads
+    it from site-packages/nvidia/*/lib first, so it resolves there (and only there)."""
+    prefix = venv(tmp_path / "env")
+    shared(tmp_path, prefix / SP / folder / "libcudart.so.13", "libcudart.so.13")
+    shared(tmp_path, prefix / SP / "torch/lib/libtorch_cuda.so", "libtorch_cuda.so",
+           "libcudart.so.13")
+    if with_torch:
+        (prefix / SP / "torch/__init__.py").write_text("# torch\n")
+    report = check_linkage(build_manifest(prefix, jobs=1), host_dirs=())
+    assert report.ok is resolves
+    if resolves:
+        (link,) = report.preloaded
+        assert (link.file, link.found) == (f"{SP}/torch/lib/libtorch_cuda.so",
+                                           f"{SP}/{folder}/libcudart.so.13")
+
+
+@pytest.mark.parametrize(("ships_lib", "status"), [(True, "off_path"), (False, "unresolved")],
+                         ids=["library elsewhere in the environment", "library nowhere"])
+def test_a_packages_own_tool_off_the_search_path(tmp_path: Path, ships_lib: bool,
+                                                 status: str) -> None:
+    """torch/bin/test_shim needs libtorch.so (in torch/lib) with RUNPATH $ORIGIN: it runs only
+    with LD_LIBRARY_PATH; a note while the library is in the environment, else a finding."""
+    prefix = venv(tmp_path / "env")
+    stubs = tmp_path / "stubs"
+    shared(tmp_path, stubs / "libtorch.so", "libtorch.so")
+    if ships_lib:
+        shared(tmp_path, prefix / SP / "torch/lib/libtorch.so", "libtorch.so")
+    (tmp_path / "m.c").write_text("int main(void) { return 0; }\n")
+    (prefix / SP / "torch/bin").mkdir(parents=True)
+    gcc("-o", str(prefix / SP / "torch/bin/test_shim"), "m.c", "-Wl,--no-as-needed",
+        f"-L{stubs}", "-l:libtorch.so", "-Wl,--enable-new-dtags,-rpath,$ORIGIN", cwd=tmp_path)
+    report = check_linkage(build_manifest(prefix, jobs=1), host_dirs=())
+    got = {"off_path": report.off_path, "unresolved": report.unresolved}[status]
+    assert [(lk.file, lk.needed) for lk in got] == [(f"{SP}/torch/bin/test_shim",
+                                                     "libtorch.so")]
+    assert report.ok is (status == "off_path")

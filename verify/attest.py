@@ -14,18 +14,21 @@
 ``build_statement`` is pure: digests come in as data. ``statement_bytes`` is canonical JSON,
 so equal results give equal bytes (no timestamps, no host names, no absolute paths).
 ``read_attestation`` checks the envelope and the predicate's format and returns an
-``Attestation`` for ``verify.compare``.
+``Attestation`` for ``verify.compare``. A file may hold the bare Statement or a DSSE envelope
+around it (``samebits.dsse``, what ``--sign KEY`` writes): the Statement is read from the
+envelope, which stays on ``Attestation.envelope`` for whoever checks its signature.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from samebits import __version__
 from samebits._io import canonical_json, read_json
+from samebits.dsse import Envelope, open_document
 from samebits.errors import InputError
 from verify.facts import Facts
 
@@ -60,6 +63,7 @@ class Attestation:
     facts: Facts
     settings: Mapping[str, Any]
     workloads: Mapping[str, Mapping[str, Any]]
+    envelope: Envelope | None = None  # the DSSE envelope the Statement came in, if signed
 
     @property
     def device_type(self) -> str:
@@ -137,4 +141,6 @@ def parse_attestation(doc: Any, *, source: str) -> Attestation:
 def read_attestation(path: Path) -> Attestation:
     doc = read_json(path, what="attestation",
                     hint="make one with `samebits verify gpu --out FILE`")
-    return parse_attestation(doc, source=str(path))
+    statement, envelope = open_document(doc, source=str(path))
+    attestation = parse_attestation(statement, source=str(path))
+    return attestation if envelope is None else replace(attestation, envelope=envelope)

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from samebits.ui import common_options, run_cli
 
-SUBCOMMANDS = ("env", "gpu", "compare", "fleet")
+SUBCOMMANDS = ("env", "gpu", "compare", "fleet", "nix", "attestation")
 
 
 def _modules() -> list:

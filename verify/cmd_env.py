@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from samebits._io import canonical_json
 from samebits.errors import UsageError
+from samebits.lockread import ReadOptions, add_read_flags
 from samebits.ui import Output
 
 if TYPE_CHECKING:
@@ -35,22 +36,35 @@ def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
         help="prove the installed files are exactly the locked ones",
         description="Walk an environment, hash every file in parallel and check it against "
         "the installers' records (conda-meta/*.json, dist-info RECORD), a lockfile's "
-        "packages and, with --against, an earlier report; resolve every ELF file's "
-        "libraries. Prints two digests: the environment (every file) and the packages.",
+        "packages and, with --against, an earlier report; check every .pyc against its "
+        "source with the environment's own interpreter (run with -I -S); identify that "
+        "interpreter and check the files it runs at start-up; resolve every ELF file's "
+        "libraries. Prints two digests: the environment (every file, and the interpreter "
+        "of a venv) and the packages. See README \"What verify env proves\".",
         epilog="exit codes: 0 identical, 1 drift or an unresolved library found, "
         "2 bad input or usage. See README \"verify env\".",
     )
     p.add_argument("--prefix", type=Path, metavar="P",
                    help="the environment to check (default: the running one, sys.prefix)")
     p.add_argument("--lockfile", type=Path, metavar="L",
-                   help="compare the installed packages with this conda-lock file")
+                   help="compare the installed packages with this lockfile: conda-lock, "
+                   "pixi.lock, uv.lock, pylock.toml, requirements.txt with --hash or a conda "
+                   "explicit file (converted on read; --lock-python defaults to the prefix's "
+                   "Python)")
     p.add_argument("--platform", metavar="P",
                    help="the lock platform to compare with (default: the lock's only one, "
                    "else the prefix's conda subdir, else this machine's)")
     p.add_argument("--against", type=Path, metavar="REPORT",
                    help="compare every file with an earlier `verify env --json` report")
+    add_read_flags(p, python_default="the prefix's Python")
     p.add_argument("--no-linkage", action="store_true",
                    help="skip resolving ELF files' shared libraries")
+    p.add_argument("--no-bytecode", action="store_true",
+                   help="skip checking each .pyc against its source (the report says so)")
+    p.add_argument("--cache-dir", type=Path, metavar="DIR",
+                   help="samebits' cache: bytecode verdicts, and the conda archives that give "
+                   "executable bits and link targets (default: $XDG_CACHE_HOME/samebits, "
+                   "the one `samebits install` fills)")
     p.add_argument("--jobs", type=int, metavar="N",
                    help="hashing processes (default: one per available core)")
     p.set_defaults(func=run_env)
@@ -63,7 +77,9 @@ def run_env(args: argparse.Namespace, out: Output) -> int:
         raise UsageError(f"--jobs {args.jobs}: must be at least 1")
     report = check_env((args.prefix or Path(sys.prefix)).absolute(), lockfile=args.lockfile,
                        platform=args.platform, against=args.against, jobs=args.jobs,
-                       linkage=not args.no_linkage, progress=out.progress)
+                       linkage=not args.no_linkage, bytecode=not args.no_bytecode,
+                       cache=args.cache_dir, progress=out.progress,
+                       read=ReadOptions(environment=args.lock_env, python=args.lock_python))
     if out.json:
         sys.stdout.flush()
         sys.stdout.buffer.write(canonical_json(report_json(report)))
@@ -75,24 +91,52 @@ def run_env(args: argparse.Namespace, out: Output) -> int:
 
 def check_env(prefix: Path, *, lockfile: Path | None = None, platform: str | None = None,
               against: Path | None = None, jobs: int | None = None, linkage: bool = True,
-              progress: Any = None) -> EnvReport:
-    """Everything ``verify env`` checks, as an ``EnvReport`` (also ``samebits audit``'s API)."""
-    from samebits.lockfile import parse_lock
+              bytecode: bool = True, cache: Path | None = None,
+              progress: Any = None, read: ReadOptions | None = None) -> EnvReport:
+    """Everything ``verify env`` checks, as an ``EnvReport`` (also ``samebits audit``'s API).
+    ``read`` says how to read a lockfile of another format (converted on read)."""
+    from samebits.install import default_cache_dir
+    from samebits.lockread import load_lock
+    from verify.bytecode import check_bytecode
     from verify.digest import digests
-    from verify.drift import file_findings, merge, reference_findings
+    from verify.drift import file_findings, merge, reference_findings, scaffold_findings
     from verify.envreport import EnvReport, load_reference
+    from verify.hashing import default_jobs
+    from verify.interpreter import identity, identity_digest, locate, outside_paths, probe
     from verify.linkage import check_linkage, host_library_dirs
-    from verify.lockcheck import lock_findings
+    from verify.lockcheck import lock_findings, unproven
     from verify.manifest import build_manifest, prefix_kind
+    from verify.scaffold import read_pyvenv_cfg
+    from verify.startup import copied_interpreter_findings, startup_findings
 
-    prefix_kind(prefix)  # a bad prefix fails before the lockfile is even read
-    lock = parse_lock(lockfile) if lockfile else None
+    kind = prefix_kind(prefix)  # a bad prefix fails before the lockfile is even read
+    loaded = load_lock(lockfile, _read_options(read, prefix, platform)) if lockfile else None
+    lock = loaded.lock if loaded else None
     reference = load_reference(against) if against else None
+    cache = cache or default_cache_dir()
 
-    manifest = build_manifest(prefix, jobs=jobs, elf=linkage, progress=progress)
+    loc = locate(prefix, kind, read_pyvenv_cfg(prefix))
+    manifest = build_manifest(prefix, jobs=jobs, elf=linkage, progress=progress,
+                              archives=cache, outside=outside_paths(loc))
+    found = probe(loc.executable)
+    interpreter = identity(manifest, loc, found)
     platform = platform or _default_platform(lock, manifest)
-    groups = [file_findings(manifest)]
-    notes: list[str] = []
+    groups = [file_findings(manifest), startup_findings(manifest, loc),
+              copied_interpreter_findings(manifest, interpreter)]
+    notes = loaded.conversion.one_line_notes() if loaded and loaded.conversion else []
+    notes.extend(scaffold_findings(manifest)[1])
+    if loc.problem:
+        notes.append(f"interpreter: {loc.problem}")
+    bc = None
+    if bytecode:
+        bc = check_bytecode(manifest, executable=loc.executable, runs=found is not None,
+                            cache_tag=found.cache_tag if found else None,
+                            magic=found.magic if found else None, ident=interpreter,
+                            cache=cache, jobs=jobs or default_jobs(), progress=progress)
+        groups.append(list(bc.findings))
+        if bc.unchecked:
+            why = bc.problem or "the interpreter did not answer"
+            notes.append(f"{bc.unchecked:,} bytecode files not checked: {why}")
     locked = None
     if lock is not None:
         if platform not in lock.platforms:
@@ -112,11 +156,27 @@ def check_env(prefix: Path, *, lockfile: Path | None = None, platform: str | Non
         notes.append("editable installs (sources outside the prefix, not checked): "
                      + ", ".join(editable))
     links = check_linkage(manifest, host_dirs=host_library_dirs()) if linkage else None
+    ident_digest = identity_digest(interpreter) if kind != "conda" else None
     return EnvReport(
-        manifest=manifest, digests=digests(manifest), findings=tuple(merge(*groups)),
-        linkage=links, platform=platform, locked_packages=locked,
-        lockfile=str(lockfile) if lockfile else None,
-        reference=reference, notes=tuple(notes))
+        manifest=manifest, digests=digests(manifest, ident_digest),
+        findings=tuple(merge(*groups)), linkage=links, platform=platform,
+        locked_packages=locked, lockfile=str(lockfile) if lockfile else None,
+        reference=reference, notes=tuple(notes), interpreter=interpreter, bytecode=bc,
+        unproven=tuple(unproven(manifest.records.packages)))
+
+
+def _read_options(read: ReadOptions | None, prefix: Path, platform: str | None) -> ReadOptions:
+    """The prefix's own Python line is the default for a universal Python lock."""
+    from dataclasses import replace
+
+    from verify.records import site_packages
+
+    read = read or ReadOptions()
+    if read.python is None:
+        lines = [sp.split("/")[1][len("python"):] for sp in site_packages(prefix)]
+        if len(lines) == 1:
+            read = replace(read, python=lines[0])
+    return replace(read, platforms=(platform,)) if platform and not read.platforms else read
 
 
 def _default_platform(lock, manifest) -> str:

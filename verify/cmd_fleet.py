@@ -7,12 +7,15 @@ import os
 from pathlib import Path
 
 from samebits._io import atomic_write, canonical_json, read_json
+from samebits.dsse import load_signing_key, open_document, signed_bytes
 from samebits.errors import EXIT_DIFFERENT, EXIT_OK, InputError
 from samebits.ui import Output
+from verify.attest import STATEMENT_TYPE
 from verify.fleet import analyse, format_report
 from verify.fleet_html import render_html
 
 DEFAULT_OUT = Path("build/fleet.json")
+FLEET_PREDICATE = "https://samebits.dev/verify-fleet/v1"
 
 
 def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
@@ -36,6 +39,11 @@ def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
                    help="auto: cuda:LOCAL_RANK when torch sees GPUs, else the CPU")
     p.add_argument("--no-env-digest", action="store_true",
                    help="skip hashing the environment (the host name stands in)")
+    p.add_argument("--sign-key", "--sign", dest="sign", type=Path, metavar="KEY",
+                   help="rank 0 writes the report as an in-toto Statement (predicate: the "
+                   "report) in a DSSE envelope signed with this Ed25519 private key (under "
+                   "torchrun write --sign-key: torchrun reads --sign as its own "
+                   "--signals-to-handle)")
     p.set_defaults(func=run_fleet)
 
     r = sub.add_parser(
@@ -60,21 +68,38 @@ def run_fleet(args: argparse.Namespace, out: Output) -> int:
     from verify.workloads import select
 
     only = list(select(args.only)) if args.only else None
+    rank0 = int(os.environ.get("RANK", "0")) == 0
+    key = load_signing_key(args.sign) if args.sign and rank0 else None  # before the run
     records = run_rank(device_request=args.device, only=only,
                        skip_env_digest=args.no_env_digest)
-    if int(os.environ.get("RANK", "0")) != 0:
+    if not rank0:
         return EXIT_OK
     report = analyse(records)
-    atomic_write(args.out, canonical_json(report))
-    return _finish(report, out, args.html, {"path": str(args.out)})
+    data = (canonical_json(report) if key is None
+            else signed_bytes(canonical_json(fleet_statement(report)), key))
+    atomic_write(args.out, data)
+    return _finish(report, out, args.html, {"path": str(args.out),
+                                            "signed_by": key.keyid if key else None})
+
+
+def fleet_statement(report: dict) -> dict:
+    """The report as an in-toto Statement: its subjects are the environments the ranks ran."""
+    subjects = sorted({(n, d) for r in report["ranks"] for n, d in r["environment"].items()})
+    return {"_type": STATEMENT_TYPE, "predicateType": FLEET_PREDICATE, "predicate": report,
+            "subject": [{"name": n, "digest": {"sha256": d}} for n, d in subjects]}
 
 
 def run_fleet_report(args: argparse.Namespace, out: Output) -> int:
     doc = read_json(args.report, what="fleet report",
                     hint="write one with `torchrun ... -m verify fleet --out FILE`")
+    statement, envelope = open_document(doc, source=str(args.report))
+    if envelope is not None:  # verify fleet --sign; `verify attestation` checks the signature
+        doc = statement.get("predicate") if isinstance(statement, dict) and statement.get(
+            "predicateType") == FLEET_PREDICATE else None
     fmt = doc.get("format") if isinstance(doc, dict) else None
     if not isinstance(doc, dict) or fmt != 1 or "ranks" not in doc:
         raise InputError(f"{args.report}: format = {fmt!r}: not a samebits fleet report "
                          "(format 1)",
                          hint="write one with `torchrun ... -m verify fleet --out FILE`")
-    return _finish(doc, out, args.html, {})
+    return _finish(doc, out, args.html,
+                   {"signed_by": list(envelope.keyids) if envelope else None})

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from samebits._io import atomic_write, sha256_hex
+from samebits.dsse import load_signing_key, signed_bytes
 from samebits.errors import EXIT_DIFFERENT, EXIT_OK, InputError, ToolError
 from samebits.lockfile import lock_digest
 from samebits.ui import Output
@@ -49,6 +50,9 @@ def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
                    "settings and report which workloads are unstable and what stabilises them")
     p.add_argument("--save-outputs", type=Path, metavar="DIR",
                    help="keep every output's raw bytes for `verify compare --outputs-a/-b`")
+    p.add_argument("--sign", type=Path, metavar="KEY",
+                   help="write the Statement in a DSSE envelope signed with this Ed25519 "
+                   "private key (samebits keygen); check it with `verify attestation`")
     p.add_argument("--only", action="append", metavar="NAMES",
                    help=f"comma-separated workloads (default: all {len(NAMES)}); see --list")
     p.add_argument("--list", action="store_true", help="list the workloads and exit")
@@ -116,6 +120,7 @@ def run_gpu(args: argparse.Namespace, out: Output) -> int:
         out.emit({"workloads": {n: BY_NAME[n].summary for n in names}}, "\n".join(rows))
         return EXIT_OK
     needs = LockNeeds.read(args.lockfile) if args.lockfile else None
+    key = load_signing_key(args.sign) if args.sign else None  # a bad key fails before the run
     facts = detect()
     device = resolve_device(facts, args.device)
     problems = check(facts, device=device, requested=args.device, lock=needs, prefix=sys.prefix)
@@ -145,7 +150,7 @@ def run_gpu(args: argparse.Namespace, out: Output) -> int:
         facts=facts, device=device, settings=suite.settings,
         workloads={n: r.to_dict() for n, r in suite.results.items()},
         suite_version=SUITE_VERSION, environment=env_digests, lock=lock)
-    data = statement_bytes(statement)
+    data = signed_bytes(statement_bytes(statement), key)
     atomic_write(args.out, data)
 
     report = None
@@ -164,13 +169,15 @@ def run_gpu(args: argparse.Namespace, out: Output) -> int:
         "settings": dict(suite.settings), "seconds": round(seconds, 3),
         "workloads": {n: {**r.to_dict(), "seconds": round(r.seconds, 4)}
                       for n, r in suite.results.items()},
-        "attestation": {"path": str(args.out), "sha256": sha256_hex(data)},
+        "attestation": {"path": str(args.out), "sha256": sha256_hex(data),
+                        "signed_by": key.keyid if key else None},
         "probe": report.to_dict() if report else None,
     }
     text = [device_line(facts, device), _preflight_line(needs, device), _settings_line(suite),
             *_workload_lines(suite),
             f"workloads: {_counts(suite)} in {seconds:.1f} s",
-            f"attestation: {args.out} (sha256 {sha256_hex(data)})"]
+            f"attestation: {args.out} (sha256 {sha256_hex(data)})"
+            + (f", signed by keyid {key.keyid}" if key else "")]
     if report:
         text.append(format_probe(report))
     if failed:

@@ -8,14 +8,19 @@ four NUL-terminated fields::
     <path bytes> \\0 <f|l|o> \\0 <x|-> \\0 <sha256 hex of the content | link target bytes> \\0
 
 (``f`` file, ``l`` symlink, ``o`` anything else; ``x`` when the owner-execute bit is set), after
-the header ``samebits-environment-manifest 1\\n``. Not covered: directories (an empty one is
-invisible), timestamps, owners, permission bits other than owner-execute, ``conda-meta/`` and
-py-rattler's ``CACHEDIR.TAG`` (the installer's own records, which hold cache paths and
-timestamps; the packages digest covers what they identify), and bytecode in ``__pycache__/``
-that no package hashes. The install path does enter: conda rewrites its prefix placeholder in
-text and binary files (conda-meta ``sha256_in_prefix``), pip writes it into console-script
-shebangs and ``direct_url.json``, venv into ``pyvenv.cfg`` and ``bin/activate*``. Two installs
-of one lock into the same path give the same environment digest; into different paths, not.
+the header ``samebits-environment-manifest 2\\n`` and, for a venv or a bare install, the
+interpreter it runs on (``<interpreter>\\0i\\0-\\0<identity digest>\\0``: sha256 over the
+interpreter binary's, libpython's and the stdlib folder's digests, ``verify.interpreter``), so
+two machines whose venvs run on different interpreters never share a digest. Not covered:
+directories (an empty one is invisible), timestamps, owners, permission bits other than
+owner-execute, ``conda-meta/`` and py-rattler's ``CACHEDIR.TAG`` (the installer's own records,
+which hold cache paths and timestamps; the packages digest covers what they identify), and
+bytecode in ``__pycache__/`` that no package hashes (derived from its source, which is covered,
+and checked against it by ``verify.bytecode``; Python writes new caches at run time). The
+install path does enter: conda rewrites its prefix placeholder in text and binary files
+(conda-meta ``sha256_in_prefix``), pip writes it into console-script shebangs and
+``direct_url.json``, venv into ``pyvenv.cfg`` and ``bin/activate*``. Two installs of one lock
+into the same path give the same environment digest; into different paths, not.
 
 **packages** — sha256 of the compact canonical JSON list of the installed packages' identities,
 sorted: conda ``{manager, name, version, build, sha256 (else md5) of the archive}``, pip
@@ -37,7 +42,7 @@ from samebits._io import compact_json, sha256_hex
 from verify.manifest import Entry, Manifest, build_manifest
 from verify.records import Package
 
-MANIFEST_VERSION = 1
+MANIFEST_VERSION = 2
 HEADER = f"samebits-environment-manifest {MANIFEST_VERSION}\n".encode()
 _TYPE = {"file": b"f", "symlink": b"l", "other": b"o"}
 
@@ -54,16 +59,28 @@ def manifest_record(e: Entry) -> bytes:
                        value)) + b"\0"
 
 
-def canonical_manifest(entries: Iterable[Entry]) -> Iterable[bytes]:
+def canonical_manifest(entries: Iterable[Entry], interpreter: str | None = None
+                       ) -> Iterable[bytes]:
     yield HEADER
+    if interpreter is not None:
+        yield b"<interpreter>\0i\0-\0" + interpreter.encode() + b"\0"
     for e in sorted((e for e in entries if e.in_digest), key=lambda e: os.fsencode(e.path)):
         yield manifest_record(e)
 
 
-def environment_digest(entries: Iterable[Entry]) -> str:
+def environment_digest(entries: Iterable[Entry], interpreter: str | None = None) -> str:
     h = hashlib.sha256()
-    for chunk in canonical_manifest(entries):
+    for chunk in canonical_manifest(entries, interpreter):
         h.update(chunk)
+    return h.hexdigest()
+
+
+def stdlib_digest(entries: Iterable[Entry]) -> str:
+    """sha256 of a stdlib folder's files (paths relative to it), written as the environment
+    manifest writes entries, after ``samebits-stdlib 1\n``."""
+    h = hashlib.sha256(b"samebits-stdlib 1\n")
+    for e in sorted(entries, key=lambda e: os.fsencode(e.path)):
+        h.update(manifest_record(e))
     return h.hexdigest()
 
 
@@ -72,11 +89,20 @@ def packages_digest(packages: Iterable[Package]) -> str:
     return sha256_hex(compact_json(ids))
 
 
-def digests(manifest: Manifest) -> dict[str, str]:
-    return {"environment": environment_digest(manifest.entries),
+def digests(manifest: Manifest, interpreter: str | None = None) -> dict[str, str]:
+    """``interpreter``: ``verify.interpreter.identity_digest`` for a venv or a bare install."""
+    return {"environment": environment_digest(manifest.entries, interpreter),
             "packages": packages_digest(manifest.records.packages)}
 
 
 def prefix_digests(prefix: Path) -> dict[str, str]:
     """{"environment": sha256 hex, "packages": sha256 hex} for the prefix at ``prefix``."""
-    return digests(build_manifest(Path(prefix), elf=False))
+    from verify.interpreter import identity, identity_digest, locate, outside_paths
+    from verify.manifest import prefix_kind
+    from verify.scaffold import read_pyvenv_cfg
+
+    prefix = Path(prefix)
+    kind = prefix_kind(prefix)
+    loc = locate(prefix, kind, read_pyvenv_cfg(prefix))
+    m = build_manifest(prefix, elf=False, outside=outside_paths(loc))
+    return digests(m, identity_digest(identity(m, loc, None)) if kind != "conda" else None)

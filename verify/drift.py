@@ -22,13 +22,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from verify.manifest import Entry, Manifest, is_bytecode
+from verify.manifest import Entry, Manifest
 from verify.records import Claim
 
-FILE_KINDS = ("modified", "missing", "unowned", "extra", "type", "exec", "symlink",
-              "unreadable", "bad-record")
+FILE_KINDS = ("modified", "missing", "unowned", "startup", "bytecode", "scaffold", "extra",
+              "type", "exec", "symlink", "unreadable", "bad-record")
 PACKAGE_KINDS = ("package-missing", "package-extra", "package-version", "package-build",
-                 "package-hash")
+                 "package-hash", "package-url")
 KINDS = FILE_KINDS + PACKAGE_KINDS
 _SAME = {"extra": "unowned"}  # the same fact seen from a reference and from the records
 
@@ -58,15 +58,19 @@ class Finding:
 def file_findings(manifest: Manifest) -> list[Finding]:
     out: list[Finding] = []
     owners = _folder_owners(manifest.entries)
+    by_path = manifest.by_path()
     for e in manifest.entries:
-        out.extend(_check_entry(e, owners))
-    present = {e.path for e in manifest.entries}
+        out.extend(_check_entry(e, owners, by_path))
+    out.extend(scaffold_findings(manifest)[0])
     for path, claims in manifest.records.claims.items():
-        if path in present:
+        if path in by_path:
             continue
         claim = claims[-1]
-        if is_bytecode(path) and claim.sha256 is None:
-            continue  # compiled bytecode that was never hashed: Python rebuilds it
+        if "__pycache__/" in path or path.endswith("/__pycache__") or (
+                path.endswith(".pyc") and claim.sha256 is None):
+            # bytecode that was never written or was removed (virtualenv's seeded pip lists
+            # pycs it never wrote, pip --no-compile skips them): Python builds it again
+            continue
         out.append(Finding(kind="missing", path=path, package=claim.package,
                            expected=_describe_claim(claim)))
     for p in manifest.records.problems:
@@ -77,7 +81,8 @@ def file_findings(manifest: Manifest) -> list[Finding]:
     return sorted(out, key=Finding.sort_key)
 
 
-def _check_entry(e: Entry, owners: Mapping[str, str]) -> Iterable[Finding]:
+def _check_entry(e: Entry, owners: Mapping[str, str], by_path: Mapping[str, Entry]
+                 ) -> Iterable[Finding]:
     if e.error is not None:
         yield Finding(kind="unreadable", path=e.path, package=e.owner, detail=e.error)
         return
@@ -100,16 +105,67 @@ def _check_entry(e: Entry, owners: Mapping[str, str]) -> Iterable[Finding]:
             yield Finding(kind="modified", path=e.path, package=c.package,
                           expected=c.sha256, actual=e.sha256, detail=size)
         if c.exec is not None and c.exec != e.exec:
-            yield Finding(kind="exec", path=e.path, package=c.package, source="package cache",
+            yield Finding(kind="exec", path=e.path, package=c.package, source=c.source,
                           expected=_mode(c.exec), actual=_mode(e.exec))
         return
     if c.target is not None:
         if c.target != e.target:
             yield Finding(kind="symlink", path=e.path, package=c.package,
-                          source="package cache", expected=c.target, actual=e.target)
-    elif c.sha256 and e.target is not None and _sha_text(e.target) != c.sha256:
-        yield Finding(kind="symlink", path=e.path, package=c.package,
-                      expected=f"a target with sha256 {c.sha256}", actual=e.target)
+                          source=c.source, expected=c.target, actual=e.target)
+    elif c.sha256 and e.target is not None:
+        accepted = {c.sha256, c.alt} - {None}
+        if _sha_text(e.target) in accepted:
+            return  # py-rattler's convention: the sha256 of the link text
+        got = _target_sha(e, by_path)
+        if got is None or got not in accepted:  # conda's: the sha256 of the target's contents
+            yield Finding(kind="symlink", path=e.path, package=c.package,
+                          expected=f"a target with sha256 {c.sha256}", actual=e.target)
+
+
+def _target_sha(e: Entry, by_path: Mapping[str, Entry]) -> str | None:
+    """The sha256 of the file a symlink ends at inside the prefix (None: outside, a folder,
+    a dangling link or a loop)."""
+    seen = 0
+    while e.type == "symlink" and e.target is not None and seen < 40:
+        if e.target.startswith("/"):
+            return None
+        path = posixpath.normpath(posixpath.join(posixpath.dirname(e.path), e.target))
+        nxt = by_path.get(path)
+        if nxt is None:
+            return None
+        e, seen = nxt, seen + 1
+    return e.sha256 if e.type == "file" else None
+
+
+def scaffold_findings(manifest: Manifest) -> tuple[list[Finding], list[str]]:
+    """A venv's scaffolding whose contents are fixed, read and compared (verify.scaffold);
+    and notes on start-up scaffolding this samebits cannot prove."""
+    from verify.scaffold import KNOWN_VIRTUALENV_PY, content_problem, fixed_content
+
+    out: list[Finding] = []
+    notes: list[str] = []
+    made_by = manifest.made_by or "venv"
+    for e in manifest.entries:
+        if e.category != "scaffold" or e.type != "file":
+            continue
+        rule = fixed_content(e.path, made_by)
+        if rule is not None:
+            try:
+                data = (manifest.prefix / e.path).read_bytes()
+            except OSError as exc:
+                out.append(Finding(kind="unreadable", path=e.path, package=e.owner,
+                                   detail=exc.strerror or str(exc)))
+                continue
+            why = content_problem(data, rule)
+            if why:
+                out.append(Finding(kind="scaffold", path=e.path, package=f"<{made_by}>",
+                                   actual=_describe(e), detail=why))
+        elif e.path.endswith("/_virtualenv.py") and e.sha256 not in KNOWN_VIRTUALENV_PY:
+            known = ", ".join(sorted(set(KNOWN_VIRTUALENV_PY.values())))
+            notes.append(f"{e.path} (virtualenv {manifest.venv.get('virtualenv', '?')}) runs "
+                         f"at start-up and is not the file of a virtualenv release this "
+                         f"samebits knows ({known}): only --against a reference proves it")
+    return out, notes
 
 
 def reference_findings(manifest: Manifest, reference: Mapping[str, Mapping[str, Any]]

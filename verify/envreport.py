@@ -26,6 +26,7 @@ from typing import Any
 
 from samebits._io import read_json
 from samebits.errors import InputError
+from verify.bytecode import BytecodeReport
 from verify.drift import Finding
 from verify.linkage import LinkageReport
 from verify.manifest import Entry, Manifest
@@ -53,6 +54,9 @@ class EnvReport:
     locked_packages: int | None = None
     reference: Reference | None = None
     notes: tuple[str, ...] = field(default=())
+    interpreter: Mapping[str, Any] | None = None
+    bytecode: BytecodeReport | None = None
+    unproven: tuple[str, ...] = ()                 # pip packages with no recorded archive hash
 
     @property
     def identical(self) -> bool:
@@ -121,6 +125,9 @@ def report_json(r: EnvReport) -> dict[str, Any]:
         "summary": summary(r),
         "findings": [_json_finding(f) for f in r.findings],
         "linkage": r.linkage.to_json() if r.linkage else {"checked": False},
+        "interpreter": dict(r.interpreter) if r.interpreter else None,
+        "bytecode": r.bytecode.to_json() if r.bytecode else {"checked": False},
+        "unproven": list(r.unproven),
         "packages": [p.to_json() for p in m.records.packages],
         "notes": list(r.notes),
         "manifest": [entry_json(e) for e in m.entries],
@@ -175,6 +182,11 @@ def report_text(r: EnvReport) -> str:
     if s["unhashed"]:
         lines.append(f"  unhashed   {_n(s['unhashed'], 'package file')} recorded without a hash "
                      "(in the manifest and the digest, not checkable)")
+    lines.extend(_interpreter_lines(r))
+    if r.unproven:
+        shown = ", ".join(r.unproven[:8]) + (", ..." if len(r.unproven) > 8 else "")
+        lines.append(f"  unproven   {_n(len(r.unproven), 'pip package')} with no record of "
+                     f"the wheel it came from (no direct_url.json hash): {shown}")
     if r.lockfile:
         lines.append(f"  lockfile   {r.lockfile} ({r.platform}): {r.locked_packages} packages")
     if r.reference:
@@ -197,6 +209,16 @@ def report_text(r: EnvReport) -> str:
                          "cannot open shared object file")
         for link in lk.host:
             lines.append(f"  {link.file} needs {link.needed}: host only, {link.found}")
+        for link in lk.preloaded:
+            lines.append(f"  {link.file} needs {link.needed}: preloaded by torch from "
+                         f"{link.found}")
+        for link in lk.optional:
+            lines.append(f"  note: {link.file} [{link.package or 'unowned'}] is a plugin "
+                         f"nothing here needs; it loads where {link.needed} exists (an "
+                         "optional transport)")
+        for link in lk.off_path:
+            lines.append(f"  note: {link.file} [{link.package or 'unowned'}] finds "
+                         f"{link.needed} ({link.found}) only with LD_LIBRARY_PATH")
         for f, why in lk.unreadable:
             lines.append(f"  {f}: {why}")
     if r.ok:
@@ -207,6 +229,33 @@ def report_text(r: EnvReport) -> str:
         verdict = f"DRIFT: {_n(len(r.findings), 'finding')}"
     lines.append(f"result: {verdict} (exit {r.exit_code})")
     return "\n".join(lines)
+
+
+def _interpreter_lines(r: EnvReport) -> list[str]:
+    out = []
+    ident = r.interpreter
+    if ident and ident.get("path"):
+        std = ident.get("stdlib") or {}
+        runs = "" if ident.get("runs_here") else ", does not run here"
+        out.append(f"  python     {ident['path']} ({ident.get('version')}, "
+                   f"{ident.get('cache_tag')}{runs}): sha256:{_short(ident.get('sha256'))} "
+                   f"stdlib {std.get('files', 0):,} files sha256:{_short(std.get('sha256'))}")
+    bc = r.bytecode
+    if bc is not None:
+        parts = [f"{bc.checked:,} checked against their sources"
+                 + (f" ({bc.compiled:,} compiled now)" if bc.compiled else "")]
+        if bc.by_record:
+            parts.append(f"{bc.by_record:,} as their packages' records hash them")
+        if bc.unchecked:
+            parts.append(f"{bc.unchecked:,} NOT checked")
+        if bc.stale:
+            parts.append(f"{len(bc.stale):,} stale (Python ignores and rewrites them)")
+        if bc.other:
+            parts.append(f"{len(bc.other):,} for another interpreter (never loaded)")
+        out.append("  bytecode   " + ", ".join(parts))
+    elif r.interpreter is not None:
+        out.append("  bytecode   not checked (--no-bytecode)")
+    return out
 
 
 def finding_line(f: Finding) -> str:
@@ -223,6 +272,8 @@ def finding_line(f: Finding) -> str:
         tail = f"{f.actual} installed, not locked"
     elif f.kind == "missing":
         tail = "not there"
+    elif f.kind in ("bytecode", "startup", "scaffold") and f.detail:
+        return f"{head}: {f.detail}" + (f" <{f.source}>" if f.source != "record" else "")
     else:
         tail = f.actual or ""
     extra = f" ({f.detail})" if f.detail else ""

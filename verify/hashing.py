@@ -49,6 +49,7 @@ class Hashed(NamedTuple):
     sha256: str | None
     elf: ElfInfo | None = None
     error: str | None = None
+    head: bytes | None = None      # a .pyc file's 16-byte header (verify.bytecode reads it)
 
 
 def default_jobs() -> int:
@@ -67,18 +68,20 @@ def hash_file(path: str, *, elf: bool = True, size: int = -1) -> Hashed:
     return Hashed._make(_hash(path, elf, size))
 
 
-def _hash(path: str, elf: bool, size: int) -> tuple[str | None, ElfInfo | None, str | None]:
+def _hash(path: str, elf: bool, size: int
+          ) -> tuple[str | None, ElfInfo | None, str | None, bytes | None]:
     buf = getattr(_local, "buffer", None)
     if buf is None:
         buf = _local.buffer = bytearray(BUFFER)
     try:
         fd = os.open(path, _FLAGS)
     except OSError as exc:
-        return None, None, exc.strerror or str(exc)
+        return None, None, exc.strerror or str(exc), None
     try:
         h = hashlib.sha256()
         n = os.readv(fd, (buf,))
         is_elf = n >= 4 and buf[:4] == ELF_MAGIC
+        head = bytes(buf[:16]) if path.endswith(".pyc") else None
         if n == size and n < BUFFER:  # all of it, as the walk saw it: no read to find the end
             h.update(memoryview(buf)[:n])
         else:
@@ -90,9 +93,9 @@ def _hash(path: str, elf: bool, size: int) -> tuple[str | None, ElfInfo | None, 
         if is_elf and elf:
             with os.fdopen(os.dup(fd), "rb") as stream:
                 info = read_elf_info(stream)
-        return h.hexdigest(), info, None
+        return h.hexdigest(), info, None, head
     except OSError as exc:
-        return None, None, exc.strerror or str(exc)
+        return None, None, exc.strerror or str(exc), None
     finally:
         os.close(fd)
 
@@ -100,7 +103,8 @@ def _hash(path: str, elf: bool, size: int) -> tuple[str | None, ElfInfo | None, 
 def _hash_batch(batch: tuple[int, str, list[str], list[int]], elf: bool
                 ) -> tuple[int, list[tuple]]:
     b, root, paths, sizes = batch
-    return b, [_hash(root + p, elf, n) for p, n in zip(paths, sizes, strict=True)]
+    return b, [_hash(p if p[0] == "/" else root + p, elf, n)
+               for p, n in zip(paths, sizes, strict=True)]
 
 
 def _worker_init() -> None:
@@ -158,7 +162,8 @@ class FileHasher:
             self._pool = None
 
     def add(self, path: str, size: int) -> int:
-        """Queue ``root + path``; returns its index in what ``wait`` returns."""
+        """Queue ``root + path`` (``path`` itself when absolute: the files of a venv's base
+        interpreter); returns its index in what ``wait`` returns."""
         i = len(self._paths)
         self._paths.append(path)
         self._sizes.append(size)

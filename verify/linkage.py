@@ -17,8 +17,22 @@ For each ELF file (its dynamic section read by pyelftools while it was hashed, s
 4. the host's default library folders (``host_library_dirs()``, from /etc/ld.so.conf): found
    there means "works on this machine only" — reported as ``host``, not as a failure.
 
+5. torch's preloads: ``import torch`` loads the CUDA libraries of its ``TORCH_PRELOADS`` list
+   from ``site-packages/nvidia/<folder>/lib``, ``nvidia/cuXX/lib`` or ``<folder>/lib`` before
+   libtorch (``torch/__init__.py``, ``_preload_cuda_deps``); once loaded, ld.so satisfies any
+   later DT_NEEDED of that name. In an environment with torch, such a name found there is
+   ``preloaded``, not missing.
+
 What is found nowhere is ``unresolved``: ``libcudart.so.11.0: cannot open shared object file``
-as a finding, with the file that needs it and its package. LD_LIBRARY_PATH is not consulted.
+as a finding, with the file that needs it and its package. Except for a **plugin**: a shared
+library that nothing in the environment needs (so only a dlopen loads it: nvshmem's MPI/UCX
+bootstraps, cufile's RDMA plugin) and that is not a Python extension module, whose missing
+libraries are all optional transports (``TRANSPORTS``: MPI, UCX, libfabric, verbs, PMIx...).
+It loads only on machines that have that transport, so it is listed as ``optional`` (a note),
+exactly as ``samebits install`` judges it. Likewise an executable inside site-packages that
+nothing loads (torch ships ``torch/bin/test_shim`` with RUNPATH ``$ORIGIN``) whose missing
+libraries are all elsewhere in the environment is ``off_path`` (a note: it runs only with
+LD_LIBRARY_PATH). LD_LIBRARY_PATH is not consulted.
 """
 
 from __future__ import annotations
@@ -55,7 +69,7 @@ PREFIX_LIB_DIRS = ("lib", "lib64")
 MAX_LINKS = 40
 MAX_LOADERS = 256  # loaders looked at per unresolved library
 
-Status = Literal["prefix", "allowed", "host", "unresolved"]
+Status = Literal["prefix", "allowed", "host", "preloaded", "unresolved", "optional"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -84,6 +98,9 @@ class LinkageReport:
     unresolved: tuple[Link, ...] = ()
     host: tuple[Link, ...] = ()
     unreadable: tuple[tuple[str, str], ...] = ()   # (file, why)
+    preloaded: tuple[Link, ...] = ()               # found where torch preloads it from
+    optional: tuple[Link, ...] = ()                # a plugin's absent transport: a note
+    off_path: tuple[Link, ...] = ()                # a package's own tool: a note
 
     @property
     def ok(self) -> bool:
@@ -94,6 +111,9 @@ class LinkageReport:
                 "links": self.links,
                 "unresolved": [lk.to_json() for lk in self.unresolved],
                 "host": [lk.to_json() for lk in self.host],
+                "preloaded": [lk.to_json() for lk in self.preloaded],
+                "optional": [lk.to_json() for lk in self.optional],
+                "off_path": [lk.to_json() for lk in self.off_path],
                 "unreadable": [{"file": f, "error": e} for f, e in self.unreadable],
                 "allow_list": dict(sorted(HOST_LIBRARIES.items()))}
 
@@ -150,8 +170,15 @@ def check_linkage(manifest: Manifest, *, host_dirs: Sequence[str]) -> LinkageRep
             elif link.status == "host":
                 host.append(link)
     unresolved = _through_loaders(pending, entries, prefix, loaders)
+    from verify.loadmodel import package_tools, plugins, torch_preloads
+
+    preloaded, unresolved = torch_preloads(unresolved, entries, manifest)
+    optional, unresolved = plugins(unresolved, loaders)
+    off_path, unresolved = package_tools(unresolved, entries, loaders)
     return LinkageReport(elf_files=len(elfs), links=links, unresolved=tuple(unresolved),
-                         host=tuple(host), unreadable=tuple(unreadable))
+                         host=tuple(host), unreadable=tuple(unreadable),
+                         preloaded=tuple(preloaded), optional=tuple(optional),
+                         off_path=tuple(off_path))
 
 
 def _through_loaders(pending: list[Link], entries: dict[str, Entry], prefix: str,

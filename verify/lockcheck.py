@@ -7,11 +7,15 @@
     package-version   another version
     package-build     conda: another build string; pip: other wheel tags than the locked wheel
     package-hash      conda: md5 or sha256 of the archive differs from conda-meta's;
-                      pip: the archive sha256 pip recorded (direct_url.json) differs
+                      pip: the archive sha256 the installer recorded (PEP 610 direct_url.json,
+                      ``archive_info.hashes.sha256`` or the legacy ``hash``) differs
+    package-url       pip: the URL direct_url.json records differs from the lock's (fragments
+                      ignored): the wheel came from somewhere else
 
 Packages match by (manager, name); pip names are compared canonicalised (PEP 503), versions
-as PEP 440 versions. A pip package installed from an index records no archive hash, so for it
-only the files are checked (against RECORD), not the wheel.
+as PEP 440 versions. A pip package installed from an index records neither URL nor hash: its
+files are checked against its RECORD, but nothing proves its wheel was the locked one. Such a
+package is **unproven** (``unproven``): listed in the report, not drift.
 """
 
 from __future__ import annotations
@@ -64,7 +68,19 @@ def _compare(p: Package, lp: LockedPackage) -> list[Finding]:
             "wheel tags")
     if lp.sha256 and p.sha256 and lp.sha256.lower() != p.sha256.lower():
         add("package-hash", f"sha256 {lp.sha256}", f"sha256 {p.sha256}", "archive sha256")
+    if p.url and _unfragment(p.url) != _unfragment(lp.url):
+        add("package-url", _unfragment(lp.url), _unfragment(p.url), "direct_url.json")
     return out
+
+
+def unproven(installed: Sequence[Package]) -> list[str]:
+    """pip packages with no recorded archive hash: nothing says which wheel they came from."""
+    return sorted(p.id for p in installed if p.manager == "pip" and not p.sha256
+                  and not p.editable)
+
+
+def _unfragment(url: str) -> str:
+    return url.split("#", 1)[0]
 
 
 def wheel_tags(filename: str) -> set[str]:

@@ -80,8 +80,13 @@ class LockNeeds:
 
     @classmethod
     def read(cls, path: Path) -> LockNeeds:
+        """A samebits (conda-lock) lock's needs; a lock of another format records none (its
+        conversion would need an index for nothing)."""
         from samebits.lockfile import parse_lock
+        from samebits.lockread import lock_format
 
+        if lock_format(path) != "conda-lock":
+            return cls(path=str(path), cuda=None, compute_capabilities=(), generation=None)
         lock = parse_lock(path)
         ccs = tuple(c.strip() for c in (lock.meta("compute-capabilities") or "").split(",")
                     if c.strip())

@@ -5,12 +5,14 @@ Two sources, read as the installers wrote them:
 - conda: ``conda-meta/<name>-<version>-<build>.json`` — the package's ``md5``/``sha256`` and
   ``paths_data``: per file the sha256 from the package (``sha256``), the sha256 after the prefix
   placeholder was rewritten (``sha256_in_prefix``; for a softlink py-rattler stores the sha256
-  of the link target there), the size. The package cache (``extracted_package_dir``), when it is
-  still there, gives the expected executable bit and link target.
+  of the link text there and the target's contents in ``sha256``; conda and mamba the target's
+  contents), the size. The package cache (``extracted_package_dir``), when it is still there,
+  gives the expected executable bit and link target; once it is gone, the archive in samebits'
+  download cache does (``verify.archivefacts``).
 - pip: every ``*.dist-info`` in site-packages that conda does not own — ``RECORD`` (path,
   ``sha256=<urlsafe base64>``, size; the RECORD itself and compiled ``__pycache__`` files carry
-  no hash), ``METADATA`` (name, version), ``WHEEL`` (tags), ``direct_url.json`` (archive hash,
-  editable).
+  no hash), ``METADATA`` (name, version), ``WHEEL`` (tags), ``direct_url.json`` (PEP 610: the
+  archive's URL and sha256, editable).
 
 ``read_records(prefix)`` does the I/O and returns ``Records``: the packages, every claim by
 prefix-relative path, and every record it could not read (``Problem``), never stopping at one.
@@ -45,6 +47,7 @@ class Package:
     subdir: str | None = None          # conda subdir
     tags: tuple[str, ...] = ()         # wheel tags (WHEEL "Tag:")
     editable: bool = False             # pip install -e: the sources live outside the prefix
+    url: str | None = None             # where the archive came from (conda-meta, direct_url.json)
 
     @property
     def id(self) -> str:
@@ -71,7 +74,7 @@ class Package:
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"id": self.id, "manager": self.manager, "name": self.name,
                                "version": self.version, "record": self.record}
-        for key in ("build", "md5", "sha256", "subdir"):
+        for key in ("build", "md5", "sha256", "subdir", "url"):
             if getattr(self, key):
                 out[key] = getattr(self, key)
         if self.tags:
@@ -91,6 +94,8 @@ class Claim(NamedTuple):
     exec: bool | None = None            # expected owner-execute bit, when known
     target: str | None = None           # expected symlink target, when known
     unhashed: str | None = None         # why there is no sha256 to check
+    alt: str | None = None              # symlink: a second sha256 the record accepts
+    source: str = "record"              # where exec/target came from: package cache, archive
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -125,7 +130,9 @@ def site_packages(prefix: Path) -> list[str]:
     return out
 
 
-def read_records(prefix: Path) -> Records:
+def read_records(prefix: Path, *, archives: Path | None = None) -> Records:
+    """``archives``: samebits' download cache, whose conda archives give executable bits and
+    link targets when the extracted package cache is gone (``verify.archivefacts``)."""
     prefix = Path(prefix)
     packages: list[Package] = []
     claims: dict[str, tuple[Claim, ...]] = {}
@@ -134,7 +141,8 @@ def read_records(prefix: Path) -> Records:
     if meta.is_dir():
         for name in sorted(os.listdir(meta)):
             if name.endswith(".json"):
-                _read_conda(prefix, f"conda-meta/{name}", packages, claims, problems)
+                _read_conda(prefix, f"conda-meta/{name}", packages, claims, problems,
+                            archives)
     conda_owned = set(claims)
     for sp in site_packages(prefix):
         for name in sorted(os.listdir(prefix / sp)):
@@ -151,7 +159,8 @@ def read_records(prefix: Path) -> Records:
 # ------------------------------------------------------------------------------------ conda
 
 def _read_conda(prefix: Path, rel: str, packages: list[Package],
-                claims: dict[str, tuple[Claim, ...]], problems: list[Problem]) -> None:
+                claims: dict[str, tuple[Claim, ...]], problems: list[Problem],
+                archives: Path | None) -> None:
     try:
         doc = json.loads((prefix / rel).read_bytes())
         name, version, build = doc["name"], doc["version"], doc["build"]
@@ -160,17 +169,27 @@ def _read_conda(prefix: Path, rel: str, packages: list[Package],
     except (OSError, ValueError, KeyError, TypeError) as exc:
         problems.append(Problem(record=rel, message=f"unreadable conda record: {_why(exc)}"))
         return
+    url = doc.get("url") if isinstance(doc.get("url"), str) else None
     pkg = Package(manager="conda", name=name, version=version, build=build, record=rel,
-                  md5=doc.get("md5"), sha256=doc.get("sha256"), subdir=doc.get("subdir"))
+                  md5=doc.get("md5"), sha256=doc.get("sha256"), subdir=doc.get("subdir"),
+                  url=url)
     packages.append(pkg)
     cache = doc.get("extracted_package_dir")
     cache_dir = Path(cache) if isinstance(cache, str) and os.path.isdir(cache) else None
+    facts = None
+    if cache_dir is None:  # the extracted cache is gone: the archive may still be there
+        from verify.archivefacts import archive_facts
+
+        fn = doc.get("fn") if isinstance(doc.get("fn"), str) else None
+        sha = pkg.sha256 if isinstance(pkg.sha256, str) else None
+        facts = archive_facts(archives, sha, fn)
+    noarch = doc.get("noarch") == "python" or (doc.get("noarch") or {}) == {"type": "python"}
     entries = (doc.get("paths_data") or {}).get("paths")
     if not isinstance(entries, list):  # an old record: a file list without hashes
         entries = [{"_path": p, "path_type": "hardlink"} for p in doc.get("files") or ()]
     for entry in entries:
         try:
-            claim = _conda_claim(pkg.id, entry, cache_dir)
+            claim = _conda_claim(pkg.id, entry, cache_dir, facts, noarch)
         except (KeyError, TypeError, ValueError) as exc:
             problems.append(Problem(record=rel, message=f"bad paths_data entry: {_why(exc)}"))
             continue
@@ -179,26 +198,50 @@ def _read_conda(prefix: Path, rel: str, packages: list[Package],
             claims[path] = (*claims.get(path, ()), claim)
 
 
-def _conda_claim(pid: str, entry: dict[str, Any], cache: Path | None) -> Claim | None:
+def _member(path: str, noarch: bool) -> str:
+    """The archive member a noarch: python package's installed path came from."""
+    if noarch:
+        parts = path.split("/")
+        if len(parts) > 3 and parts[0] == "lib" and parts[1].startswith("python") \
+                and parts[2] == "site-packages":
+            return "/".join(["site-packages", *parts[3:]])
+        if len(parts) == 2 and parts[0] == "bin":
+            return f"python-scripts/{parts[1]}"
+    return path
+
+
+def _conda_claim(pid: str, entry: dict[str, Any], cache: Path | None,
+                 facts: dict | None, noarch: bool) -> Claim | None:
     path = entry["_path"]
     kind = entry.get("path_type", "hardlink")
     if kind == "directory":
         return None
     exec_bit = target = None
+    source = "record"
     if cache is not None:
         try:
             st = os.lstat(cache / path)
         except OSError:
             pass
         else:
+            source = "package cache"
             if stat.S_ISLNK(st.st_mode):
                 target = os.readlink(cache / path)
             else:
                 exec_bit = bool(st.st_mode & stat.S_IXUSR)
+    elif facts is not None:
+        fact = facts.get(path) or facts.get(_member(path, noarch))
+        if fact is not None:
+            source = "package archive"
+            exec_bit, target = fact.exec, fact.target
     if kind == "softlink":
-        return Claim(package=pid, type="symlink", sha256=entry.get("sha256_in_prefix"),
-                     target=target,
-                     unhashed=None if entry.get("sha256_in_prefix") else "no link-target hash")
+        # py-rattler records the sha256 of the link text in sha256_in_prefix and the target's
+        # contents in sha256; conda and mamba the target's contents: either is accepted.
+        text_or_target = entry.get("sha256_in_prefix") or entry.get("sha256") or None
+        alt = entry.get("sha256") if entry.get("sha256_in_prefix") else None
+        return Claim(package=pid, type="symlink", sha256=text_or_target, target=target,
+                     unhashed=None if text_or_target else "no link-target hash", alt=alt,
+                     source=source)
     sha = entry.get("sha256_in_prefix") or None
     unhashed = None
     if sha is None:
@@ -209,7 +252,7 @@ def _conda_claim(pid: str, entry: dict[str, Any], cache: Path | None) -> Claim |
             unhashed = None if sha else "no sha256 in conda-meta"
     size = entry.get("size_in_bytes") if not entry.get("prefix_placeholder") else None
     return Claim(package=pid, type="file", sha256=sha, size=size, exec=exec_bit,
-                 unhashed=unhashed)
+                 unhashed=unhashed, source=source)
 
 
 # -------------------------------------------------------------------------------------- pip
@@ -227,7 +270,8 @@ def _read_dist(prefix: Path, sp: str, dist: str, packages: list[Package],
     tags = tuple(v for k, v in _header_items(base / "WHEEL") if k == "tag")
     direct = _direct_url(base / "direct_url.json")
     pkg = Package(manager="pip", name=name, version=version, record=f"{dist}/RECORD",
-                  tags=tags, sha256=direct.get("sha256"), editable=direct.get("editable", False))
+                  tags=tags, sha256=direct.get("sha256"), editable=direct.get("editable", False),
+                  url=direct.get("url"))
     packages.append(pkg)
     try:
         text = (base / "RECORD").read_text(encoding="utf-8")
@@ -314,6 +358,8 @@ def _direct_url(path: Path) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if not isinstance(doc, dict):
         return out
+    if isinstance(doc.get("url"), str):
+        out["url"] = doc["url"]
     if isinstance(doc.get("dir_info"), dict) and doc["dir_info"].get("editable"):
         out["editable"] = True
     archive = doc.get("archive_info")

@@ -16,11 +16,20 @@ from collections.abc import Sequence
 
 import verify.cli
 from samebits import __version__
-from samebits.app import cmd_audit, cmd_install, cmd_lock, cmd_render
+from samebits.app import (
+    cmd_audit,
+    cmd_bundle,
+    cmd_freeze,
+    cmd_install,
+    cmd_keys,
+    cmd_lock,
+    cmd_render,
+)
 from samebits.ui import common_options, run_cli
 
 # Each has ``add_parser(sub, parents)``; the order is the order of ``samebits --help``.
-COMMANDS = (cmd_lock, verify.cli, cmd_render, cmd_install, cmd_audit)
+COMMANDS = (cmd_lock, cmd_freeze, verify.cli, cmd_render, cmd_install, cmd_bundle, cmd_audit,
+            cmd_keys)
 
 
 def build_parser() -> argparse.ArgumentParser:

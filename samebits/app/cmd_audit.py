@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from samebits._io import atomic_write, canonical_json, sha256_hex
+from samebits.dsse import SigningKey, load_public_key, load_signing_key, signed_bytes
 from samebits.errors import EXIT_OK, UsageError
 from samebits.lockfile import LOCK_SUFFIX
 from samebits.ui import Output
@@ -50,6 +51,7 @@ def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
                    help=f"where the attestation goes (default: {DEFAULT_ATTESTATION})")
     a.add_argument("--save-outputs", type=Path, metavar="DIR",
                    help="keep every output's raw bytes: reviewers then get max errors")
+    _sign_arg(a, "the attestation")
     a.add_argument("--only", action="append", metavar="NAMES",
                    help=f"comma-separated workloads (default: all {len(NAMES)})")
     a.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
@@ -90,7 +92,17 @@ def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
                    help="exit 1 unless the verdict is at least this level")
     r.add_argument("--out", type=Path, default=DEFAULT_OUT, metavar="DIR",
                    help=f"where the reports go (default: {DEFAULT_OUT})")
+    r.add_argument("--trust", type=Path, metavar="KEY.pub",
+                   help="the authors' public key: an attestation that is not a DSSE envelope "
+                   "signed by it is a reason for not-reproduced")
+    _sign_arg(r, "the reviewer's attestation")
     r.set_defaults(func=run_audit)
+
+
+def _sign_arg(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument("--sign", type=Path, metavar="KEY",
+                   help=f"write {what} as a DSSE envelope signed with this Ed25519 private key "
+                   "(samebits keygen)")
 
 
 def _env_args(p: argparse.ArgumentParser) -> None:
@@ -111,6 +123,7 @@ def run_attest(args: argparse.Namespace, out: Output) -> int:
     from verify.workloads import select
     from verify.workloads.settings import PROFILES
 
+    key = load_signing_key(args.sign) if args.sign else None  # before anything runs
     settings = PROFILES[args.profile].with_precision(matmul=args.matmul_precision,
                                                      tf32=True if args.tf32 else None)
     req = AttestRequest(out=args.out, lockfile=args.lockfile, prefix=args.prefix,
@@ -120,14 +133,16 @@ def run_attest(args: argparse.Namespace, out: Output) -> int:
     start = time.perf_counter()
     result = attest(req, progress=(lambda s: None) if out.json else
                     (lambda s: out.info(f"attest: {s}")))
-    atomic_write(args.out, result.data)
+    data = signed_bytes(result.data, key)
+    atomic_write(args.out, data)
     seconds = time.perf_counter() - start
     digests = result.env_report["digests"]
     counts: dict[str, int] = {}
     for rec in result.measured.workloads.values():
         counts[rec["status"]] = counts.get(rec["status"], 0) + 1
     payload: dict[str, Any] = {
-        "attestation": {"path": str(args.out), "sha256": sha256_hex(result.data)},
+        "attestation": {"path": str(args.out), "sha256": sha256_hex(data),
+                        "signed_by": key.keyid if key else None},
         "device": result.device, "device_line": device_line(result.facts, result.device),
         "python": result.python, "environment": {"prefix": result.env_report["prefix"],
                                                  "digests": dict(digests)},
@@ -146,7 +161,8 @@ def run_attest(args: argparse.Namespace, out: Output) -> int:
                for n, r in ran.items()),
              f"workloads: {', '.join(f'{v} {k}' for k, v in sorted(counts.items()))} in "
              f"{seconds:.1f} s (run by {result.python})",
-             f"attestation: {args.out} (sha256 {sha256_hex(result.data)})"]
+             f"attestation: {args.out} (sha256 {sha256_hex(data)})"
+             + (f", signed by keyid {key.keyid}" if key else "")]
     if args.save_outputs:
         lines.append(f"outputs: {args.save_outputs} (ship it: reviewers get max errors)")
     out.emit(payload, "\n".join(lines))
@@ -190,23 +206,27 @@ def run_audit(args: argparse.Namespace, out: Output) -> int:
     from samebits.app.audit.pipeline import run_audit as audit
 
     lockfile, attestation, outputs = paper_inputs(args)
+    key = load_signing_key(args.sign) if args.sign else None  # bad keys: exit 2, no step run
+    trust = load_public_key(args.trust) if args.trust else None
     req = AuditRequest(lockfile=lockfile, attestation=attestation, out=args.out,
                        prefix=args.prefix, install=args.install, python=args.python,
                        platform=args.platform, device=args.device, outputs=outputs,
                        workloads=not args.no_workloads, cache=args.cache_dir,
-                       replace=args.replace)
+                       replace=args.replace, trust=trust)
     result = audit(req, progress=(lambda s: None) if out.json else
                    (lambda s: out.info(f"audit: {s}")))
     doc = build_document(result)
-    files = write_reports(result, doc, args.out)
+    files = write_reports(result, doc, args.out, sign=key)
     code = result.verdict.exit_code(args.require)
     payload = {**doc, "files": files, "exit_code": code}
     out.emit(payload, audit_text(doc, files, code))
     return code
 
 
-def write_reports(result: Any, doc: dict[str, Any], folder: Path) -> dict[str, str]:
-    """Every report file under ``folder``, atomically; name -> path."""
+def write_reports(result: Any, doc: dict[str, Any], folder: Path, *,
+                  sign: SigningKey | None = None) -> dict[str, str]:
+    """Every report file under ``folder``, atomically; name -> path. With ``sign``, the
+    reviewer's attestation is a DSSE envelope signed with that key."""
     from samebits.app.audit.pipeline import REVIEWER_ATTESTATION
     from samebits.app.audit.report_html import render_html
     from samebits.app.audit.report_md import render_markdown
@@ -218,7 +238,8 @@ def write_reports(result: Any, doc: dict[str, Any], folder: Path) -> dict[str, s
         "html": (folder / "audit.html", render_html(doc)),
     }
     if result.reviewer_data is not None:
-        files["attestation"] = (folder / REVIEWER_ATTESTATION, result.reviewer_data)
+        files["attestation"] = (folder / REVIEWER_ATTESTATION,
+                                signed_bytes(result.reviewer_data, sign))
     if result.env_report is not None:
         lock = result.lock
         name = lock.meta("environment") or Path(result.request.lockfile).name.removesuffix(

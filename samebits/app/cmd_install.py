@@ -1,13 +1,17 @@
 """``samebits install``: a lock's platform into a prefix, then ``verify env`` of the result.
 
     samebits install ENV --prefix DIR [--platform P] [--python PY] [--link-mode M]
-                     [--no-bytecode] [--cache-dir C] [--replace]
+                     [--no-bytecode] [--cache-dir C] [--replace] [--from-nix [--store URI]]
+                     [--lock-env NAME] [--lock-python X.Y]
+    samebits install --from-bundle FILE --prefix DIR [...]
 
 The work is ``samebits.install`` (fetch, unpack, place, compile); this module finds the lock and
-the interpreter, stages the prefix beside its target and renames it into place, runs the
-verifier in this process (``verify.cmd_env.check_env``, exactly what ``samebits verify env
---prefix DIR --lockfile L --platform P`` runs) and returns its exit code: one verdict. Files
-that verify finds changed evict the cache entries they were placed from.
+the interpreter (a lock of another format is read with ``samebits.lockread``; the archives
+may come from a bundle or the Nix store into the cache first), stages the prefix beside its
+target and renames it into place, runs the verifier in this process
+(``verify.cmd_env.check_env``, exactly what ``samebits verify env --prefix DIR --lockfile L
+--platform P`` runs) and returns its exit code (the report's ``ok``): one verdict. Files that
+verify finds changed evict the cache entries they were placed from.
 """
 
 from __future__ import annotations
@@ -18,10 +22,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from samebits.app.cmd_render import _cache, _install_args, _project, locked_env
-from samebits.errors import InputError
+from samebits.app.cmd_render import _cache, _install_args, _project, locked_env, show_conversion
+from samebits.errors import InputError, UsageError
 from samebits.install.place import LINK_MODES
 from samebits.install.prefix import silent
+from samebits.lockread import ReadOptions, read_options
 from samebits.ui import Output
 
 
@@ -35,7 +40,12 @@ def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
         epilog="exit codes: 0 installed and verify env identical, 1 installed but verify env "
         "found drift or an unresolved library, 2 bad input (hash mismatch, unsafe archive, no "
         "interpreter), 4 unreachable, 5 a tool failed. See README \"The install cache\".")
-    i.add_argument("name", metavar="ENV", help="environment id or lockfile path")
+    i.add_argument("name", nargs="?", metavar="ENV",
+                   help="environment id or lockfile path, in any format samebits reads (not "
+                   "with --from-bundle)")
+    i.add_argument("--from-bundle", type=Path, metavar="FILE",
+                   help="install offline from a `samebits bundle` tar: its lock and archives, "
+                   "every hash checked, unpacked into the cache first")
     i.add_argument("--prefix", type=Path, required=True, help="the folder to create")
     i.add_argument("--platform", help="default: this machine's")
     i.add_argument("--python", metavar="PATH",
@@ -48,6 +58,12 @@ def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
                    "(shares inodes with the cache: a write into the prefix changes the cache)")
     i.add_argument("--no-bytecode", action="store_true",
                    help="do not compile bytecode (verify env then checks no pycs)")
+    i.add_argument("--from-nix", action="store_true",
+                   help="take every archive from the Nix store (realised by `nix-build "
+                   "containers/ENV -A all`), hash-checked, and install offline")
+    i.add_argument("--store", metavar="URI",
+                   help="with --from-nix: a local store other than the default "
+                   "(/path or local?root=/path)")
     _install_args(i)
     i.set_defaults(func=run_install)
 
@@ -68,6 +84,55 @@ def _phases(out: Output) -> Any:
     return lines
 
 
+def _fill_cache_from_nix(env: Any, platform: str, cache: Path, store: str | None) -> None:
+    """Every locked archive of ``platform`` from the Nix store into the install cache, each
+    one hash-checked: the install that follows needs no network."""
+    from samebits.nixstore import NixStore, fill_cache
+
+    problems = fill_cache([*env.conda(platform), *env.pip(platform)], cache, NixStore(store))
+    if problems:
+        raise InputError(f"{len(problems)} locked archive"
+                         + ("" if len(problems) == 1 else "s")
+                         + " not in the Nix store as locked:\n  " + "\n  ".join(problems),
+                         hint=f"realise them: nix-build containers/{env.name} -A all "
+                         f"--argstr platform {platform}")
+
+
+def _python_version(interpreter: str | None) -> str | None:
+    """``X.Y.Z`` of ``--python``, the Python a uv.lock/pylock/requirements lock is read for."""
+    if not interpreter:
+        return None
+    import subprocess
+
+    try:
+        proc = subprocess.run([interpreter, "-c", "import sys; print('%d.%d.%d' % "
+                               "sys.version_info[:3])"], capture_output=True, text=True,
+                              timeout=30)
+    except OSError as exc:
+        raise UsageError(f'--python "{interpreter}": cannot run: {exc.strerror}') from None
+    if proc.returncode != 0:
+        raise UsageError(f'--python "{interpreter}": exited {proc.returncode}: '
+                         f"{proc.stderr.strip()[:200]}")
+    return proc.stdout.strip()
+
+
+def _locked(args: argparse.Namespace, out: Output, platform: str) -> tuple[Any, ReadOptions]:
+    """The lock to install (from ENV, or the bundle's own) and how it was read."""
+    project = _project(args)
+    if args.from_bundle is not None and args.from_nix:
+        raise UsageError("--from-bundle and --from-nix: choose one source of archives")
+    if args.from_bundle is not None:
+        from samebits.app.cmd_bundle import unpack_for_install
+
+        env = unpack_for_install(args.from_bundle, args.name, project=project, out=out,
+                                 platform=platform, cache=_cache(args))
+        return env, read_options(args, platforms=(platform,), python=None)
+    if args.name is None:
+        raise UsageError("install needs ENV (an environment id or a lockfile) or --from-bundle")
+    options = read_options(args, platforms=(platform,), python=_python_version(args.python))
+    return locked_env(args.name, project, options), options
+
+
 VERIFY_KEYS = ("format", "kind", "identical", "ok", "digests", "summary", "findings",
                "linkage", "notes")
 REPAIR_KINDS = ("modified", "missing", "type", "exec", "symlink", "bytecode")
@@ -80,9 +145,10 @@ def run_install(args: argparse.Namespace, out: Output) -> int:
     from verify.cmd_env import check_env
     from verify.envreport import report_json, report_text
 
-    project = _project(args)
-    env = locked_env(args.name, project)
-    platform = env.check_platform(args.platform or host_platform())
+    platform = args.platform or host_platform()
+    env, options = _locked(args, out, platform)
+    conversion = show_conversion(out, env)
+    platform = env.check_platform(platform)
     progress = _phases(out)
     python = None
     if env.python and env.pip(platform) and not any(p.name == "python"
@@ -91,6 +157,14 @@ def run_install(args: argparse.Namespace, out: Output) -> int:
             python = find_interpreter(env.python, args.python).executable
     prefix = Path(args.prefix).absolute()
     cache = _cache(args)
+    if args.from_nix:
+        with progress("archives from the Nix store", None):
+            _fill_cache_from_nix(env, platform, cache, args.store)
+    elif args.store:
+        raise UsageError("--store goes with --from-nix")
+    # exactly what `verify env --lockfile L --platform P [--lock-env E --lock-python X]` reads
+    read = (ReadOptions(environment=options.environment, python=options.python)
+            if env.conversion is not None else None)
     try:
         with staged_dir(prefix, replace=args.replace) as stage:
             report = install_prefix(env, platform, stage, final=str(prefix), cache=cache,
@@ -101,7 +175,8 @@ def run_install(args: argparse.Namespace, out: Output) -> int:
         raise InputError(f"{where}: {exc.strerror or exc}",
                          hint=f"nothing was installed at {prefix}") from None
     with progress(f"verify env {prefix}", None):
-        verdict = check_env(prefix, lockfile=env.path, platform=platform, progress=progress)
+        verdict = check_env(prefix, lockfile=env.path, platform=platform, cache=cache,
+                            progress=progress, read=read)
     broken = sorted(report.entries_of([f.path for f in verdict.findings
                                        if f.kind in REPAIR_KINDS and f.path]))
     for where in broken:  # a placed file differs from its record: its cache entry is bad
@@ -111,6 +186,8 @@ def run_install(args: argparse.Namespace, out: Output) -> int:
     payload = {**report.to_json(), "lockfile": str(env.path), "identical": verdict.identical,
                "ok": verdict.ok, "exit_code": verdict.exit_code,
                "evicted": broken, "verify": {k: doc[k] for k in VERIFY_KEYS if k in doc}}
+    if conversion is not None:
+        payload["conversion"] = conversion
     lines = [f"{prefix}: {env.name} ({platform}) installed: {len(report.conda)} conda, "
              f"{len(report.pip)} PyPI packages"]
     placed = ", ".join(f"{n:,} by {how}" for how, n in report.placed.items()) or "none"

@@ -3,6 +3,7 @@
     samebits render conda [ENV ...] [--platform P] [--check]      containers/<env>/<P>.explicit.txt
                                                                    containers/<env>/<P>.environment.yml
     samebits render containerfile [ENV ...] [--base REF@sha256:D]  containers/<env>/Containerfile
+    samebits render nix [ENV ...] [--platform P] [--check]        containers/<env>/*.nix
     samebits render oci ENV --platform P [--base oci:DIR@sha256:D] [--out DIR] [--archive FILE]
 
 ENV is an environment id (``hopper``, ``conda-forge/hopper``: lockfiles/<id>.conda-lock.yml) or
@@ -21,6 +22,7 @@ from typing import Any
 from samebits._io import atomic_write, atomic_writer
 from samebits.errors import EXIT_DIFFERENT, EXIT_OK, LockfileError, UsageError
 from samebits.lockfile import LOCK_SUFFIX
+from samebits.lockread import LoadedLock, ReadOptions, add_read_flags, lock_name, read_options
 from samebits.project import Project
 from samebits.render.source import DEFAULT_PREFIX, LockedEnv, load_locked_env
 from samebits.ui import Output
@@ -60,6 +62,20 @@ def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
     _out_args(f)
     f.set_defaults(func=run_containerfile)
 
+    n = rsub.add_parser(
+        "nix", parents=parents, help="Nix expressions: every artifact checked by Nix itself",
+        description="Write containers/<env>/lock.nix (every locked artifact: url, sha256), "
+        "default.nix (one fixed-output derivation per artifact with Nix's builtin fetcher, "
+        "no nixpkgs needed; `nix-build containers/ENV -A all` realises the whole lock) and "
+        "flake.nix (for nixpkgs users: wheels installed with autoPatchelfHook, a dev shell, "
+        "an OCI image; not built here).",
+        epilog="exit codes: 0 written or fresh, 1 stale (--check), 2 bad input")
+    _names(n)
+    n.add_argument("--platform", action="append", metavar="P",
+                   help="only this platform (repeatable; default: every platform of the lock)")
+    _out_args(n)
+    n.set_defaults(func=run_nix)
+
     o = rsub.add_parser(
         "oci", parents=parents, help="a bit-reproducible OCI image layout",
         description="Install the lock's platform, verify it, and write an OCI image layout "
@@ -79,14 +95,20 @@ def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
     o.add_argument("--python", metavar="PATH",
                    help="for a lock without conda Python: the base image's interpreter "
                    "(default /usr/local/bin/pythonX.Y, as in the python:X.Y images)")
+    o.add_argument("--compression", choices=("gzip", "zstd"), default="gzip",
+                   help="layer compression (default gzip, which every runtime reads; zstd is "
+                   "several times faster, read by containerd >= 1.5, Docker Engine >= 23, "
+                   "podman/CRI-O/skopeo, not by umoci 0.4.7: see README)")
     _install_args(o)
     o.set_defaults(func=run_oci)
 
 
 def _names(p: argparse.ArgumentParser) -> None:
     p.add_argument("names", nargs="*", metavar="ENV",
-                   help="environment ids or lockfile paths (default: every lockfile)")
+                   help="environment ids or lockfile paths, in any format samebits reads "
+                   "(default: every lockfile)")
     _project_args(p)
+    add_read_flags(p)
 
 
 def _project_args(p: argparse.ArgumentParser) -> None:
@@ -108,6 +130,7 @@ def _install_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--replace", action="store_true", help="replace an existing output")
     if not any(a.dest == "root" for a in p._actions):
         _project_args(p)
+    add_read_flags(p, python_default="the --python interpreter's, else this interpreter's")
 
 
 # ------------------------------------------------------------------ finding locks
@@ -116,24 +139,38 @@ def _project(args: argparse.Namespace) -> Project:
     return Project.at(args.root, lockfiles=args.lockfiles)
 
 
-def locked_env(name: str, project: Project) -> LockedEnv:
-    """An environment id or a lockfile path -> the parsed lock."""
+def locked_env(name: str, project: Project, options: ReadOptions | None = None) -> LockedEnv:
+    """An environment id or a lockfile path (any format ``load_lock`` reads) -> the lock."""
     path = Path(name)
-    if name.endswith(LOCK_SUFFIX) or (path.suffix in (".yml", ".yaml") and path.exists()):
+    lock = project.lock_path(name)
+    if name.endswith(LOCK_SUFFIX) or (path.is_file() and not lock.exists()):
         env = load_locked_env(path, name=path.name.removesuffix(LOCK_SUFFIX),
-                              root=project.root)
+                              root=project.root, options=options)
         recorded = env.lock.meta("environment")
+        if env.conversion is not None:
+            recorded = lock_name(LoadedLock(path=path, format=env.conversion.format,
+                                            lock=env.lock))
         return env if not recorded else LockedEnv(name=recorded, path=env.path,
                                                   origin=env.origin, digest=env.digest,
-                                                  lock=env.lock)
-    lock = project.lock_path(name)
+                                                  lock=env.lock, conversion=env.conversion)
     if lock.exists():
         return load_locked_env(lock, name=name, root=project.root)
     if project.spec_path(name).exists():
         raise LockfileError(f"{name}: no lockfile {lock}",
                             hint=f"run `samebits lock {name}` first")
     known = ", ".join(_all_lock_ids(project)) or "none"
-    raise UsageError(f"unknown environment '{name}' (no {lock}); known: {known}")
+    raise UsageError(f"unknown environment '{name}' (no {lock}); known: {known}",
+                     hint="or give a lockfile's path (conda-lock, pixi.lock, uv.lock, "
+                     "pylock.toml, requirements.txt with --hash, conda explicit)")
+
+
+def show_conversion(out: Output, env: LockedEnv) -> dict[str, Any] | None:
+    """A converted lock's conversion, on stderr (and returned for --json)."""
+    if env.conversion is None:
+        return None
+    for line in env.conversion.lines():
+        out.info(line)
+    return env.conversion.to_json()
 
 
 def _all_lock_ids(project: Project) -> list[str]:
@@ -143,12 +180,16 @@ def _all_lock_ids(project: Project) -> list[str]:
                   for p in project.lockfiles.rglob(f"*{LOCK_SUFFIX}"))
 
 
-def _envs(args: argparse.Namespace) -> tuple[Project, list[LockedEnv]]:
+def _envs(args: argparse.Namespace, out: Output) -> tuple[Project, list[LockedEnv]]:
     project = _project(args)
     names = args.names or [i for i in _all_lock_ids(project) if "/" not in i]
     if not names:
         raise UsageError(f"{project.lockfiles}: no lockfiles", hint="run `samebits lock` first")
-    return project, [locked_env(n, project) for n in names]
+    options = read_options(args, platforms=tuple(getattr(args, "platform", None) or ()))
+    envs = [locked_env(n, project, options) for n in names]
+    for env in envs:
+        show_conversion(out, env)
+    return project, envs
 
 
 # ------------------------------------------------------------------ text renderings
@@ -183,7 +224,7 @@ def _out_root(args: argparse.Namespace, project: Project) -> Path:
 def run_conda(args: argparse.Namespace, out: Output) -> int:
     from samebits.render.conda import conda_files
 
-    project, envs = _envs(args)
+    project, envs = _envs(args, out)
     rendered: dict[str, dict[str, str]] = {}
     for env in envs:
         files: dict[str, str] = {}
@@ -193,10 +234,19 @@ def run_conda(args: argparse.Namespace, out: Output) -> int:
     return _write_files(out, rendered, check=args.check)
 
 
+def run_nix(args: argparse.Namespace, out: Output) -> int:
+    from samebits.render.nix import nix_files
+
+    project, envs = _envs(args, out)
+    rendered = {str(_out_root(args, project) / env.name):
+                nix_files(env, args.platform or env.platforms) for env in envs}
+    return _write_files(out, rendered, check=args.check)
+
+
 def run_containerfile(args: argparse.Namespace, out: Output) -> int:
     from samebits.render.containerfile import containerfile_files
 
-    project, envs = _envs(args)
+    project, envs = _envs(args, out)
     for ref, flag in ((args.base, "--base"), (args.micromamba, "--micromamba")):
         if ref and "@sha256:" not in ref:
             raise UsageError(f'{flag} "{ref}": pin it by digest (IMAGE@sha256:<64 hex>)',
@@ -222,7 +272,8 @@ def run_oci(args: argparse.Namespace, out: Output) -> int:
     from samebits.render.tarball import source_date_epoch
 
     project = _project(args)
-    env = locked_env(args.name, project)
+    env = locked_env(args.name, project, read_options(args, platforms=(args.platform,)))
+    show_conversion(out, env)
     platform = env.check_platform(args.platform)
     if not args.prefix.startswith("/") or args.prefix.rstrip("/") in ("", "/"):
         raise UsageError(f'--prefix "{args.prefix}": must be an absolute path below /')
@@ -230,7 +281,8 @@ def run_oci(args: argparse.Namespace, out: Output) -> int:
     req = ImageRequest(env=env, platform=platform, prefix=args.prefix.rstrip("/"),
                        base=parse_base_ref(args.base) if args.base else None,
                        interpreter=python, cache=_cache(args),
-                       epoch=source_date_epoch(os.environ), tag=args.tag or env.slug)
+                       epoch=source_date_epoch(os.environ), tag=args.tag or env.slug,
+                       compression=args.compression)
     target = args.out or project.root / "build" / "oci" / env.slug
     if args.archive and args.archive.exists() and not args.replace:
         raise UsageError(f"{args.archive}: already exists", hint="pass --replace")
@@ -241,7 +293,7 @@ def run_oci(args: argparse.Namespace, out: Output) -> int:
     payload: dict[str, Any] = {"layout": str(target), "archive": str(args.archive or "") or None,
                                "platform": platform_json(platform), **result.to_json()}
     lines = [f"{target}: {env.name} for {platform} at {req.prefix}",
-             f"manifest {result.manifest_digest} (tag {result.tag})",
+             f"manifest {result.manifest_digest} (tag {result.tag}, {args.compression} layers)",
              *(f"  layer {x['name']:<7} {x['digest']}  {x['size']:>12,} bytes  "
                f"{len(x['packages'])} packages" for x in result.layers),
              f"environment digest {result.env_digest} (verify env: identical)",

@@ -3,13 +3,14 @@
     base     read and re-hash the pinned base layout (refused before anything is built)
     install  the lock's platform into a scratch prefix whose files name the final path
     verify   ``python -m verify env`` on that prefix; anything but "identical" stops the build
-    layers   the prefix split by package group, each a deterministic tar, gzip on every core
+    layers   the prefix split by package group, each a deterministic tar, gzip (or zstd) on
+             every core
     layout   base blobs copied (re-hashed), layers, config, manifest, index, oci-layout
 
 Everything is written into a staging folder that ``samebits.render.publish`` renames into place,
 so the output is the whole image or nothing. The image is a function of the lock, the base, the
-prefix path, SOURCE_DATE_EPOCH and zlib's deflate: not of the folder, umask, clock, time zone or
-file times of the machine that builds it.
+prefix path, SOURCE_DATE_EPOCH, the compression and its library (zlib's deflate, libzstd): not
+of the folder, umask, clock, time zone, core count or file times of the machine that builds it.
 """
 
 from __future__ import annotations
@@ -26,10 +27,10 @@ from typing import Any
 from samebits._io import compact_json
 from samebits.errors import InputError, ToolError
 from samebits.install import install_prefix, run_verify_env
+from samebits.render.compression import Name, compress_layer, compression
 from samebits.render.layers import assign_layers, read_owners
 from samebits.render.oci import (
     MEDIA_CONFIG,
-    MEDIA_LAYER_GZIP,
     MEDIA_MANIFEST,
     OCI_LAYOUT,
     BaseImage,
@@ -44,14 +45,7 @@ from samebits.render.oci import (
     read_base,
 )
 from samebits.render.source import LockedEnv
-from samebits.render.tarball import (
-    GZIP_PARAMS,
-    Entry,
-    LayerDigests,
-    gzip_layer,
-    scan_prefix,
-    tar_chunks,
-)
+from samebits.render.tarball import Entry, LayerDigests, scan_prefix, tar_chunks, tar_pieces
 
 Verifier = Callable[[Path, Path, str], Mapping[str, Any]]
 
@@ -66,6 +60,7 @@ class ImageRequest:
     cache: Path
     epoch: int
     tag: str
+    compression: Name = "gzip"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -77,11 +72,14 @@ class ImageResult:
     base_digest: str | None
     layers: tuple[Mapping[str, Any], ...]
     verify: Mapping[str, Any]
+    compression: Name = "gzip"
 
     def to_json(self) -> dict[str, Any]:
+        how = compression(self.compression)
         return {"manifest_digest": self.manifest_digest, "config_digest": self.config_digest,
                 "tag": self.tag, "env_digest": self.env_digest, "base_digest": self.base_digest,
-                "layers": [dict(x) for x in self.layers], "gzip": GZIP_PARAMS}
+                "layers": [dict(x) for x in self.layers], "compression": how.name,
+                how.name: how.params}
 
 
 def _copy_blob(src_layout: Path, digest: str, dest_layout: Path, what: str) -> None:
@@ -114,14 +112,19 @@ def _env_digest(report: Mapping[str, Any]) -> str:
 
 
 def write_layer_blob(layout: Path, prefix_dir: Path, entries: tuple[Entry, ...], *, root: str,
-                     epoch: int, pool: ThreadPoolExecutor) -> LayerDigests:
-    """One layer (tar of ``entries`` under ``root``, gzip on ``pool``) as a blob of ``layout``."""
+                     epoch: int, pool: ThreadPoolExecutor, compression: Name = "gzip",
+                     workers: int | None = None) -> LayerDigests:
+    """One layer (tar of ``entries`` under ``root``; gzip blocks on ``pool``, or zstd with
+    ``workers`` threads, default one per core) as a blob of ``layout``."""
     blobs = layout / "blobs" / "sha256"
     fd, tmp = tempfile.mkstemp(prefix=".layer.", dir=blobs)
     try:
         with os.fdopen(fd, "wb") as out:
-            digests = gzip_layer(tar_chunks(prefix_dir, entries, root=root, mtime=epoch), out,
-                                 pool=pool)
+            # gzip needs content-defined blocks; zstd takes the stream as it comes
+            cut = tar_chunks if compression == "gzip" else tar_pieces
+            digests = compress_layer(compression,
+                                     cut(prefix_dir, entries, root=root, mtime=epoch),
+                                     out, pool=pool, workers=workers or os.cpu_count() or 2)
         os.replace(tmp, blobs / digests.digest.split(":", 1)[1])
     finally:
         if os.path.exists(tmp):
@@ -144,8 +147,9 @@ def annotations(req: ImageRequest, *, env_digest: str, base: BaseImage | None,
         "io.samebits.lockfile": env.origin,
         "io.samebits.lock.sha256": env.digest,
         "io.samebits.env.digest": env_digest,
-        "io.samebits.gzip": GZIP_PARAMS,
     }
+    how = compression(req.compression)
+    out[how.annotation] = how.params
     if base is not None:
         out["org.opencontainers.image.base.digest"] = base.manifest_digest
         if base.name:
@@ -188,8 +192,10 @@ def build_image(req: ImageRequest, layout: Path, *, work: Path,
             for layer in layers:
                 progress(f"{env.name}: layer {layer.name} ({layer.size:,} bytes)")
                 digests = write_layer_blob(layout, prefix_dir, layer.entries, root=root,
-                                      epoch=req.epoch, pool=pool)
-                descs.append(Descriptor(media_type=MEDIA_LAYER_GZIP, digest=digests.digest,
+                                           epoch=req.epoch, pool=pool,
+                                           compression=req.compression, workers=workers)
+                descs.append(Descriptor(media_type=compression(req.compression).media_type,
+                                        digest=digests.digest,
                                         size=digests.size,
                                         annotations={"io.samebits.layer": layer.name}))
                 diff_ids.append(digests.diff_id)
@@ -217,4 +223,4 @@ def build_image(req: ImageRequest, layout: Path, *, work: Path,
     return ImageResult(manifest_digest=manifest_desc.digest, config_digest=config_desc.digest,
                        tag=req.tag, env_digest=env_digest,
                        base_digest=base.manifest_digest if base else None,
-                       layers=tuple(summary), verify=verdict)
+                       layers=tuple(summary), verify=verdict, compression=req.compression)

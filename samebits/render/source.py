@@ -6,7 +6,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from samebits.errors import UsageError
-from samebits.lockfile import Lock, LockedPackage, lock_digest, parse_lock
+from samebits.foreign.model import Conversion
+from samebits.lockfile import Lock, LockedPackage, lock_digest
+from samebits.lockread import ReadOptions, load_lock
 
 DEFAULT_PREFIX = "/opt/env"
 
@@ -14,13 +16,15 @@ DEFAULT_PREFIX = "/opt/env"
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LockedEnv:
     """One lockfile: ``name`` (environment id), ``origin`` (its path as rendered files name it,
-    relative to the project root when it is inside it) and ``digest`` (sha256 of its bytes)."""
+    relative to the project root when it is inside it) and ``digest`` (sha256 of its bytes).
+    ``conversion`` says how a lock of another format (pixi.lock, uv.lock, ...) was read."""
 
     name: str
     path: Path
     origin: str
     digest: str
     lock: Lock
+    conversion: Conversion | None = None
 
     @property
     def platforms(self) -> tuple[str, ...]:
@@ -55,12 +59,15 @@ class LockedEnv:
         return self.lock.packages_for(platform, "pip")
 
 
-def load_locked_env(path: Path, *, name: str, root: Path) -> LockedEnv:
-    """Parse ``path``; ``origin`` is relative to ``root`` when the file lies under it."""
+def load_locked_env(path: Path, *, name: str, root: Path,
+                    options: ReadOptions | None = None) -> LockedEnv:
+    """Read ``path`` (any format ``load_lock`` reads); ``origin`` is relative to ``root``
+    when the file lies under it."""
     path = Path(path)
-    lock = parse_lock(path)
+    loaded = load_lock(path, options)
     try:
         origin = path.resolve().relative_to(Path(root).resolve()).as_posix()
     except ValueError:
         origin = path.name
-    return LockedEnv(name=name, path=path, origin=origin, digest=lock_digest(path), lock=lock)
+    return LockedEnv(name=name, path=path, origin=origin, digest=lock_digest(path),
+                     lock=loaded.lock, conversion=loaded.conversion)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import hashlib
 import os
 import re
 import shutil
@@ -22,9 +23,12 @@ from urllib.request import url2pathname
 
 from packaging.utils import canonicalize_name
 
+from samebits._io import compact_json
 from samebits.errors import ToolError, UnreachableError, UnsatisfiableError
 from samebits.lockfile import LockedPackage
-from samebits.spec import EnvironmentSpec, PlatformTarget
+from samebits.solve.indexcache import public_url
+from samebits.solve.indexproxy import IndexProxy, Route
+from samebits.spec import EnvironmentSpec, PlatformTarget, exclude_newer_datetime
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -57,7 +61,7 @@ def index_args(index: str) -> list[str]:
 
 
 def uv_command(spec: EnvironmentSpec, target: PlatformTarget, *, fmt: str, out: Path,
-               offline: bool = False) -> list[str]:
+               offline: bool = False, index: list[str] | None = None) -> list[str]:
     cmd = [
         uv_binary(), "pip", "compile", "-",
         "--python", sys.executable,  # skips uv's interpreter discovery; only the version counts
@@ -65,7 +69,7 @@ def uv_command(spec: EnvironmentSpec, target: PlatformTarget, *, fmt: str, out: 
         "--python-platform", target.uv_platform,
         "--no-config", "--no-header", "--quiet", "--color", "never",
         "--output-file", str(out),
-        *index_args(spec.pypi_index),
+        *(index if index is not None else index_args(spec.pypi_index)),
     ]
     if fmt == "pylock":
         cmd += ["--format", "pylock.toml"]
@@ -83,16 +87,23 @@ async def _run(cmd: list[str], stdin: str, *, timeout: float) -> None:
     env.setdefault("UV_HTTP_TIMEOUT", str(int(max(timeout, 1))))
     env.setdefault("UV_HTTP_RETRIES", "1")
     env["NO_COLOR"] = "1"
+    # a safety net for a uv that hangs: longer than its own timeout, retry and back-off, so a
+    # silent index is reported in uv's words
+    limit = timeout * 3 + 10
     proc = await asyncio.create_subprocess_exec(
         *cmd, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE, env=env)
     try:
-        _, err = await asyncio.wait_for(proc.communicate(stdin.encode()), timeout=timeout * 3)
+        _, err = await asyncio.wait_for(proc.communicate(stdin.encode()), timeout=limit)
     except asyncio.TimeoutError:
         proc.kill()
         await proc.wait()
-        raise UnreachableError(f"uv did not finish within {timeout * 3:g} s",
+        raise UnreachableError(f"uv did not finish within {limit:g} s",
                                hint="check the network, or raise --timeout") from None
+    except asyncio.CancelledError:  # another solve failed: no uv outlives the lock
+        proc.kill()
+        await asyncio.shield(proc.wait())
+        raise
     if proc.returncode != 0:
         raise _CompileFailed(err.decode(errors="replace").strip())
 
@@ -102,28 +113,111 @@ class _CompileFailed(Exception):
 
 
 async def solve_pypi(spec: EnvironmentSpec, target: PlatformTarget, *,
-                     timeout: float, offline: bool = False) -> list[LockedPackage]:
+                     timeout: float, offline: bool = False,
+                     proxy: IndexProxy | None = None) -> list[LockedPackage]:
     """Resolve ``spec``'s PyPI requirements for ``target``; one wheel per package.
 
-    ``offline`` answers from uv's cache alone (uv --offline).
+    With ``proxy`` and an exclude-newer instant that is final, uv reads the index through the
+    final cache (``samebits.solve.indexproxy``) and a solve recorded there with the same inputs
+    and pages is answered without uv. Otherwise uv reads the index itself; ``offline`` then
+    answers from uv's cache alone (uv --offline).
     """
     stdin = "\n".join(spec.pypi_requirements) + "\n"
+    route = proxy.route(spec.pypi_index, exclude_newer_datetime(spec)) if proxy else None
+    if proxy is not None and route is not None:
+        texts = await _solve_final(spec, target, stdin, proxy, route, timeout=timeout)
+        if texts is not None:
+            return _packages(*texts, target.platform)
+    try:
+        texts = await _compile(spec, target, stdin, timeout=timeout, offline=offline)
+    except _CompileFailed as exc:
+        raise _translate(str(exc), spec, target) from None
+    return _packages(*texts, target.platform)
+
+
+async def _compile(spec: EnvironmentSpec, target: PlatformTarget, stdin: str, *,
+                   timeout: float, offline: bool = False,
+                   index: list[str] | None = None) -> tuple[str, str]:
+    """(pylock.toml, requirements.txt) as two concurrent uv runs write them; both have ended
+    when this returns or raises."""
     with tempfile.TemporaryDirectory(prefix="samebits-uv-") as tmp:
-        pylock = Path(tmp) / "pylock.toml"
-        reqs = Path(tmp) / "requirements.txt"
-        try:
-            await asyncio.gather(
-                _run(uv_command(spec, target, fmt="pylock", out=pylock, offline=offline), stdin,
-                     timeout=timeout),
-                _run(uv_command(spec, target, fmt="req", out=reqs, offline=offline), stdin,
-                     timeout=timeout),
-            )
-        except _CompileFailed as exc:
-            raise _translate(str(exc), spec, target) from None
-        data = tomllib.loads(pylock.read_text())
-        edges = parse_via(reqs.read_text())
-    return sorted((_locked(p, target.platform, edges) for p in data.get("packages", [])),
+        outs = (Path(tmp) / "pylock.toml", Path(tmp) / "requirements.txt")
+        runs = [_run(uv_command(spec, target, fmt=fmt, out=out, offline=offline, index=index),
+                     stdin, timeout=timeout)
+                for fmt, out in zip(("pylock", "req"), outs, strict=True)]
+        done = await asyncio.gather(*runs, return_exceptions=True)
+        failed = [d for d in done if isinstance(d, BaseException)]
+        if failed:  # uv's own explanation, when one run gave it, before our wall clock's
+            raise next((f for f in failed if isinstance(f, _CompileFailed)), failed[0])
+        return outs[0].read_text(), outs[1].read_text()
+
+
+def _packages(pylock: str, requirements: str, platform: str) -> list[LockedPackage]:
+    data = tomllib.loads(pylock)
+    edges = parse_via(requirements)
+    return sorted((_locked(p, platform, edges) for p in data.get("packages", [])),
                   key=lambda p: p.name)
+
+
+async def _solve_final(spec: EnvironmentSpec, target: PlatformTarget, stdin: str,
+                       proxy: IndexProxy, route: Route, *,
+                       timeout: float) -> tuple[str, str] | None:
+    """(pylock, requirements) as uv writes them, through the final cache; None when the index
+    turned out not to speak PEP 691 JSON (the caller then resolves against it directly)."""
+    key = solve_key(spec, target, stdin)
+    if not proxy.refresh:
+        recorded = route.view.read_solve(key)
+        if recorded is not None and all(proxy.page_digest(route, project) == digest
+                                        for project, digest in recorded["pages"].items()):
+            return recorded["pylock"], recorded["requirements"]
+    run = proxy.start_run(route)
+    index = ["--index-url", proxy.index_url(route, run), "--no-cache"]
+    try:  # uv waits on this process while it fetches what is missing: a longer leash
+        pylock, reqs = await _compile(spec, target, stdin, timeout=timeout * 2, index=index)
+    except _CompileFailed as exc:
+        if route.unsupported is not None:
+            return None
+        raise _proxy_error(str(exc), spec, target, route) from None
+    texts = (proxy.original_urls(route, pylock), reqs)
+    route.view.write_solve(key, {"pages": dict(sorted(route.runs[run].items())),
+                                 "pylock": texts[0], "requirements": texts[1]})
+    return texts
+
+
+def solve_key(spec: EnvironmentSpec, target: PlatformTarget, stdin: str) -> str:
+    """The sha256 of everything but the pages that a uv resolution depends on: uv's version,
+    its arguments, the requirements, the UV_* environment and the interpreter uv is given."""
+    argv = uv_command(spec, target, fmt="pylock", out=Path("pylock.toml"), index=["INDEX"])
+    inputs = {"uv": uv_version(), "argv": argv[1:], "stdin": stdin,
+              "env": {k: v for k, v in sorted(os.environ.items()) if k.startswith("UV_")},
+              "python": sys.version}
+    return hashlib.sha256(compact_json(inputs)).hexdigest()
+
+
+@functools.cache
+def uv_version() -> str:
+    import subprocess
+
+    res = subprocess.run([uv_binary(), "--version"], capture_output=True, text=True, check=False)
+    return res.stdout.strip() or f"unknown ({res.returncode})"
+
+
+def _proxy_error(text: str, spec: EnvironmentSpec, target: PlatformTarget,
+                 route: Route) -> Exception:
+    where = (f"{spec.file}: [pypi] requirements on {target.platform} "
+             f"(Python {spec.python}, {target.uv_platform})")
+    if route.missing:
+        lacking = ", ".join(sorted(set(route.missing))[:5])
+        return UnreachableError(
+            f"{where}: --offline, and the cache of {public_url(spec.pypi_index)} at "
+            f"{spec.exclude_newer} lacks {lacking}",
+            hint="lock once without --offline where the index is reachable")
+    if route.problems:
+        return UnreachableError(
+            f"{where}: the index {public_url(spec.pypi_index)} did not answer:\n  "
+            + "\n  ".join(sorted(set(route.problems))[:5]),
+            hint="check the network or [pypi] index")
+    return _translate(text, spec, target)
 
 
 def _translate(text: str, spec: EnvironmentSpec, target: PlatformTarget) -> Exception:

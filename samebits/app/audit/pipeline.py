@@ -3,6 +3,8 @@
 audit, in order (each step ends in a ``verdict.Step``; a failed step blocks the ones that
 need it and every reason reaches the verdict, so one run reports every problem):
 
+    signature    with ``--trust KEY.pub`` (or a signed attestation): the authors' DSSE
+                 signature against the trusted key (``trust``)
     lockfile     parse (bad input: exit 2) and integrity: every package of the platform
                  hashed; the file's sha256 is the one the attestation names
     preflight    this machine against the lock (``verify.preflight.check``) with the facts of
@@ -34,15 +36,17 @@ from typing import Any
 
 from samebits.app.audit import envcheck
 from samebits.app.audit.runtime import Interpreter, Measured, Runtime, settings_of
+from samebits.app.audit.trust import read_authors, signature_step
 from samebits.app.audit.verdict import Level, Step, Verdict, decide, failed, judge_runtime, skipped
+from samebits.dsse import PublicKey
 from samebits.errors import EXIT_DIFFERENT, LockfileError, SamebitsError, UsageError
-from samebits.lockfile import Lock, lock_digest, parse_lock
+from samebits.lockfile import Lock, lock_digest
+from samebits.lockread import ReadOptions, read_lock
 from verify.attest import (
     Attestation,
     LockInfo,
     build_statement,
     parse_attestation,
-    read_attestation,
     statement_bytes,
 )
 from verify.compare import Report, compare
@@ -125,8 +129,8 @@ class Attested:
 
 def run_attest(req: AttestRequest, *, runtime_for: RuntimeFactory = Interpreter,
                progress: Callable[[str], None] = lambda s: None) -> Attested:
-    lock = parse_lock(req.lockfile) if req.lockfile else None
     platform = req.platform or host_platform()
+    lock = read_lock(req.lockfile, ReadOptions(platforms=(platform,))) if req.lockfile else None
     if lock is not None:
         if platform not in lock.platforms:
             raise UsageError(f"{req.lockfile}: no platform {platform} "
@@ -193,6 +197,7 @@ class AuditRequest:
     workloads: bool = True
     cache: Path | None = None
     replace: bool = False
+    trust: PublicKey | None = None  # --trust: the key the authors' signature must verify with
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -219,10 +224,10 @@ def run_audit(req: AuditRequest, *, runtime_for: RuntimeFactory = Interpreter,
     if req.prefix is not None and req.install is not None:
         raise UsageError("--prefix and --install: pass one (an environment, or where to "
                          "install one)")
-    authors = read_attestation(req.attestation)
-    lock = parse_lock(req.lockfile)
-    digest = lock_digest(req.lockfile)
+    authors = read_authors(req.attestation, req.trust)
     platform = req.platform or host_platform()
+    lock = read_lock(req.lockfile, ReadOptions(platforms=(platform,)))
+    digest = lock_digest(req.lockfile)
     if platform not in lock.platforms:
         raise UsageError(f"{req.lockfile}: no platform {platform} (it has "
                          f"{', '.join(lock.platforms)})", hint="pass --platform")
@@ -234,7 +239,9 @@ def run_audit(req: AuditRequest, *, runtime_for: RuntimeFactory = Interpreter,
         raise UsageError(f"--outputs {req.outputs}: no outputs.json there",
                          hint="the authors write it with `samebits attest --save-outputs DIR`")
     settings = settings_of(authors) if req.workloads else None
-    steps: list[Step] = [lockfile_step(req.lockfile, lock, digest, platform, authors)]
+    signature = signature_step(authors, req.trust)
+    steps: list[Step] = [signature] if signature is not None else []
+    steps.append(lockfile_step(req.lockfile, lock, digest, platform, authors))
     needs = LockNeeds.read(req.lockfile)
 
     progress("environment")

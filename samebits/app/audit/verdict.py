@@ -34,7 +34,8 @@ from typing import Any, Literal
 from samebits.errors import EXIT_DIFFERENT, EXIT_OK
 
 Level = Literal["bit-identical", "explained", "environment-identical", "not-reproduced"]
-StepName = Literal["lockfile", "preflight", "environment", "verify-env", "workloads", "compare"]
+StepName = Literal["signature", "lockfile", "preflight", "environment", "verify-env",
+                   "workloads", "compare"]
 StepStatus = Literal["ok", "failed", "skipped"]
 
 
