@@ -302,6 +302,24 @@ def test_progress_on_a_terminal(render_project: RenderProject, package_cache: Pa
     assert "result: identical (exit 0)" in out
 
 
+# ------------------------------------------------------------------------------ sources
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("--store", "/nix/store"), "--store goes with --from-nix"),
+    (("--from-nix", "--from-bundle", "b.tar"),
+     "--from-bundle and --from-nix: choose one source of archives"),
+    ((), "install needs ENV (an environment id or a lockfile) or --from-bundle"),
+], ids=["store-without-nix", "nix-and-bundle", "no-env"])
+def test_install_source_usage_errors(args: tuple[str, ...], message: str,
+                                     tmp_path: Path) -> None:
+    """Where the archives come from: one source at a time, and a lock to install; exit 2,
+    nothing created."""
+    proc = run_cli("install", "--prefix", str(tmp_path / "env"), "--platform", "linux-64",
+                   *args, cwd=tmp_path)
+    assert (proc.returncode, proc.stderr.splitlines()[0]) == (2, f"error: {message}")
+    assert not (tmp_path / "env").exists()
+
+
 # ------------------------------------------------------------------------------ one verdict
 
 def test_install_verdict_is_verify_envs(tmp_path: Path) -> None:

@@ -145,6 +145,8 @@ def run_install(args: argparse.Namespace, out: Output) -> int:
     from verify.cmd_env import check_env
     from verify.envreport import report_json, report_text
 
+    if args.store and not args.from_nix:
+        raise UsageError("--store goes with --from-nix")
     platform = args.platform or host_platform()
     env, options = _locked(args, out, platform)
     conversion = show_conversion(out, env)
@@ -160,8 +162,6 @@ def run_install(args: argparse.Namespace, out: Output) -> int:
     if args.from_nix:
         with progress("archives from the Nix store", None):
             _fill_cache_from_nix(env, platform, cache, args.store)
-    elif args.store:
-        raise UsageError("--store goes with --from-nix")
     # exactly what `verify env --lockfile L --platform P [--lock-env E --lock-python X]` reads
     read = (ReadOptions(environment=options.environment, python=options.python)
             if env.conversion is not None else None)
