@@ -5,7 +5,7 @@
     nox -s tests [-- PYTEST ARGS]   the test suite (what CI runs)
     nox -s render [-- ENV ...]      lockfiles -> containers/<env>/ (conda, Containerfile, Nix)
     nox -s verify-gpu [-- ARGS]     facts + workloads + attestation for this machine
-    nox -s bench [-- lock|verify-env|verify-gpu|oci|bundle]
+    nox -s bench [-- lock|verify-env|verify-gpu|oci|bundle|install|coverage]
     nox -s audit -- PAPER/ [ARGS]   install a paper's lock, audit it (examples/paper: quickstart)
     nox -s fuzz                     >= 10,000 generated inputs per reader
     nox -s lint                     ruff, and mypy (strict on the core)

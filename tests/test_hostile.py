@@ -5,7 +5,9 @@ from __future__ import annotations
 import bz2
 import hashlib
 import io
+import os
 import struct
+import sys
 import tarfile
 import zipfile
 from pathlib import Path
@@ -82,3 +84,31 @@ def test_hostile_archive_refused_before_writing(case: str, tmp_path: Path) -> No
     with pytest.raises(InputError) as err:
         fetch_all([pkg], cache)
     assert f"linux-64: bad 1: {filename}: {expected}" in err.value.message
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_hostile_archive_never_reaches_the_cache_or_a_prefix(case: str, tmp_path: Path) -> None:
+    """Through `install`: the same problem is named, no cache entry is published and the
+    prefix stays empty."""
+    from samebits.install import install_prefix
+    from samebits.install.cache import UNPACKED
+    from tests.install_fixtures import write_lock
+
+    filename, data, expected = CASES[case]
+    src = tmp_path / "src" / filename
+    src.parent.mkdir()
+    src.write_bytes(data)
+    pkg = LockedPackage(name="bad", version="1", platform="linux-64",
+                        manager="pip" if filename.endswith(".whl") else "conda",
+                        url=src.as_uri(), sha256=hashlib.sha256(data).hexdigest(),
+                        md5=hashlib.md5(data).hexdigest(),
+                        build=None if filename.endswith(".whl") else "0")
+    env = write_lock(tmp_path / "h.conda-lock.yml", [pkg], python="3.12")
+    cache, prefix = tmp_path / "cache", tmp_path / "env"
+    with pytest.raises(InputError) as err:
+        install_prefix(env, "linux-64", prefix, final=str(prefix), cache=cache,
+                       interpreter=sys.executable)
+    assert f"linux-64: bad 1: {filename}: {expected}" in err.value.message
+    assert err.value.hint.startswith("nothing was installed")
+    assert not prefix.exists() or not any(prefix.iterdir())
+    assert not (cache / UNPACKED).exists() or os.listdir(cache / UNPACKED) == []

@@ -7,6 +7,7 @@ import bz2
 import hashlib
 import io
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -24,6 +25,7 @@ from tests.render_fixtures import (  # noqa: F401  (fixtures)
     package_cache,
     render_project,
     render_wheel_dir,
+    run_cli,
 )
 
 
@@ -59,7 +61,7 @@ def test_install_venv_runs(render_project: RenderProject, package_cache: Path,
                                    "linux-64", "--python", sys.executable,
                                    "--cache-dir", str(package_cache))
     assert proc.returncode == 0, proc.stderr
-    assert "verify env: identical" in proc.stdout
+    assert "result: identical (exit 0)" in proc.stdout
     assert (prefix / "bin" / "python").resolve() == Path(sys.executable).resolve()
     run = subprocess.run([str(prefix / "bin" / "tinyapp")], capture_output=True, text=True)
     assert run.stdout == "tinyapp 42\n", run.stderr
@@ -204,19 +206,191 @@ def test_every_problem_listed(tmp_path: Path) -> None:
     ]
 
 
-def test_install_needs_an_interpreter(tmp_path: Path) -> None:
-    """A PyPI-only lock with no pythonX.Y here and no --python: refused before any download."""
-    from samebits.install import host_interpreter
+def test_install_without_an_interpreter(tmp_path: Path) -> None:
+    """A PyPI-only lock and no Python of its line that runs: exit 2 naming every path tried,
+    before anything is fetched."""
+    from tests.install_fixtures import locked_wheel, wheel, write_lock
 
-    if host_interpreter("3.12"):
-        pytest.skip("this machine has python3.12, so the curated lock would really install")
-    repo = Path(__file__).parent.parent
-    from tests.render_fixtures import run_cli
-
-    proc = run_cli("install", "hopper", "--prefix", str(tmp_path / "env"), "--platform",
-                   "linux-64", "--cache-dir", str(tmp_path / "cache"), cwd=repo)
+    whl = wheel(tmp_path / "wheels", "w", "1.0", {"w/__init__.py": b""})
+    env = write_lock(tmp_path / "lockfiles" / "w.conda-lock.yml", [locked_wheel(whl)],
+                     python="3.99")
+    shims = tmp_path / "shims"
+    shims.mkdir()
+    (shims / "python3.99").write_text("#!/bin/sh\necho 'pyenv: python3.99: command not "
+                                      "found' >&2\nexit 127\n")
+    (shims / "python3.99").chmod(0o755)
+    proc = run_cli("install", str(env.path), "--prefix", str(tmp_path / "env"), "--platform",
+                   "linux-64", "--cache-dir", str(tmp_path / "cache"), cwd=tmp_path,
+                   env={"PATH": str(shims), "PYENV_ROOT": str(tmp_path / "none"),
+                        "HOME": str(tmp_path)})
     assert proc.returncode == 2
-    assert ("error: lockfiles/hopper.conda-lock.yml: the PyPI part needs a Python 3.12 "
-            "interpreter and the lock has no conda python") in proc.stderr
-    assert "hint: pass --python /path/to/python3.12" in proc.stderr
+    lines = proc.stderr.splitlines()
+    start = lines.index("error: no working Python 3.99 interpreter here; tried:")
+    assert lines[start + 1:start + 4] == [
+        f"  {shims / 'python3.99'}: exit 127: pyenv: python3.99: command not found (PATH)",
+        "  /usr/local/bin/python3.99: not there",
+        "  /usr/bin/python3.99: not there",
+    ]
+    assert lines[-1] == "hint: pass --python /path/to/python3.99, or install one " \
+        "(uv python install 3.99)"
     assert not (tmp_path / "env").exists() and not (tmp_path / "cache").exists()
+
+
+# ------------------------------------------------------------------------------- feedback
+
+def _venv_install(render_project: RenderProject, package_cache: Path, prefix: Path,
+                  *flags: str) -> subprocess.CompletedProcess[str]:
+    return render_project.samebits("install", "venv", "--prefix", str(prefix), "--platform",
+                                   "linux-64", "--python", sys.executable,
+                                   "--cache-dir", str(package_cache), *flags)
+
+
+def test_progress_when_piped(render_project: RenderProject, tmp_path: Path) -> None:
+    """Piped: one line per phase on stderr, in order; stdout has only the result."""
+    proc = _venv_install(render_project, tmp_path / "cold-cache", tmp_path / "env")
+    assert proc.returncode == 0, proc.stderr
+    phases = [line.split(" ", 1)[0] for line in proc.stderr.splitlines()]
+    assert phases[:6] == ["finding", "fetching", "unpacking", "placing", "compiling", "verify"]
+    assert proc.stderr.splitlines()[1:3] == ["fetching 2 archives ...",
+                                             "unpacking 2 archives ..."]
+    assert all(line.endswith(" ...") for line in proc.stderr.splitlines())
+    assert proc.stdout.startswith(f"{tmp_path / 'env'}: venv (linux-64) installed: 0 conda, "
+                                  "2 PyPI packages\n")
+
+
+def test_quiet_and_json_are_clean(render_project: RenderProject, package_cache: Path,
+                                  tmp_path: Path) -> None:
+    """--quiet prints no progress; --json prints one JSON document and nothing on stderr."""
+    quiet = _venv_install(render_project, package_cache, tmp_path / "q", "--quiet")
+    assert quiet.returncode == 0 and quiet.stderr == ""
+    as_json = _venv_install(render_project, package_cache, tmp_path / "j", "--json")
+    assert as_json.returncode == 0 and as_json.stderr == ""
+    doc = json.loads(as_json.stdout)
+    assert (doc["identical"], doc["ok"], doc["exit_code"]) == (True, True, 0)
+    assert doc["bytecode"]["compiled"] + doc["bytecode"]["reused"] == 2
+
+
+def test_progress_on_a_terminal(render_project: RenderProject, package_cache: Path,
+                                tmp_path: Path) -> None:
+    """On a terminal the phases are drawn by rich on stderr (and cleared), not printed as
+    lines."""
+    import pty
+
+    main, sub = pty.openpty()
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent), "COLUMNS": "120",
+           "TERM": "xterm"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "samebits", "install", "venv", "--prefix", str(tmp_path / "t"),
+         "--platform", "linux-64", "--python", sys.executable, "--cache-dir",
+         str(package_cache)], cwd=render_project.root, env=env, stdout=subprocess.PIPE,
+        stderr=sub, text=True)
+    os.close(sub)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(main, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        seen += chunk
+    out = proc.communicate()[0]
+    os.close(main)
+    assert proc.returncode == 0
+    assert b"placing" in seen and b"\x1b[" in seen          # drawn with escape codes
+    assert b"placing 18 files (3.1 kB) ...\n" not in seen  # not the piped lines
+    assert "result: identical (exit 0)" in out
+
+
+# ------------------------------------------------------------------------------ sources
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("--store", "/nix/store"), "--store goes with --from-nix"),
+    (("--from-nix", "--from-bundle", "b.tar"),
+     "--from-bundle and --from-nix: choose one source of archives"),
+    ((), "install needs ENV (an environment id or a lockfile) or --from-bundle"),
+], ids=["store-without-nix", "nix-and-bundle", "no-env"])
+def test_install_source_usage_errors(args: tuple[str, ...], message: str,
+                                     tmp_path: Path) -> None:
+    """Where the archives come from: one source at a time, and a lock to install; exit 2,
+    nothing created."""
+    proc = run_cli("install", "--prefix", str(tmp_path / "env"), "--platform", "linux-64",
+                   *args, cwd=tmp_path)
+    assert (proc.returncode, proc.stderr.splitlines()[0]) == (2, f"error: {message}")
+    assert not (tmp_path / "env").exists()
+
+
+# ------------------------------------------------------------------------------ one verdict
+
+def test_install_verdict_is_verify_envs(tmp_path: Path) -> None:
+    """A wheel whose library needs one that ships nowhere: install exits 1 with exactly the
+    verdict, digests, findings and linkage a standalone `verify env` gives the prefix."""
+    from tests.install_fixtures import locked_wheel, wheel, write_lock
+    from tests.verify_fixtures import build_elves
+
+    elves = build_elves(tmp_path / "elves")
+    line = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    whl = wheel(tmp_path / "wheels", "needy", "1.0",
+                {"needy/__init__.py": b"", "needy/libneedy.so": elves["libneedy.so"]},
+                executables=("needy/libneedy.so",), tag="py3-none-manylinux_2_17_x86_64",
+                purelib=False)
+    env = write_lock(tmp_path / "lockfiles" / "n.conda-lock.yml", [locked_wheel(whl)],
+                     python=line)
+    prefix = tmp_path / "env"
+    proc = run_cli("install", str(env.path), "--prefix", str(prefix), "--platform", "linux-64",
+                   "--python", sys.executable, "--cache-dir", str(tmp_path / "cache"),
+                   "--json", cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    mine = json.loads(proc.stdout)
+    alone = subprocess.run([sys.executable, "-m", "verify", "env", "--prefix", str(prefix),
+                            "--lockfile", str(env.path), "--platform", "linux-64", "--json"],
+                           capture_output=True, text=True, cwd=tmp_path,
+                           env={**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)})
+    assert alone.returncode == 1
+    theirs = json.loads(alone.stdout)
+    assert (mine["identical"], mine["ok"]) == (theirs["identical"], theirs["ok"]) == (True, False)
+    for key in ("digests", "findings", "linkage", "summary"):
+        assert mine["verify"][key] == theirs[key], key
+    assert [u["needed"] for u in theirs["linkage"]["unresolved"]] == ["libcudart.so.11.0"]
+
+
+@pytest.mark.network
+@pytest.mark.slow
+def test_real_cpu_lock(tmp_path: Path) -> None:
+    """The committed cpu lock from real PyPI (about 3 GB the first time, into the user's
+    cache): every file the lock's, direct_url.json on each wheel, bytecode for every source,
+    torch imports in the venv, and a warm reinstall into the same path is the same environment
+    with the same pycs."""
+    from samebits.install import default_cache_dir, host_interpreter
+
+    python = host_interpreter("3.12")
+    if python is None:
+        pytest.skip("no Python 3.12 interpreter here (the cpu lock's line)")
+    repo = Path(__file__).parent.parent
+    prefix = tmp_path / "cpu"
+    common = ["install", "cpu", "--prefix", str(prefix), "--platform", "linux-64", "--python",
+              python, "--cache-dir", str(default_cache_dir()), "--json"]
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "samebits", *args], cwd=repo,
+                              capture_output=True, text=True, timeout=3600,
+                              env={**os.environ, "PYTHONPATH": str(repo)})
+
+    first = cli(*common)
+    assert first.returncode in (0, 1), first.stderr
+    doc = json.loads(first.stdout)
+    assert doc["identical"] is True, doc["verify"]["findings"]
+    assert len(doc["pip"]) == 32 and doc["bytecode"]["skipped"] is None
+    site = prefix / "lib" / "python3.12" / "site-packages"
+    assert len(list(site.glob("*.dist-info/direct_url.json"))) == 32
+    pycs = {p: p.read_bytes() for p in site.rglob("*.pyc")}
+    assert len(pycs) == doc["bytecode"]["compiled"] + doc["bytecode"]["reused"] > 5000
+    run = subprocess.run([str(prefix / "bin" / "python"), "-c",
+                          "import torch; print(torch.__version__, torch.ones(3).sum().item())"],
+                         capture_output=True, text=True, timeout=600)
+    version, total = run.stdout.split()
+    assert version.split("+")[0] == "2.13.0" and total == "3.0", run.stderr[-2000:]
+    second = cli(*common, "--replace")
+    again = json.loads(second.stdout)
+    assert again["cache"]["reused"] == 32 and again["bytecode"]["compiled"] == 0
+    assert again["verify"]["digests"] == doc["verify"]["digests"]
+    assert {p: p.read_bytes() for p in site.rglob("*.pyc")} == pycs

@@ -117,7 +117,7 @@ def test_no_back_edges() -> None:
 
 @pytest.mark.parametrize(("where", "line"), [
     ("samebits/lockfile.py", "from verify.records import Package\n"),
-    ("samebits/install.py", "    import samebits.app.cli\n"),
+    ("samebits/install/prefix.py", "    import samebits.app.cli\n"),
     ("verify/drift.py", "from samebits.app.audit import verdict\n"),
     ("verify/workloads/gemm.py", "import yaml\n"),
     ("verify/facts/cpu.py", "from samebits.lockfile import Lock\n"),

@@ -2,7 +2,8 @@
 
     cli          ``samebits``: every subcommand wired into one parser
     cmd_lock     ``samebits lock`` / ``lock diff``
-    cmd_render   ``samebits render conda|containerfile|oci`` and ``samebits install``
+    cmd_render   ``samebits render conda|containerfile|nix|oci``
+    cmd_install  ``samebits install`` (then ``verify env`` of the result)
     cmd_audit    ``samebits attest`` and ``samebits audit``
     audit/       the attest and audit pipeline, its verdict and its reports
 

@@ -1,15 +1,15 @@
-"""``samebits render conda|containerfile|oci`` and ``samebits install``: the edge that writes.
+"""``samebits render conda|containerfile|oci``: the edge that writes.
 
     samebits render conda [ENV ...] [--platform P] [--check]      containers/<env>/<P>.explicit.txt
                                                                    containers/<env>/<P>.environment.yml
     samebits render containerfile [ENV ...] [--base REF@sha256:D]  containers/<env>/Containerfile
     samebits render nix [ENV ...] [--platform P] [--check]        containers/<env>/*.nix
     samebits render oci ENV --platform P [--base oci:DIR@sha256:D] [--out DIR] [--archive FILE]
-    samebits install ENV --prefix DIR [--platform P] [--python PY] [--from-nix [--store URI]]
 
 ENV is an environment id (``hopper``, ``conda-forge/hopper``: lockfiles/<id>.conda-lock.yml) or
 a lockfile path. The renderers are pure (samebits.render.*); this module reads the locks, writes
 every file atomically and every folder by rename, and turns the results into text or --json.
+``samebits install`` (``samebits.app.cmd_install``) shares the helpers that find a lock.
 """
 
 from __future__ import annotations
@@ -101,32 +101,6 @@ def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
                    "podman/CRI-O/skopeo, not by umoci 0.4.7: see README)")
     _install_args(o)
     o.set_defaults(func=run_oci)
-
-    i = sub.add_parser(
-        "install", parents=parents, help="install a lock's platform into a prefix",
-        description="Install exactly the locked archives (hash-checked; conda part with "
-        "py-rattler, PyPI part by hash, nothing resolved) into --prefix, then run "
-        "`verify env` on it.",
-        epilog="exit codes: 0 installed and identical, 1 installed but verify found drift, "
-        "2 bad input (hash mismatch, unsafe archive), 4 unreachable, 5 a tool failed")
-    i.add_argument("name", nargs="?", metavar="ENV",
-                   help="environment id or lockfile path (not with --from-bundle)")
-    i.add_argument("--from-bundle", type=Path, metavar="FILE",
-                   help="install offline from a `samebits bundle` tar: its lock and archives, "
-                   "every hash checked, unpacked into the cache first")
-    i.add_argument("--prefix", type=Path, required=True, help="the folder to create")
-    i.add_argument("--platform", help="default: this machine's")
-    i.add_argument("--python", metavar="PATH",
-                   help="for a lock without conda Python: the interpreter of the venv "
-                   "(default: pythonX.Y on PATH)")
-    i.add_argument("--from-nix", action="store_true",
-                   help="take every archive from the Nix store (realised by `nix-build "
-                   "containers/ENV -A all`), hash-checked, and install offline")
-    i.add_argument("--store", metavar="URI",
-                   help="with --from-nix: a local store other than the default "
-                   "(/path or local?root=/path)")
-    _install_args(i)
-    i.set_defaults(func=run_install)
 
 
 def _names(p: argparse.ArgumentParser) -> None:
@@ -337,97 +311,3 @@ def write_oci_archive(layout: Path, dest: Path, *, epoch: int) -> None:
     with atomic_writer(dest) as f:
         for chunk in tar_chunks(layout, scan_prefix(layout), root="", mtime=epoch):
             f.write(chunk)
-
-
-def _host_platform() -> str:
-    import rattler
-
-    return str(rattler.Platform.current())
-
-
-def _fill_cache_from_nix(env: LockedEnv, platform: str, cache: Path, store: str | None) -> None:
-    """Every locked archive of ``platform`` from the Nix store into the install cache, each
-    one hash-checked: the install that follows needs no network."""
-    from samebits.errors import InputError
-    from samebits.nixstore import NixStore, fill_cache
-
-    problems = fill_cache([*env.conda(platform), *env.pip(platform)], cache, NixStore(store))
-    if problems:
-        raise InputError(f"{len(problems)} locked archive"
-                         + ("" if len(problems) == 1 else "s")
-                         + " not in the Nix store as locked:\n  " + "\n  ".join(problems),
-                         hint=f"realise them: nix-build containers/{env.name} -A all "
-                         f"--argstr platform {platform}")
-
-
-def _python_version(interpreter: str | None) -> str | None:
-    """``X.Y.Z`` of ``--python``, the Python a uv.lock/pylock/requirements lock is read for."""
-    if not interpreter:
-        return None
-    import subprocess
-
-    try:
-        proc = subprocess.run([interpreter, "-c", "import sys; print('%d.%d.%d' % "
-                               "sys.version_info[:3])"], capture_output=True, text=True,
-                              timeout=30)
-    except OSError as exc:
-        raise UsageError(f'--python "{interpreter}": cannot run: {exc.strerror}') from None
-    if proc.returncode != 0:
-        raise UsageError(f'--python "{interpreter}": exited {proc.returncode}: '
-                         f"{proc.stderr.strip()[:200]}")
-    return proc.stdout.strip()
-
-
-def run_install(args: argparse.Namespace, out: Output) -> int:
-    from samebits.install import host_interpreter, install_prefix, run_verify_env
-    from samebits.render.publish import staged_dir
-
-    project = _project(args)
-    platform = args.platform or _host_platform()
-    if args.from_bundle is not None and args.from_nix:
-        raise UsageError("--from-bundle and --from-nix: choose one source of archives")
-    if args.from_bundle is not None:
-        from samebits.app.cmd_bundle import unpack_for_install
-
-        env = unpack_for_install(args.from_bundle, args.name, project=project, out=out,
-                                 platform=platform, cache=_cache(args))
-        options = read_options(args, platforms=(platform,), python=None)
-    elif args.name is None:
-        raise UsageError("install needs ENV (an environment id or a lockfile) or --from-bundle")
-    else:
-        options = read_options(args, platforms=(platform,),
-                               python=_python_version(args.python))
-        env = locked_env(args.name, project, options)
-    conversion = show_conversion(out, env)
-    platform = env.check_platform(platform)
-    python = None
-    if env.python and env.pip(platform) and not any(p.name == "python"
-                                                   for p in env.conda(platform)):
-        python = host_interpreter(env.python, args.python)
-    prefix = Path(args.prefix).absolute()
-    if args.from_nix:
-        _fill_cache_from_nix(env, platform, _cache(args), args.store)
-    elif args.store:
-        raise UsageError("--store goes with --from-nix")
-    with staged_dir(prefix, replace=args.replace) as stage:
-        report = install_prefix(env, platform, stage, final=str(prefix), cache=_cache(args),
-                                interpreter=python)
-    read_flags = []
-    if env.conversion is not None:
-        read_flags = [*(["--lock-env", options.environment] if options.environment else []),
-                      *(["--lock-python", options.python] if options.python else [])]
-    verdict = run_verify_env(prefix, env.path, platform, read_flags=read_flags)
-    identical = verdict.get("identical") is True
-    summary = {k: verdict[k] for k in ("identical", "digests", "findings", "kind", "format")
-               if k in verdict}
-    payload = {**report.to_json(), "lockfile": str(env.path), "identical": identical,
-               "verify": summary}
-    if conversion is not None:
-        payload["conversion"] = conversion
-    text = (f"{prefix}: {env.name} ({platform}) installed: {len(report.conda)} conda, "
-            f"{len(report.pip)} PyPI packages\n"
-            f"verify env: {'identical' if identical else 'DRIFT'}"
-            + ("" if identical else f" (python -m verify env --prefix {prefix} --lockfile "
-               f"{env.path} --platform {platform})"))
-    out.emit(payload, text)
-    return EXIT_OK if identical else EXIT_DIFFERENT

@@ -1,0 +1,66 @@
+"""Install one platform of a lock into a prefix: exactly the locked archives, nothing resolved.
+
+    fetch      every archive without a cache entry into ``CACHE/archives/<sha256>/``, its
+               sha256 (and md5 for conda) checked against the lock           (fetch)
+    unpack     scanned (absolute or '..' paths, links out, devices, zip bombs refused), then
+               unpacked once into ``CACHE/unpacked/<sha256>/`` with the sha256 of every member
+               computed from the proved archive's bytes and checked against the archive's own
+               RECORD / info/paths.json                                      (unpack, cache)
+    place      each entry's files into the staged prefix by reflink or copy (hardlink only on
+               request); conda packages linked as py-rattler links them, wheels laid out as
+               pypa/installer lays them out, plus PEP 610 direct_url.json; every record
+               written from the entry's manifest, never from the cached files  (place, conda,
+               wheels, placeholder, entryfiles)
+    compile    bytecode by the prefix's own interpreter when it runs here     (bytecode)
+    verify     ``verify env`` of the result, in the caller (samebits.app.cmd_render)
+
+Why not ``uv pip install`` / ``pip install --require-hashes --no-deps``: both need a running
+interpreter of the lock's Python and CPU architecture and write the host's paths into the
+prefix; this needs neither (bytecode, which does, is skipped with a reason), so an aarch64 or
+Python 3.12 prefix builds on an x86_64 Python 3.11 host, byte for byte the same in any folder.
+The Containerfile, which runs inside the image, uses pip with --require-hashes --no-deps.
+
+The argument for trusting a warm install is in ``samebits.install.cache`` and README "The
+install cache". The interpreter of a PyPI-only lock's venv is found by running candidates
+(``interpreter``).
+"""
+
+from samebits.install.bytecode import BytecodeReport
+from samebits.install.fetch import (
+    Fetched,
+    Fetcher,
+    default_cache_dir,
+    fetch_all,
+    fetch_url,
+    hash_problem,
+)
+from samebits.install.interpreter import Interpreter, Places, find_interpreter
+from samebits.install.place import LINK_MODES, LinkMode
+from samebits.install.prefix import (
+    VENV_LINKS,
+    InstallReport,
+    host_platform,
+    install_prefix,
+    python_line,
+    venv_files,
+)
+from samebits.install.verifyrun import run_verify_env
+
+
+def host_interpreter(line: str, given: str | None = None) -> str | None:
+    """The path of a working Python ``line`` here (``given`` when passed: an error when it is
+    not one), or None when there is none. See ``find_interpreter`` for the search."""
+    from samebits.errors import InputError
+
+    try:
+        return find_interpreter(line, given).executable
+    except InputError:
+        if given:
+            raise
+        return None
+
+
+__all__ = ["LINK_MODES", "VENV_LINKS", "BytecodeReport", "Fetched", "Fetcher",
+           "InstallReport", "Interpreter", "LinkMode", "Places", "default_cache_dir",
+           "fetch_all", "fetch_url", "find_interpreter", "hash_problem", "host_interpreter",
+           "host_platform", "install_prefix", "python_line", "run_verify_env", "venv_files"]

@@ -1,0 +1,285 @@
+"""Bytecode: every installed ``.py`` compiled by the environment's own interpreter, once.
+
+What a pyc is made of (``RECIPE``), the same wherever and however often it is made:
+
+    interpreter     the prefix's own (a venv's ``bin/python``, a conda prefix's
+                    ``bin/pythonX.Y``), run from the staged prefix with ``-S -s -B`` and
+                    ``PYTHONHASHSEED=0`` in an empty environment; when it cannot run here
+                    (another architecture, a broken binary) nothing is compiled and the report
+                    says why
+    header          ``invalidation_mode=CHECKED_HASH``: the magic number, flags 0b11 and the
+                    source's siphash; Python checks it against the source on every import and
+                    never trusts a timestamp
+    code            ``compile(source, dfile, "exec", dont_inherit=True, optimize=0)`` with
+                    ``dfile`` the file's path in the final prefix (``co_filename``), not the
+                    staging folder it is compiled in
+    serialisation   ``marshal`` version 2: without object references, so the bytes do not
+                    depend on reference counts in the compiling process (version 4 sets
+                    FLAG_REF from them: the same source gives other bytes after other work);
+                    a fixed hash seed orders frozenset constants on Python 3.10
+
+Compiled pycs are kept in ``CACHE/pyc/<key>/``, one entry per package, keyed by the sha256 of
+the recipe, the interpreter's identity (``Interpreter.identity``: version, cache tag, magic,
+sha256 of its binary and libpython), the archive, the final prefix path and the file list; a
+warm install places them like package files. They are not in RECORD or conda-meta:
+``verify env`` checks each against its source.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import posixpath
+import subprocess
+import tempfile
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from samebits.install.cache import commit, evict, read_manifest, remove_tree, staging
+from samebits.install.interpreter import Interpreter, probe
+from samebits.install.place import Copy, Placer, place_all
+
+PYC = "pyc"
+RECIPE = "samebits-pyc 1: checked-hash, optimize 0, marshal 2, PYTHONHASHSEED=0"
+COMPILE_TIMEOUT = 3600.0
+
+WORKER = r"""
+import sys, os, json, marshal, importlib.util
+MAGIC = importlib.util.MAGIC_NUMBER
+FLAGS = (3).to_bytes(4, "little")
+import hashlib
+for line in sys.stdin:
+    i, src, dfile, out = json.loads(line)
+    try:
+        with open(src, "rb") as f:
+            data = f.read()
+        code = compile(data, dfile, "exec", dont_inherit=True, optimize=0)
+        pyc = MAGIC + FLAGS + importlib.util.source_hash(data) + marshal.dumps(code, 2)
+        os.makedirs(os.path.dirname(out), exist_ok=True)
+        fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
+        with os.fdopen(fd, "wb") as f:
+            f.write(pyc)
+        res = [i, "ok", hashlib.sha256(pyc).hexdigest(), len(pyc)]
+    except Exception as exc:
+        res = [i, "error", "%s: %s" % (type(exc).__name__, exc)]
+    sys.stdout.write(json.dumps(res) + "\n")
+    sys.stdout.flush()
+"""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Sources:
+    """One package's ``.py`` files, prefix-relative, and the cache key of its archive."""
+
+    archive: str
+    files: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BytecodeReport:
+    interpreter: str | None = None      # the final prefix's interpreter path
+    version: str | None = None
+    compiled: int = 0                   # compiled now
+    reused: int = 0                     # placed from the pyc cache
+    failed: tuple[str, ...] = ()        # sources that do not compile (pip skips them too)
+    skipped: str | None = None          # why nothing was compiled
+    recipe: str = RECIPE
+    sources: dict[str, str] = field(default_factory=dict)   # placed pyc -> "pyc/<key>"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"interpreter": self.interpreter, "version": self.version,
+                "compiled": self.compiled, "reused": self.reused,
+                "failed": list(self.failed), "skipped": self.skipped, "recipe": self.recipe}
+
+
+def pyc_path(src: str, cache_tag: str) -> str:
+    """``a/b/m.py`` -> ``a/b/__pycache__/m.<tag>.pyc`` (importlib's cache_from_source)."""
+    head, tail = posixpath.split(src)
+    return posixpath.join(head, "__pycache__", f"{tail[:-3]}.{cache_tag}.pyc")
+
+
+def group_key(identity: dict[str, Any], final: str, s: Sources) -> str:
+    doc = {"recipe": RECIPE, "interpreter": identity, "archive": s.archive, "prefix": final,
+           "files": sorted(s.files)}
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+
+
+def compile_bytecode(stage: Path, final: str, python: str, groups: Sequence[Sources],
+                     cache: Path, placer: Placer, *, runs_here: str | None = None,
+                     progress: Callable[..., Any] | None = None) -> BytecodeReport:
+    """Compile (or take from the cache) every group's pycs and place them under ``stage``.
+
+    ``python`` is the interpreter's prefix-relative path; ``runs_here`` a reason it cannot
+    (another architecture) found before trying it.
+    """
+    groups = [g for g in groups if g.files]
+    where = f"{final}/{python}"
+    if not groups:
+        return BytecodeReport(interpreter=where, skipped="no Python sources")
+    if runs_here:
+        return BytecodeReport(interpreter=where, skipped=runs_here)
+    got = probe(str(stage / python), env={"PYTHONHASHSEED": "0"})
+    if isinstance(got, str):
+        return BytecodeReport(interpreter=where, skipped=f"{where} cannot run here: {got}")
+    if not got.cache_tag:
+        return BytecodeReport(interpreter=where, version=got.version,
+                              skipped=f"{where} writes no bytecode (no cache tag)")
+    identity = got.identity()
+    folder = cache / PYC
+    copies: list[Copy] = []
+    placed: dict[str, str] = {}
+    failed: list[str] = []
+    todo: list[tuple[str, Sources]] = []
+    reused = 0
+    for g in groups:
+        key = group_key(identity, final, g)
+        doc = read_manifest(folder / key, kind="samebits.pyc")
+        if doc is None:
+            evict(folder, key)  # a torn or older entry: compiled afresh
+            todo.append((key, g))
+            continue
+        base = f"{folder}/{key}/tree/"
+        copies += [Copy(base + rel, rel, False, size) for rel, _sha, size in doc["files"]]
+        placed.update((rel, f"{PYC}/{key}") for rel, _sha, _size in doc["files"])
+        failed += doc["failed"]
+        reused += len(doc["files"])
+    compiled = 0
+    if todo:
+        total = sum(len(g.files) for _, g in todo)
+        ctx = progress(f"compiling {total:,} Python files", total) if progress else None
+        advance = ctx.__enter__() if ctx else None
+        try:
+            made = _compile_groups(stage, final, str(stage / python), got, todo, folder,
+                                   advance)
+        finally:
+            if ctx:
+                ctx.__exit__(None, None, None)
+        for key, files, bad in made:
+            copies += [Copy(f"{folder}/{key}/tree/{rel}", rel, False, size)
+                       for rel, _sha, size in files]
+            placed.update((rel, f"{PYC}/{key}") for rel, _sha, _size in files)
+            failed += bad
+            compiled += len(files)
+    place_all(copies, str(stage), placer)
+    return BytecodeReport(interpreter=where, version=got.version, compiled=compiled,
+                          reused=reused, failed=tuple(sorted(failed)), sources=placed)
+
+
+def _compile_groups(stage: Path, final: str, python: str, interp: Interpreter,
+                    todo: list[tuple[str, Sources]], folder: Path,
+                    advance: Callable[..., Any] | None
+                    ) -> list[tuple[str, list[tuple[str, str, int]], list[str]]]:
+    tag = interp.cache_tag or ""
+    tmps: dict[str, Path] = {}
+    jobs: list[tuple[str, str, str, str, str]] = []   # key, src rel, src, dfile, out
+    for key, g in todo:
+        tmp = tmps[key] = staging(folder)
+        (tmp / "tree").mkdir()
+        for rel in sorted(g.files):
+            jobs.append((key, rel, str(stage / rel), f"{final}/{rel}",
+                         str(tmp / "tree" / pyc_path(rel, tag))))
+    try:
+        results = _run_workers(python, jobs, advance)
+        made = []
+        for key, _g in todo:
+            files: list[tuple[str, str, int]] = []
+            bad: list[str] = []
+            for (k, rel, *_), res in zip(jobs, results, strict=True):
+                if k != key:
+                    continue
+                if res[1] == "ok":
+                    files.append((pyc_path(rel, tag), res[2], res[3]))
+                else:
+                    bad.append(f"{rel}: {res[2]}")
+            doc = {"format": 1, "kind": "samebits.pyc", "recipe": RECIPE,
+                   "interpreter": interp.identity(), "prefix": final,
+                   "files": sorted(files), "failed": sorted(bad)}
+            commit(folder, tmps.pop(key), key, doc)
+            made.append((key, files, bad))
+        return made
+    finally:
+        for tmp in tmps.values():
+            remove_tree(tmp)
+
+
+def _run_workers(python: str, jobs: list[tuple[str, str, str, str, str]],
+                 advance: Callable[..., Any] | None) -> list[list[Any]]:
+    """Compile ``jobs`` on one interpreter process per core; one result per job, in order."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        cores = os.cpu_count() or 1
+    n = max(1, min(cores, math.ceil(len(jobs) / 64)))
+    sizes = [_size(j[2]) for j in jobs]
+    order = sorted(range(len(jobs)), key=lambda i: -sizes[i])
+    shares: list[list[int]] = [[] for _ in range(n)]
+    loads = [0] * n
+    for i in order:  # largest first onto the least-loaded worker
+        w = loads.index(min(loads))
+        shares[w].append(i)
+        loads[w] += sizes[i]
+    results: list[list[Any] | None] = [None] * len(jobs)
+    lock = threading.Lock()
+    errors: list[str] = []
+
+    def worker(share: list[int]) -> None:
+        try:
+            compile_share(share)
+        except Exception as exc:  # reported per job below, never lost with the thread
+            errors.append(f"{type(exc).__name__}: {exc}")
+
+    def compile_share(share: list[int]) -> None:
+        feed = "".join(json.dumps([i, *jobs[i][2:]]) + "\n" for i in share)
+        with tempfile.TemporaryDirectory(prefix="samebits-compile-") as cwd, \
+                tempfile.TemporaryFile() as err, \
+                subprocess.Popen([python, "-S", "-s", "-B", "-c", WORKER], cwd=cwd,
+                                 env={"PYTHONHASHSEED": "0"}, stdin=subprocess.PIPE,
+                                 stdout=subprocess.PIPE, stderr=err, text=True) as proc:
+            writer = threading.Thread(target=_feed, args=(proc, feed), daemon=True)
+            writer.start()
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                res = json.loads(line)
+                results[res[0]] = res
+                if advance is not None:
+                    with lock:
+                        advance(1)
+            writer.join()
+            if proc.wait(timeout=COMPILE_TIMEOUT) != 0:
+                err.seek(0)
+                tail = err.read().decode(errors="replace").strip()[-300:]
+                errors.append(f"exit {proc.returncode}: {tail}")
+
+    threads = [threading.Thread(target=worker, args=(s,)) for s in shares if s]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    out: list[list[Any]] = []
+    for i, res in enumerate(results):
+        if res is None:
+            why = errors[0] if errors else "no answer"
+            res = [i, "error", f"the compiling interpreter failed ({why})"]
+        out.append(res)
+    return out
+
+
+def _feed(proc: subprocess.Popen[str], text: str) -> None:
+    assert proc.stdin is not None
+    try:
+        proc.stdin.write(text)
+        proc.stdin.close()
+    except BrokenPipeError:
+        pass
+
+
+def _size(path: str) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0

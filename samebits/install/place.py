@@ -1,0 +1,229 @@
+"""Place: files from cache entries into a prefix, by reflink, copy or (only when asked) hardlink.
+
+    auto      reflink (``FICLONE``) where the cache and the prefix share a filesystem that
+              supports it (btrfs, XFS, bcachefs, ZFS 2.2+): the prefix gets its own copy-on-write
+              extents, so writing into it can never change the cache; else a copy
+              (``os.copy_file_range``, in the kernel, then ``sendfile``, then read/write)
+    reflink   the same, but a filesystem without reflinks is an error
+    copy      always a copy
+    hardlink  the prefix shares each file's inode with the cache: fastest, but a write into an
+              installed file changes the cache entry and every prefix linked from it. The cache
+              stores files read-only (0444/0555), so tools that respect permissions refuse such
+              a write, and every later install and ``verify env`` catches it (records come from
+              the manifest, not the files); nothing prevents it for root. Opt-in only.
+
+A copied or cloned file gets mode 0755 or 0644 from the archive's owner-execute bit, set
+explicitly (the umask does not change what is installed). Nothing here hashes: the verify that
+follows the install hashes every placed file against the records written from the manifest.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Literal, NamedTuple
+
+from samebits.errors import InputError, UsageError
+
+LinkMode = Literal["auto", "reflink", "copy", "hardlink"]
+LINK_MODES: tuple[LinkMode, ...] = ("auto", "reflink", "copy", "hardlink")
+FICLONE = 0x40049409  # _IOW(0x94, 9, int), linux/fs.h
+NO_REFLINK = {errno.EOPNOTSUPP, errno.ENOTTY, errno.EXDEV, errno.EINVAL, errno.ENOSYS,
+              errno.EPERM}
+NO_COPY_RANGE = {errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.EPERM}
+THREADS = 8
+CHUNK = 1 << 30
+PROGRESS_BYTES = 64 << 20
+
+
+class Copy(NamedTuple):
+    """One file to place: ``src`` (a path in a cache entry) to ``rel`` (prefix-relative).
+    Plain strings: an install places tens of thousands, and pathlib costs more than a link."""
+
+    src: str
+    rel: str
+    executable: bool
+    size: int = 0
+    linkable: bool = True   # False: never hardlinked (a conda file marked no_link)
+
+
+class Placer:
+    """Places files by one link mode; the first reflink attempt decides for the rest."""
+
+    def __init__(self, mode: LinkMode = "auto") -> None:
+        if mode not in LINK_MODES:
+            raise UsageError(f"--link-mode {mode}: one of {', '.join(LINK_MODES)}")
+        self.mode = mode
+        self._reflink: bool | None = None if mode in ("auto", "reflink") else False
+        self._lock = threading.Lock()
+        self.used: Counter[str] = Counter()
+
+    @property
+    def methods(self) -> dict[str, int]:
+        """How many files each method placed: {"reflink": n, "copy": n, "hardlink": n}."""
+        return dict(sorted(self.used.items()))
+
+    def place(self, job: Copy, dest: str) -> None:
+        if self.mode == "hardlink" and job.linkable:
+            try:
+                os.link(job.src, dest)
+                self._count("hardlink")
+                return
+            except OSError as exc:
+                if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK):
+                    raise
+        src = os.open(job.src, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+            try:
+                self._fill(src, fd, job, dest)
+                os.fchmod(fd, 0o755 if job.executable else 0o644)
+            finally:
+                os.close(fd)
+        finally:
+            os.close(src)
+
+    def _fill(self, src: int, dest: int, job: Copy, where: str) -> None:
+        if self._reflink is not False:
+            try:
+                fcntl.ioctl(dest, FICLONE, src)
+                self._reflink = True
+                self._count("reflink")
+                return
+            except OSError as exc:
+                if exc.errno not in NO_REFLINK:
+                    raise
+                if self.mode == "reflink":
+                    raise UsageError(f"--link-mode reflink: cannot clone {job.src} to "
+                                     f"{where} ({os.strerror(exc.errno or 0)})",
+                                     hint="use --link-mode auto (reflink where possible, "
+                                     "else copy)") from None
+                if self._reflink is None:
+                    self._reflink = False
+        copy_fd(src, dest)
+        self._count("copy")
+
+    def _count(self, method: str) -> None:
+        with self._lock:
+            self.used[method] += 1
+
+
+def copy_fd(src: int, dest: int) -> None:
+    """Copy all of ``src`` to ``dest`` in the kernel where it can: copy_file_range, sendfile,
+    then plain reads and writes."""
+    size = os.fstat(src).st_size
+    done = 0
+    try:
+        while done < size:
+            n = os.copy_file_range(src, dest, min(CHUNK, size - done))
+            if n == 0:
+                break
+            done += n
+        return
+    except OSError as exc:
+        if exc.errno not in NO_COPY_RANGE or done:
+            raise
+    try:
+        while done < size:
+            n = os.sendfile(dest, src, done, min(CHUNK, size - done))
+            if n == 0:
+                break
+            done += n
+        return
+    except OSError as exc:
+        if exc.errno not in NO_COPY_RANGE or done:
+            raise
+    os.lseek(src, 0, os.SEEK_SET)
+    while chunk := os.read(src, 1 << 20):
+        view = memoryview(chunk)
+        while view:
+            view = view[os.write(dest, view):]
+
+
+def write_file(dest: str | Path, data: bytes, executable: bool) -> None:
+    """A file samebits generates (a script, a record): written, mode set explicitly."""
+    fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fchmod(fd, 0o755 if executable else 0o644)
+    finally:
+        os.close(fd)
+
+
+def make_dirs(paths: Iterable[str]) -> None:
+    """Every folder the files go into, made once, before the threads start."""
+    made: set[str] = set()
+    for d in sorted(set(paths), key=len, reverse=True):
+        if d not in made:
+            os.makedirs(d, exist_ok=True)
+            while d and d not in made:
+                made.add(d)
+                d = os.path.dirname(d)
+
+
+def place_all(jobs: Sequence[Copy], root: str, placer: Placer, *,
+              advance: Callable[..., None] | None = None) -> None:
+    """Place every job under ``root`` on a few threads (the kernel does the copying, so
+    threads overlap the waiting), each with its share of the bytes, biggest files first.
+    Every failure is collected and named."""
+    root = root.rstrip("/") + "/"
+    make_dirs(os.path.dirname(root + j.rel) for j in jobs)
+    problems: list[str] = []
+    lock = threading.Lock()
+    shares: list[list[Copy]] = [[] for _ in range(min(THREADS, max(1, len(jobs) // 64)))]
+    loads = [0] * len(shares)
+    for job in sorted(jobs, key=lambda j: -j.size):
+        i = loads.index(min(loads))
+        shares[i].append(job)
+        loads[i] += job.size + 4096
+
+    failures: list[BaseException] = []
+
+    def run(share: list[Copy]) -> None:
+        done = 0
+        for n, job in enumerate(share, 1):
+            if failures:
+                return
+            try:
+                placer.place(job, root + job.rel)
+            except FileExistsError:
+                with lock:
+                    problems.append(f"{root + job.rel}: already exists (two packages write it)")
+            except FileNotFoundError:
+                with lock:
+                    problems.append(f"{job.src}: missing from the cache")
+            except BaseException as exc:  # handed to the calling thread, which raises it
+                failures.append(exc)
+                return
+            done += job.size
+            if advance is not None and (done > PROGRESS_BYTES or n % 256 == 0):
+                advance(done)
+                done = 0
+        if advance is not None and done:
+            advance(done)
+
+    threads = [threading.Thread(target=run, args=(s,)) for s in shares if s]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if failures:
+        raise failures[0]
+    if problems:
+        raise PlaceError(sorted(problems))
+
+
+class PlaceError(InputError):
+    """Files that could not be placed, each named (a cache file gone, two packages' files)."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__(f"{len(problems)} files could not be placed:\n  "
+                         + "\n  ".join(problems[:20]))
+        self.problems = problems

@@ -1,0 +1,319 @@
+"""``install_prefix``: one platform of a lock into a staged prefix, phase by phase.
+
+    fetch     each package without a cache entry: its archive proved (``fetch.prove``)
+    unpack    ... and unpacked into the cache (``unpack``); every problem of every archive is
+              listed in one error before anything is placed
+    place     every file from the entries into the staged prefix (``place``): conda packages
+              (``conda``), the venv's scaffolding (a lock without a conda python), the wheels
+              (``wheels``), the records; an entry found broken while planning is evicted and
+              unpacked again, once
+    compile   bytecode, when asked (``bytecode``)
+
+The caller stages the prefix beside its target, renames it into place and runs ``verify env``
+on it (``samebits.app.cmd_render``). ``progress(description, total)`` is the caller's progress
+factory (``Output.progress``): each phase is one row, or one line when piped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from samebits.errors import InputError, LockfileError
+from samebits.install.bytecode import BytecodeReport, Sources, compile_bytecode
+from samebits.install.cache import UNPACKED, Entry, evict, read_entry
+from samebits.install.conda import CondaPlan, plan_conda
+from samebits.install.entryfiles import CorruptEntry, check_tree
+from samebits.install.fetch import Fetcher, cache_key, fetch_url, label, prove, raise_problems
+from samebits.install.place import Copy, LinkMode, Placer, make_dirs, place_all, write_file
+from samebits.install.unpack import UnpackError, unpack
+from samebits.install.wheels import WheelPlan, layout_for, plan_wheel
+from samebits.lockfile import LockedPackage
+from samebits.render.source import LockedEnv
+
+# The one link a venv prefix may have out of itself: the interpreter it runs on.
+VENV_LINKS = ("bin/python",)
+HOST_PLATFORMS = {"x86_64": "linux-64", "aarch64": "linux-aarch64", "arm64": "linux-aarch64"}
+UNPACK_THREADS = 4
+
+Progress = Callable[[str, float | None], contextlib.AbstractContextManager[Callable[..., Any]]]
+
+
+@contextlib.contextmanager
+def silent(description: str, total: float | None) -> Iterator[Callable[..., None]]:
+    """A progress factory that shows nothing."""
+    yield lambda n=1, description=None: None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InstallReport:
+    platform: str
+    prefix: str  # the final path, as files in the prefix name it
+    python: str | None
+    conda: tuple[str, ...]  # name=version=build
+    pip: tuple[str, ...]  # name==version
+    venv_interpreter: str | None  # bin/python -> this, when the prefix is a venv
+    links_out: tuple[str, ...]  # links that may point out of the prefix (the venv interpreter)
+    link_mode: str = "auto"
+    placed: dict[str, int] = field(default_factory=dict)   # method -> files
+    unpacked: tuple[str, ...] = ()                         # archives unpacked by this install
+    bytecode: BytecodeReport | None = None
+    sources: dict[str, str] = field(default_factory=dict)  # placed path -> "unpacked/<key>"
+    notes: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, object]:
+        return {"platform": self.platform, "prefix": self.prefix, "python": self.python,
+                "conda": list(self.conda), "pip": list(self.pip),
+                "venv_interpreter": self.venv_interpreter,
+                "link_mode": self.link_mode, "placed": dict(self.placed),
+                "cache": {"unpacked": list(self.unpacked),
+                          "reused": len(self.conda) + len(self.pip) - len(self.unpacked)},
+                "bytecode": self.bytecode.to_json() if self.bytecode else None,
+                "notes": list(self.notes)}
+
+    def entries_of(self, paths: Sequence[str]) -> set[str]:
+        """The cache entries (``unpacked/<key>``, ``pyc/<key>``, relative to the cache) the
+        files at these prefix-relative paths were placed from."""
+        return {self.sources[p] for p in paths if p in self.sources}
+
+
+def size_text(n: float) -> str:
+    """``4.82 GB``, ``3.1 kB``: how progress lines give a size."""
+    for unit in ("B", "kB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n:.1f} GB"
+
+
+def host_platform() -> str:
+    machine = os.uname().machine
+    return HOST_PLATFORMS.get(machine, f"linux-{machine}")
+
+
+def python_line(env: LockedEnv, platform: str) -> str | None:
+    """The ``X.Y`` the prefix's site-packages are for: the conda python's, else the lock's."""
+    conda_py = next((p for p in env.conda(platform) if p.name == "python"), None)
+    if conda_py is None:
+        return env.python
+    line = ".".join(conda_py.version.split(".")[:2])
+    if env.python and env.python != line:
+        raise LockfileError(f"{env.origin}: samebits.python is {env.python} but the conda part "
+                            f"locks python {conda_py.version} on {platform}")
+    return line
+
+
+def venv_files(interpreter: str, line: str) -> tuple[dict[str, str], dict[str, str]]:
+    """(files, symlinks) of a venv on ``interpreter`` (an absolute path), Python ``line``."""
+    home = interpreter.rsplit("/", 1)[0] or "/"
+    cfg = (f"home = {home}\ninclude-system-site-packages = false\nversion = {line}\n"
+           f"executable = {interpreter}\n")
+    links = {"bin/python": interpreter, "bin/python3": "python", f"bin/python{line}": "python"}
+    return {"pyvenv.cfg": cfg}, links
+
+
+# ------------------------------------------------------------------------- fetch + unpack
+
+def _entries(packages: Sequence[LockedPackage], cache: Path, fetch: Fetcher,
+             progress: Progress) -> tuple[dict[str, Entry], list[str]]:
+    """A whole cache entry for every package (fetched and unpacked where missing)."""
+    entries: dict[str, Entry] = {}
+    missing: list[LockedPackage] = []
+    for p in packages:
+        e = read_entry(cache, cache_key(p), p.filename)
+        if e is None:
+            missing.append(p)
+        else:
+            entries[cache_key(p)] = e
+    if not missing:
+        return entries, []
+    problems: list[str] = []
+    proved = []
+    with progress(f"fetching {len(missing)} archives", len(missing)) as advance:
+        def one(p: LockedPackage) -> None:
+            try:
+                proved.append(prove(p, cache, fetch))
+            except InputError as exc:
+                problems.append(f"{label(p)}: {exc.message}")
+            advance(1)
+
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            list(pool.map(one, missing))
+    raise_problems(problems)
+    with progress(f"unpacking {len(proved)} archives", len(proved)) as advance:
+        def unpack_one(f: Any) -> None:
+            try:
+                entries[cache_key(f.package)] = unpack(f, cache)
+            except UnpackError as exc:
+                problems.extend(f"{label(f.package)}: {x}" for x in exc.problems)
+            advance(1, description=f"unpacked {f.package.name}")
+
+        big_first = sorted(proved, key=lambda f: -f.size)
+        with ThreadPoolExecutor(max_workers=UNPACK_THREADS) as pool:
+            list(pool.map(unpack_one, big_first))
+    raise_problems(problems)
+    return entries, sorted(f.package.filename for f in proved)
+
+
+# ----------------------------------------------------------------------------------- plan
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Plan:
+    conda: list[CondaPlan]
+    wheels: list[WheelPlan]
+
+
+def _plan(env: LockedEnv, platform: str, entries: dict[str, Entry], stage: Path, final: str,
+          line: str | None, python: str) -> _Plan:
+    conda, wheels = [], []
+    for p in env.conda(platform):
+        e = entries[cache_key(p)]
+        check_tree(e)
+        try:
+            conda.append(plan_conda(e, p, stage=stage, final=final, line=line))
+        except ValueError as exc:
+            raise InputError(f"{label(p)}: {p.filename}: {exc}") from None
+    layout = layout_for(line or "", python)
+    for p in env.pip(platform):
+        e = entries[cache_key(p)]
+        check_tree(e)
+        try:
+            wheels.append(plan_wheel(e, p, stage=stage, layout=layout))
+        except ValueError as exc:
+            raise InputError(f"{label(p)}: {p.filename}: {exc}") from None
+    return _Plan(conda=conda, wheels=wheels)
+
+
+def install_prefix(env: LockedEnv, platform: str, prefix: Path, *, final: str, cache: Path,
+                   interpreter: str | None = None, fetch: Fetcher = fetch_url,
+                   link_mode: LinkMode = "auto", bytecode: bool = False,
+                   progress: Progress | None = None,
+                   host: str | None = None) -> InstallReport:
+    """Install ``platform`` of ``env`` into ``prefix`` (an empty or new folder).
+
+    ``final`` is the path the prefix will have where it runs (the same as ``prefix`` for a plain
+    install; /opt/env in an image): placeholders, shebangs and pycs name it. ``interpreter`` is
+    what a venv prefix runs on (a lock with no conda Python and a PyPI part needs one).
+    ``bytecode`` compiles every installed ``.py`` with the prefix's own interpreter when it
+    runs on ``host`` (default: this machine's platform).
+    """
+    env.check_platform(platform)
+    progress = progress or silent
+    conda, pip = env.conda(platform), env.pip(platform)
+    line = python_line(env, platform)
+    has_conda_python = any(p.name == "python" for p in conda)
+    if pip and not has_conda_python and not interpreter:
+        raise InputError(f"{env.origin}: the PyPI part needs a Python {line} interpreter and "
+                         "the lock has no conda python",
+                         hint=f"pass --python /path/to/python{line}")
+    if pip and line is None:
+        raise LockfileError(f"{env.origin}: no samebits.python and no conda python: "
+                            "cannot tell where site-packages go")
+    placer = Placer(link_mode)
+    packages = [*conda, *pip]
+    entries, unpacked = _entries(packages, cache, fetch, progress)
+    venv = interpreter if pip and not has_conda_python else None
+    python_rel = "bin/python" if venv else f"bin/python{line}"
+    python = f"{final}/bin/python" if venv or _has(entries, conda, "bin/python") \
+        else f"{final}/bin/python{line}"
+    notes: list[str] = []
+    for attempt in (1, 2):
+        try:
+            plan = _plan(env, platform, entries, prefix, final, line, python)
+            break
+        except CorruptEntry as exc:
+            if attempt == 2:
+                raise InputError(f"the cache entry of {exc}, even after unpacking it again",
+                                 hint=f"delete {cache / UNPACKED} and install again") from None
+            notes.append(f"cache entry of {exc}: evicted and unpacked again")
+            evict(cache / UNPACKED, exc.entry.key)
+            entries, more = _entries(packages, cache, fetch, progress)
+            unpacked = sorted({*unpacked, *more})
+    sources = _place(plan, prefix, placer, venv, line, progress)
+    report_bytecode = None
+    if bytecode:
+        groups = [Sources(archive=cache_key(w.package), files=w.sources) for w in plan.wheels]
+        groups += [Sources(archive=cache_key(c.package), files=c.sources) for c in plan.conda]
+        host = host or host_platform()
+        elsewhere = None if host == platform else (
+            f"the environment is for {platform}, this machine is {host}")
+        report_bytecode = compile_bytecode(prefix, final, python_rel, groups, cache, placer,
+                                           runs_here=elsewhere, progress=progress)
+        sources.update(report_bytecode.sources)
+    for w in plan.wheels:
+        notes += [f"{w.package.name}: {n}" for n in w.notes]
+    return InstallReport(
+        platform=platform, prefix=final, python=line,
+        conda=tuple(f"{p.name}={p.version}={p.build}" for p in conda),
+        pip=tuple(f"{p.name}=={p.version}" for p in pip),
+        venv_interpreter=venv, links_out=VENV_LINKS if venv else (),
+        link_mode=link_mode, placed=placer.methods, unpacked=tuple(unpacked),
+        bytecode=report_bytecode, sources=sources, notes=tuple(notes))
+
+
+def _has(entries: dict[str, Entry], conda: Sequence[LockedPackage], path: str) -> bool:
+    """Whether some conda package installs ``path`` (a conda python's ``bin/python``)."""
+    return any(m.path == path for p in conda for m in entries[cache_key(p)].members)
+
+
+# ---------------------------------------------------------------------------------- place
+
+def _place(plan: _Plan, stage: Path, placer: Placer, venv: str | None, line: str | None,
+           progress: Progress) -> dict[str, str]:
+    """Everything into ``stage``; the placed-from map (prefix-relative path -> entry key)."""
+    copies: list[Copy] = []
+    writes: list[tuple[Path, bytes, bool]] = []
+    links: list[tuple[Path, str]] = []
+    dirs: list[Path] = []
+    sources: dict[str, str] = {}
+    for c in plan.conda:
+        copies += c.copies
+        writes += c.writes
+        links += c.links
+        dirs += c.dirs
+        name, record = c.record
+        writes.append((stage / name, record, False))
+    if plan.conda:
+        writes.append((stage / "conda-meta" / "history", b"", False))
+    if venv is not None:
+        assert line is not None
+        files, symlinks = venv_files(venv, line)
+        writes += [(stage / rel, text.encode(), False) for rel, text in files.items()]
+        links += [(stage / rel, target) for rel, target in symlinks.items()]
+        dirs.append(stage / "lib" / f"python{line}" / "site-packages")
+    for w in plan.wheels:
+        copies += w.copies
+        writes += w.writes
+    plans: list[CondaPlan | WheelPlan] = [*plan.conda, *plan.wheels]
+    for plan_ in plans:
+        key = f"{UNPACKED}/{cache_key(plan_.package)}"
+        for copy in plan_.copies:
+            sources[copy.rel] = key
+    total = sum(c.size for c in copies) + sum(len(d) for _, d, _ in writes)
+    count = len(copies) + len(writes) + len(links)
+    stage.mkdir(parents=True, exist_ok=True)
+    with progress(f"placing {count:,} files ({size_text(total)})", total) as advance:
+        make_dirs([str(d) for d in dirs] + [str(p.parent) for p, _, _ in writes]
+                  + [str(p.parent) for p, _ in links])
+        place_all(copies, str(stage), placer, advance=advance)
+        clobbered = []
+        for path, data, executable in writes:
+            try:
+                write_file(path, data, executable)
+            except FileExistsError:
+                clobbered.append(f"{path}: already exists (two packages write it)")
+            advance(len(data))
+        for path, target in links:
+            try:
+                os.symlink(target, path)
+            except FileExistsError:
+                clobbered.append(f"{path}: already exists (two packages write it)")
+        if clobbered:
+            raise InputError(f"{len(clobbered)} files could not be placed:\n  "
+                             + "\n  ".join(sorted(clobbered)[:20]))
+    return sources

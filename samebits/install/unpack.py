@@ -1,0 +1,262 @@
+"""Unpack: a proved archive becomes a cache entry, every member hashed as it is written.
+
+``unpack(fetched, cache)`` runs once per archive, right after ``fetch.prove`` checked the
+archive against the lock:
+
+1. every member is scanned (``samebits.render.archives.scan_archive``): absolute or ``..``
+   paths, links out of the root, device files, absurd sizes and zip bombs are refused;
+2. every member is written to the entry's ``tree/`` (read-only) while its sha256 and size are
+   computed from the bytes read out of the archive;
+3. those hashes are checked against the archive's own record (a wheel's RECORD, as
+   ``pip --require-hashes`` and pypa/installer do; a conda package's ``info/paths.json``), so
+   a member that disagrees with its package's record never reaches a prefix;
+4. the entry is published (``cache.publish``) with the manifest of those hashes.
+
+Every problem of one archive is collected; ``UnpackError`` carries them all.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import posixpath
+import stat
+import tarfile
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+from samebits.install.cache import (
+    UNPACKED,
+    Entry,
+    Member,
+    evict,
+    manifest_doc,
+    publish,
+    read_entry,
+)
+from samebits.install.fetch import Fetched, cache_key
+from samebits.render.archives import scan_archive
+
+BUFFER = 1 << 20
+SIGNATURES = ("RECORD.jws", "RECORD.p7s")
+
+
+class UnpackError(Exception):
+    """Every problem found while unpacking one archive (each a line without the package)."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("; ".join(problems))
+        self.problems = problems
+
+
+def archive_kind(filename: str) -> str:
+    if filename.endswith(".whl"):
+        return "wheel"
+    if filename.endswith((".conda", ".tar.bz2")):
+        return "conda"
+    raise UnpackError([f"{filename}: not a conda package (.tar.bz2, .conda) or a wheel (.whl)"])
+
+
+def unpack(fetched: Fetched, cache: Path) -> Entry:
+    """Scan and unpack a proved archive into the cache; the published entry."""
+    p = fetched.package
+    key = cache_key(p)
+    kind = archive_kind(p.filename)
+    bad = scan_archive(fetched.path)
+    if bad:
+        raise UnpackError([str(b) for b in bad])
+
+    def build(tmp: Path) -> dict[str, Any]:
+        tree = tmp / "tree"
+        tree.mkdir()
+        notes: list[str] = []
+        if kind == "wheel":
+            members = _unpack_wheel(fetched.path, tree, notes)
+        else:
+            members = _unpack_conda(fetched.path, tree)
+        return manifest_doc(key=key, filename=p.filename, kind=kind, sha256=fetched.sha256,
+                            md5=fetched.md5, size=fetched.size, members=members, notes=notes)
+
+    evict(cache / UNPACKED, key)  # what is there is torn or of another format: replaced
+    publish(cache / UNPACKED, key, build)
+    entry = read_entry(cache, key, p.filename)
+    if entry is None:  # pragma: no cover - published a moment ago
+        raise UnpackError([f"{p.filename}: the cache entry vanished while it was written"])
+    return entry
+
+
+# ------------------------------------------------------------------------------ writing
+
+def _write(tree: Path, name: str, stream: IO[bytes], executable: bool,
+           algo: str | None = None) -> tuple[str, int, str | None]:
+    """Write ``stream`` to ``tree/name`` (read-only); (sha256, size, digest in ``algo``)."""
+    dest = tree / name
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    sha = hashlib.sha256()
+    other = hashlib.new(algo) if algo and algo != "sha256" else None
+    size = 0
+    fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC,
+                 0o555 if executable else 0o444)
+    try:
+        while chunk := stream.read(BUFFER):
+            sha.update(chunk)
+            if other is not None:
+                other.update(chunk)
+            size += len(chunk)
+            view = memoryview(chunk)
+            while view:
+                view = view[os.write(fd, view):]
+    finally:
+        os.close(fd)
+    digest = sha.hexdigest()
+    return digest, size, (other.hexdigest() if other is not None else digest)
+
+
+def _b64(hexdigest: str) -> str:
+    return base64.urlsafe_b64encode(bytes.fromhex(hexdigest)).rstrip(b"=").decode()
+
+
+# -------------------------------------------------------------------------------- wheels
+
+def _unpack_wheel(path: Path, tree: Path, notes: list[str]) -> list[Member]:
+    from installer.records import parse_record_file
+    from installer.sources import WheelFile
+
+    problems: list[str] = []
+    members: list[Member] = []
+    with zipfile.ZipFile(path) as zf:
+        try:
+            source = WheelFile(zf)
+            info_dir = source.dist_info_dir
+            record_text = source.read_dist_info("RECORD")
+        except Exception as exc:  # installer raises its own types for a malformed wheel
+            raise UnpackError([f"{path.name}: {exc}"]) from None
+        try:
+            rows = {r[0]: r for r in parse_record_file(record_text.splitlines())}
+        except Exception as exc:  # installer.records.InvalidRecordEntry and csv errors
+            raise UnpackError([f"{path.name}: unreadable RECORD: {exc}"]) from None
+        record_path = f"{info_dir}/RECORD"
+        for info in zf.infolist():
+            name = info.filename
+            if name.endswith("/"):
+                continue
+            if "__pycache__" in name.split("/")[:-1]:
+                notes.append(f"{name}: bytecode shipped in the wheel, not installed")
+                continue
+            mode = info.external_attr >> 16
+            executable = bool(mode and stat.S_ISREG(mode) and mode & 0o111)
+            row = rows.get(name)
+            signature = (posixpath.dirname(name) == info_dir
+                         and posixpath.basename(name) in SIGNATURES)
+            algo, want, want_size = None, None, None
+            if name != record_path and not signature:
+                if row is None:
+                    problems.append(f"{path.name}: {name}: not mentioned in RECORD")
+                elif not row[1] or not row[2]:
+                    problems.append(f"{path.name}: {name}: no hash or size in RECORD")
+                else:
+                    algo, _, want = row[1].partition("=")
+                    want_size = row[2]
+                    if algo not in hashlib.algorithms_guaranteed or algo in ("md5", "sha1"):
+                        problems.append(f"{path.name}: {name}: RECORD hash {algo!r} is not "
+                                        "an accepted algorithm")
+                        algo = None
+            try:
+                with zf.open(info) as stream:
+                    sha, size, digest = _write(tree, name, stream, executable, algo)
+            except FileExistsError:
+                problems.append(f"{path.name}: {name}: member appears twice")
+                continue
+            except (zipfile.BadZipFile, OSError, EOFError) as exc:
+                problems.append(f"{path.name}: {name}: unreadable member: {exc}")
+                continue
+            if algo is not None and (digest is None or _b64(digest) != want
+                                     or str(size) != want_size):
+                problems.append(f"{path.name}: {name}: hash / size differ from RECORD")
+            members.append(Member(posixpath.normpath(name), "file", sha, size, executable))
+    if problems:
+        raise UnpackError(problems)
+    return members
+
+
+# --------------------------------------------------------------------------------- conda
+
+def _conda_members(path: Path) -> Iterator[tuple[tarfile.TarFile, tarfile.TarInfo]]:
+    from conda_package_streaming.package_streaming import stream_conda_component
+
+    components = ("info", "pkg") if path.name.endswith(".conda") else ("pkg",)
+    for component in components:
+        yield from stream_conda_component(str(path), component=component)
+
+
+def _unpack_conda(path: Path, tree: Path) -> list[Member]:
+    problems: list[str] = []
+    found: dict[str, Member] = {}
+    try:
+        for tar, m in _conda_members(path):
+            name = posixpath.normpath(m.name)
+            if name in (".", ""):
+                continue
+            if m.isdir():
+                (tree / name).mkdir(parents=True, exist_ok=True)
+                found.setdefault(name, Member(name, "dir"))
+            elif m.issym():
+                found[name] = Member(name, "symlink", target=m.linkname)
+            elif m.islnk():
+                src = found.get(posixpath.normpath(m.linkname))
+                if src is None or src.type != "file":
+                    problems.append(f"{path.name}: {name}: hardlink to {m.linkname!r}, "
+                                    "which is not an earlier file of the archive")
+                    continue
+                with open(tree / src.path, "rb") as stream:
+                    sha, size, _ = _write(tree, name, stream, bool(m.mode & 0o100))
+                found[name] = Member(name, "file", sha, size, bool(m.mode & 0o100))
+            elif m.isfile():
+                member = tar.extractfile(m)
+                assert member is not None
+                if name in found:
+                    (tree / name).unlink()
+                sha, size, _ = _write(tree, name, member, bool(m.mode & 0o100))
+                found[name] = Member(name, "file", sha, size, bool(m.mode & 0o100))
+    except (OSError, EOFError, tarfile.TarError, ValueError) as exc:
+        raise UnpackError([f"{path.name}: unreadable archive: {exc}"]) from None
+    problems += _check_paths_json(path.name, tree, found)
+    if problems:
+        raise UnpackError(problems)
+    return list(found.values())
+
+
+def _check_paths_json(archive: str, tree: Path, found: dict[str, Member]) -> list[str]:
+    """Every file ``info/paths.json`` lists is in the archive with the sha256 and size listed."""
+    if "info/paths.json" not in found:
+        return []
+    try:
+        doc = json.loads((tree / "info" / "paths.json").read_bytes())
+        entries = doc["paths"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        return [f"{archive}: info/paths.json is unreadable: {exc}"]
+    problems = []
+    for e in entries if isinstance(entries, list) else ():
+        if not isinstance(e, dict) or not isinstance(e.get("_path"), str):
+            problems.append(f"{archive}: info/paths.json: an entry without _path")
+            continue
+        rel = posixpath.normpath(e["_path"])
+        kind = e.get("path_type", "hardlink")
+        m = found.get(rel)
+        if kind == "directory":
+            continue
+        if m is None:
+            problems.append(f"{archive}: info/paths.json lists {rel}, which the archive "
+                            "does not hold")
+        elif kind == "hardlink" and m.type == "file":
+            if e.get("sha256") and e["sha256"].lower() != m.sha256:
+                problems.append(f"{archive}: {rel}: sha256 {m.sha256} differs from "
+                                f"info/paths.json ({e['sha256']})")
+            if isinstance(e.get("size_in_bytes"), int) and e["size_in_bytes"] != m.size:
+                problems.append(f"{archive}: {rel}: {m.size} bytes, info/paths.json says "
+                                f"{e['size_in_bytes']}")
+    return problems

@@ -1,0 +1,176 @@
+"""Wheels: a wheel's cache entry laid out in a prefix, as pypa/installer lays it out.
+
+``plan_wheel`` is pure apart from reading the entry's small files (``entryfiles``): it maps every
+member to its scheme (the archive root to site-packages; ``<name>.data/<scheme>/`` to
+site-packages, ``bin/``, ``include/pythonX.Y/`` or the prefix), rewrites ``#!python`` in
+scripts, generates console and GUI scripts with installer's own generator, and writes the
+dist-info files installer would, plus:
+
+    INSTALLER         ``samebits``
+    direct_url.json   PEP 610, as pip writes it for a wheel installed from a URL: the lock's URL
+                      and ``archive_info.hashes.sha256`` (and the legacy ``hash``), so
+                      ``verify env --lockfile`` can tell a swapped wheel
+    RECORD            installer's format and order; every hash is the manifest's (computed from
+                      the proved archive) or, for a generated file, of the bytes written
+
+Bytecode is not listed in RECORD (pip lists it without a hash, which proves nothing); the
+environment digest leaves it out either way, so it is the same whether or not bytecode could
+be compiled.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import hashlib
+import io
+import json
+import posixpath
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from samebits.install.cache import Entry
+from samebits.install.entryfiles import CorruptEntry, read_checked, read_member
+from samebits.install.place import Copy
+from samebits.lockfile import LockedPackage
+
+INSTALLER_NAME = b"samebits\n"
+SCHEMES = ("purelib", "platlib", "headers", "scripts", "data")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WheelPlan:
+    """What placing one wheel writes: copies from the entry, generated files, its .py files."""
+
+    package: LockedPackage
+    copies: tuple[Copy, ...]
+    writes: tuple[tuple[Path, bytes, bool], ...]
+    sources: tuple[str, ...]            # prefix-relative .py files in site-packages
+    dist_info: str                      # prefix-relative
+    notes: tuple[str, ...] = field(default=())
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Layout:
+    """Where a wheel's schemes go, relative to the prefix, and the interpreter of scripts."""
+
+    site: str          # lib/pythonX.Y/site-packages
+    headers: str       # include/pythonX.Y
+    python: str        # absolute path of the final prefix's interpreter (shebangs)
+
+    def scheme_dir(self, scheme: str) -> str:
+        return {"purelib": self.site, "platlib": self.site, "scripts": "bin",
+                "headers": self.headers, "data": ""}[scheme]
+
+
+def layout_for(line: str, python: str) -> Layout:
+    return Layout(site=f"lib/python{line}/site-packages", headers=f"include/python{line}",
+                  python=python)
+
+
+def direct_url(url: str, sha256: str) -> bytes:
+    """PEP 610 ``direct_url.json`` exactly as pip writes it for a wheel installed by URL."""
+    doc = {"url": url, "archive_info": {"hash": f"sha256={sha256}",
+                                        "hashes": {"sha256": sha256}}}
+    return json.dumps(doc, sort_keys=True).encode()
+
+
+def _b64(hexdigest: str) -> str:
+    return base64.urlsafe_b64encode(bytes.fromhex(hexdigest)).rstrip(b"=").decode()
+
+
+def _dist_info(entry: Entry) -> str:
+    tops = sorted({m.path.split("/", 1)[0] for m in entry.members
+                   if "/" in m.path and m.path.split("/", 1)[0].endswith(".dist-info")})
+    if len(tops) != 1:
+        raise CorruptEntry(entry, "*.dist-info", f"{len(tops)} dist-info folders")
+    return tops[0]
+
+
+def _scheme(path: str, data_dir: str, root: str) -> tuple[str, str]:
+    if not path.startswith(data_dir + "/"):
+        return root, path
+    scheme, _, rest = path[len(data_dir) + 1:].partition("/")
+    if scheme not in SCHEMES or not rest:
+        raise ValueError(f"{path} is not in a valid .data subfolder")
+    return scheme, rest
+
+
+def plan_wheel(entry: Entry, p: LockedPackage, *, stage: Path, layout: Layout) -> WheelPlan:
+    """Every file installing ``p`` from ``entry`` writes under ``stage``, and its RECORD."""
+    from installer.scripts import Script
+    from installer.utils import parse_entrypoints, parse_metadata_file
+
+    members = entry.by_path()
+    info = _dist_info(entry)
+    data_dir = info[: -len(".dist-info")] + ".data"
+    wheel = parse_metadata_file((read_member(entry, members, f"{info}/WHEEL") or b"").decode())
+    if not (wheel["Wheel-Version"] or "").startswith("1."):
+        raise ValueError(f"Wheel-Version {wheel['Wheel-Version']}: only 1.x wheels install")
+    root = "purelib" if wheel["Root-Is-Purelib"] == "true" else "platlib"
+
+    def dest(scheme: str, rel: str) -> str:
+        return posixpath.join(layout.scheme_dir(scheme), rel) if layout.scheme_dir(scheme) \
+            else rel
+
+    copies: list[Copy] = []
+    writes: list[tuple[Path, bytes, bool]] = []
+    records: list[tuple[str, str, str, str]] = []   # (scheme, path, hash, size)
+    sources: list[str] = []
+
+    def generated(scheme: str, rel: str, data: bytes, executable: bool) -> None:
+        writes.append((stage / dest(scheme, rel), data, executable))
+        records.append((scheme, rel, f"sha256={_b64(hashlib.sha256(data).hexdigest())}",
+                        str(len(data))))
+
+    record_path = f"{info}/RECORD"
+    for m in entry.members:
+        if m.type != "file" or m.path == record_path:
+            continue
+        scheme, rel = _scheme(m.path, data_dir, root)
+        if scheme == "scripts":
+            data = read_checked(entry, m)
+            if data.startswith(b"#!python"):
+                data = f"#!{layout.python}\n".encode() + data.split(b"\n", 1)[1] \
+                    if b"\n" in data else f"#!{layout.python}\n".encode()
+            generated(scheme, rel, data, m.exec)
+            continue
+        target = dest(scheme, rel)
+        copies.append(Copy(entry.source(m.path), target, m.exec, m.size))
+        records.append((scheme, rel, f"sha256={_b64(m.sha256 or '')}", str(m.size)))
+        if scheme in ("purelib", "platlib") and rel.endswith(".py"):
+            sources.append(target)
+
+    entry_points = read_member(entry, members, f"{info}/entry_points.txt")
+    if entry_points is not None:
+        for name, module, attr, section in parse_entrypoints(entry_points.decode()):
+            script_name, data = Script(name, module, attr, section).generate(
+                layout.python, "posix")
+            generated("scripts", script_name, data, True)
+    generated(root, f"{info}/INSTALLER", INSTALLER_NAME, False)
+    generated(root, f"{info}/direct_url.json", direct_url(p.url, _sha256_of(p, entry)),
+              False)
+    records.append((root, record_path, "", ""))
+    writes.append((stage / dest(root, record_path), record_file(records, root, layout),
+                   False))
+    return WheelPlan(package=p, copies=tuple(copies), writes=tuple(writes),
+                     sources=tuple(sources), dist_info=dest(root, info), notes=entry.notes)
+
+
+def record_file(records: list[tuple[str, str, str, str]], root: str, layout: Layout) -> bytes:
+    """RECORD as pypa/installer writes it (``construct_record_file``): rows sorted by their
+    path within their scheme, paths of other schemes relative to the root's folder."""
+    prefixes = {scheme: "" if scheme == root else
+                posixpath.relpath(layout.scheme_dir(scheme) or ".", layout.site) + "/"
+                for scheme in SCHEMES}
+    out = io.StringIO(newline="")
+    writer = csv.writer(out, delimiter=",", quotechar='"', lineterminator="\n")
+    for scheme, path, digest, size in sorted(records, key=lambda r: r[1]):
+        writer.writerow((prefixes[scheme] + path, digest, size))
+    return out.getvalue().encode()
+
+
+def _sha256_of(p: LockedPackage, entry: Entry) -> str:
+    """The archive's sha256 for direct_url.json: the lock's, else the one computed when the
+    archive was proved (a lock that names a wheel by md5 only)."""
+    return (p.sha256 or entry.sha256).lower()
