@@ -376,7 +376,7 @@ def test_real_cpu_lock(tmp_path: Path) -> None:
                               env={**os.environ, "PYTHONPATH": str(repo)})
 
     first = cli(*common)
-    assert first.returncode in (0, 1), first.stderr
+    assert first.returncode == 0, first.stderr[-3000:]
     doc = json.loads(first.stdout)
     assert doc["identical"] is True, doc["verify"]["findings"]
     assert len(doc["pip"]) == 32 and doc["bytecode"]["skipped"] is None

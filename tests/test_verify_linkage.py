@@ -183,6 +183,9 @@ PLUGINS = [
     ("nvshmem's MPI bootstrap: a plugin missing a transport is a note",
      f"{SP}/nvidia/nvshmem/lib/nvshmem_bootstrap_mpi.so.3", ("libmpi.so.40",), False,
      [], ["libmpi.so.40"]),
+    ("nvshmem's OpenSHMEM bootstrap: Open MPI's liboshmem absent",
+     f"{SP}/nvidia/nvshmem/lib/nvshmem_bootstrap_shmem.so.3", ("liboshmem.so.40",), False,
+     [], ["liboshmem.so.40"]),
     ("cufile's RDMA plugin: verbs and mlx5 absent",
      f"{SP}/nvidia/cufile/lib/libcufile_rdma.so.1", ("libibverbs.so.1", "libmlx5.so.1"),
      False, [], ["libibverbs.so.1", "libmlx5.so.1"]),
@@ -258,4 +261,23 @@ def test_a_packages_own_tool_off_the_search_path(tmp_path: Path, ships_lib: bool
     got = {"off_path": report.off_path, "unresolved": report.unresolved}[status]
     assert [(lk.file, lk.needed) for lk in got] == [(f"{SP}/torch/bin/test_shim",
                                                      "libtorch.so")]
+    assert report.ok is (status == "off_path")
+
+
+@pytest.mark.parametrize(("plugin", "status"), [
+    ("triton/plugins/libTritonPluginsTestLib.so", "off_path"),
+    ("triton/plugins/libMLIRDialectPlugin.so.23.0git", "off_path"),
+    ("triton/plugins/dialect.cpython-311-x86_64-linux-gnu.so", "unresolved"),
+], ids=["a lib*.so plugin", "a versioned lib*.so plugin", "a Python extension module"])
+def test_a_packages_plugin_needing_its_own_library(tmp_path: Path, plugin: str,
+                                                   status: str) -> None:
+    """triton's plugins need libtriton.so (triton/_C) with a RUNPATH of triton's build folder:
+    dlopen'ed only by a process that loaded libtriton, so a note; an extension module that
+    cannot find it fails its import, so a finding."""
+    prefix = venv(tmp_path / "env")
+    shared(tmp_path, prefix / SP / "triton/_C/libtriton.so", "libtriton.so")
+    shared(tmp_path, prefix / SP / plugin, plugin.rsplit("/", 1)[-1], "libtriton.so")
+    report = check_linkage(build_manifest(prefix, jobs=1), host_dirs=())
+    got = {"off_path": report.off_path, "unresolved": report.unresolved}[status]
+    assert [(lk.file, lk.needed) for lk in got] == [(f"{SP}/{plugin}", "libtriton.so")]
     assert report.ok is (status == "off_path")

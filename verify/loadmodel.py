@@ -11,10 +11,13 @@ uses the environment does not:
   extension module is only ever dlopen'ed (nvshmem's MPI/UCX bootstraps, cufile's RDMA
   plugin); when every library it lacks is an optional transport (``TRANSPORTS``), it loads on
   machines that have one: ``optional``, a note.
-- ``package_tools``: an executable inside site-packages that nothing loads, whose missing
-  libraries are all elsewhere in the environment (torch's ``torch/bin/test_shim``, RUNPATH
-  ``$ORIGIN``): it runs only when its caller sets LD_LIBRARY_PATH; the environment lacks
-  nothing: ``off_path``, a note.
+- ``package_tools``: an executable, or a ``lib*.so`` plugin missing only libraries of its own
+  package's folder, inside site-packages, that nothing loads, whose missing libraries are all
+  elsewhere in the environment (torch's
+  ``torch/bin/test_shim``, RUNPATH ``$ORIGIN``; triton's ``triton/plugins/lib*.so``, which
+  need ``libtriton.so`` and are dlopen'ed only by a process that has loaded it, with a RUNPATH
+  of triton's build folder): it runs only when its caller sets LD_LIBRARY_PATH or has loaded
+  the library; the environment lacks nothing: ``off_path``, a note.
 
 Anything else stays ``unresolved``: a finding.
 """
@@ -38,7 +41,7 @@ TORCH_PRELOADS = (
     ("cufile", "libcufile.so."), ("nvtx", "libnvToolsExt.so."),
 )
 # Libraries of interconnects a plugin may use when the machine has them (name prefixes).
-TRANSPORTS = ("libmpi", "libucp", "libucs", "libuct", "libucm", "libfabric", "libibverbs",
+TRANSPORTS = ("libmpi", "liboshmem", "libucp", "libucs", "libuct", "libucm", "libfabric", "libibverbs",
               "libmlx5", "librdmacm", "libpmix", "libpmi", "libefa", "libgdrapi", "libnl-3",
               "libnl-route-3", "libhcoll", "libsharp", "libmlx4")
 EXTENSION = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[^./]+)?\.so$")
@@ -97,25 +100,43 @@ def plugins(links: list[Link], loaders: dict[str, set[str]]
 
 def package_tools(links: list[Link], entries: dict[str, Entry],
                    loaders: dict[str, set[str]]) -> tuple[list[Link], list[Link]]:
-    """(off_path, still unresolved): an executable inside site-packages that nothing loads
-    (torch's torch/bin/test_shim), whose every missing library is in the environment, just
-    not on its search path: it runs only when its caller sets LD_LIBRARY_PATH. The
-    environment lacks nothing, so it is a note; a library found nowhere stays a finding."""
+    """(off_path, still unresolved): an executable or a ``lib*.so`` plugin inside
+    site-packages that nothing loads (torch's torch/bin/test_shim, triton's plugins), whose
+    every missing library is in the environment, just not on its search path: it runs only
+    when its caller sets LD_LIBRARY_PATH or has loaded that library. The environment lacks
+    nothing, so it is a note; a library found nowhere stays a finding, and so does a Python
+    extension module (``name.cpython-*.so``: ``import`` loads it with its own search path)."""
     names: dict[str, str] = {}
     for path, e in entries.items():
         if e.type == "file" and e.elf is not None:
             names.setdefault(posixpath.basename(path), path)
+
+    def own(file: str, lib: str) -> bool:
+        """``lib`` is in the same top folder of site-packages as ``file`` (triton/...)."""
+        return _top(file) is not None and _top(file) == _top(lib)
+
     by_file: dict[str, list[Link]] = {}
     for link in links:
         by_file.setdefault(link.file, []).append(link)
     off: list[Link] = []
     rest: list[Link] = []
     for file, group in by_file.items():
-        tool = "/site-packages/" in f"/{file}" and ".so" not in posixpath.basename(file) \
-            and file not in loaders
-        if tool and all(lk.needed in names for lk in group):
+        base = posixpath.basename(file)
+        tool = "/site-packages/" in f"/{file}" and file not in loaders
+        executable = ".so" not in base
+        plugin = base.startswith("lib") and ".so" in base  # the package's own libraries only
+        if tool and (executable or plugin) and all(
+                lk.needed in names and (executable or own(file, names[lk.needed]))
+                for lk in group):
             off.extend(Link(file=lk.file, needed=lk.needed, package=lk.package,
                             status="optional", found=names[lk.needed]) for lk in group)
         else:
             rest.extend(group)
     return off, rest
+
+
+def _top(path: str) -> str | None:
+    """The first folder below site-packages in ``path`` (``triton`` of
+    ``lib/python3.12/site-packages/triton/_C/libtriton.so``), or None."""
+    _, sep, rest = path.partition("/site-packages/")
+    return rest.split("/", 1)[0] if sep and "/" in rest else None
