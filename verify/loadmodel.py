@@ -41,9 +41,9 @@ TORCH_PRELOADS = (
     ("cufile", "libcufile.so."), ("nvtx", "libnvToolsExt.so."),
 )
 # Libraries of interconnects a plugin may use when the machine has them (name prefixes).
-TRANSPORTS = ("libmpi", "liboshmem", "libucp", "libucs", "libuct", "libucm", "libfabric", "libibverbs",
-              "libmlx5", "librdmacm", "libpmix", "libpmi", "libefa", "libgdrapi", "libnl-3",
-              "libnl-route-3", "libhcoll", "libsharp", "libmlx4")
+TRANSPORTS = ("libmpi", "liboshmem", "libucp", "libucs", "libuct", "libucm", "libfabric",
+              "libibverbs", "libmlx5", "librdmacm", "libpmix", "libpmi", "libefa", "libgdrapi",
+              "libnl-3", "libnl-route-3", "libhcoll", "libsharp", "libmlx4")
 EXTENSION = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[^./]+)?\.so$")
 
 
