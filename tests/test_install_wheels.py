@@ -10,6 +10,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from samebits.errors import InputError
 from samebits.install import install_prefix
 from tests.install_fixtures import locked_wheel, wheel, write_lock
 
@@ -124,3 +127,34 @@ def test_lockfile_tells_a_swapped_wheel(tmp_path: Path) -> None:
     rc, doc = verify(other.path)
     assert rc == 1
     assert [(f["kind"], f["package"]) for f in doc["findings"]] == [("package-hash", "richpkg")]
+
+
+@pytest.mark.parametrize(("second", "error"), [
+    (b"", None),
+    (b"# mine\n", "1 file written by two packages with different contents: "
+                  "lib/python{line}/site-packages/nvidia/__init__.py"),
+], ids=["the same bytes (CUDA 12 nvidia-* wheels)", "different bytes"])
+def test_a_file_two_wheels_write(tmp_path: Path, second: bytes, error: str | None) -> None:
+    """Two wheels shipping one path: placed once when the bytes are the same (as pip leaves
+    it), and verify env says identical; different bytes stop the install, naming the path."""
+    folder = tmp_path / "wheels"
+    one = wheel(folder, "nvidia-one", "1.0", {"nvidia/__init__.py": b"",
+                                             "nvidia/one/lib.txt": b"1\n"})
+    two = wheel(folder, "nvidia-two", "1.0", {"nvidia/__init__.py": second,
+                                             "nvidia/two/lib.txt": b"2\n"})
+    env = write_lock(tmp_path / "t.conda-lock.yml", [locked_wheel(one), locked_wheel(two)],
+                     python=LINE)
+    prefix = tmp_path / "env"
+    if error is not None:
+        with pytest.raises(InputError) as info:
+            install_prefix(env, "linux-64", prefix, final=str(prefix),
+                           cache=tmp_path / "cache", interpreter=sys.executable)
+        assert info.value.message == error.format(line=LINE)
+        return
+    install_prefix(env, "linux-64", prefix, final=str(prefix), cache=tmp_path / "cache",
+                   interpreter=sys.executable)
+    proc = subprocess.run([sys.executable, "-m", "verify", "env", "--prefix", str(prefix),
+                           "--lockfile", str(env.path), "--platform", "linux-64", "--json",
+                           "--no-linkage"], capture_output=True, text=True, cwd=ROOT)
+    doc = json.loads(proc.stdout)
+    assert (proc.returncode, doc["identical"]) == (0, True), doc["findings"]
