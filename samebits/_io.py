@@ -29,7 +29,7 @@ def sha256_hex(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def sha256_file(path: Path) -> str:
+def sha256_file(path: str | Path) -> str:
     """sha256 hex of the file at ``path``, read in 1 MiB pieces."""
     h = hashlib.sha256()
     with open(path, "rb") as f:

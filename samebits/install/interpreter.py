@@ -19,7 +19,6 @@ and what it is (version, cache tag, magic number, binary and libpython), for byt
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -27,6 +26,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from samebits._io import sha256_file
 from samebits.errors import InputError
 
 PROBE_TIMEOUT = 30.0
@@ -59,8 +59,8 @@ class Interpreter:
         """Everything a compile depends on: version, cache tag, magic and the sha256 of the
         binary (and of libpython, where the compiler lives in a shared build)."""
         return {"version": self.version, "cache_tag": self.cache_tag, "magic": self.magic,
-                "binary_sha256": _sha256(os.path.realpath(self.executable)),
-                "libpython_sha256": _sha256(self.libpython) if self.libpython else None}
+                "binary_sha256": sha256_file(os.path.realpath(self.executable)),
+                "libpython_sha256": sha256_file(self.libpython) if self.libpython else None}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -103,13 +103,6 @@ def _uv_binary() -> str | None:
     except (ImportError, FileNotFoundError):
         return None
 
-
-def _sha256(path: str) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def probe(python: str, *, env: dict[str, str] | None = None) -> Interpreter | str:

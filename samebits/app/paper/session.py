@@ -15,7 +15,6 @@ Everything that reaches the verdict carries its numbers (``judge``).
 
 from __future__ import annotations
 
-import hashlib
 import os
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
@@ -23,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from samebits._io import sha256_file
 from samebits.app.audit.verdict import Level, Step
 from samebits.app.paper.judge import CommandVerdict, judge_command
 from samebits.app.paper.manifest import PaperManifest
@@ -110,13 +110,6 @@ def authors_commands(paper: Mapping[str, Any] | None, *, source: str
     return commands
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            h.update(chunk)
-    return h.hexdigest()
-
 
 def tensor_jobs(manifest: PaperManifest, authors: Mapping[str, Mapping[str, Any]],
                 mine: Mapping[str, Mapping[str, Any]], reviewer_root: Path
@@ -137,9 +130,9 @@ def tensor_jobs(manifest: PaperManifest, authors: Mapping[str, Mapping[str, Any]
             a_file = saved_path(shipped, name, str(rec.get("cwd", ".")), o)
             if not a_file.is_file():
                 continue  # judged from the digests and fingerprints alone
-            if _sha256(a_file) != o.get("sha256"):
+            if sha256_file(a_file) != o.get("sha256"):
                 cannot[key] = {"error": f"{a_file} is not the file the authors attested "
-                               f"(sha256 {_sha256(a_file)[:12]}, attested "
+                               f"(sha256 {sha256_file(a_file)[:12]}, attested "
                                f"{str(o.get('sha256'))[:12]})"}
                 continue
             jobs.append({"a": str(a_file.absolute()),
