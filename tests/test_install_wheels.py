@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -151,10 +152,15 @@ def test_a_file_two_wheels_write(tmp_path: Path, second: bytes, error: str | Non
                            cache=tmp_path / "cache", interpreter=sys.executable)
         assert info.value.message == error.format(line=LINE)
         return
-    install_prefix(env, "linux-64", prefix, final=str(prefix), cache=tmp_path / "cache",
-                   interpreter=sys.executable)
-    proc = subprocess.run([sys.executable, "-m", "verify", "env", "--prefix", str(prefix),
-                           "--lockfile", str(env.path), "--platform", "linux-64", "--json",
-                           "--no-linkage"], capture_output=True, text=True, cwd=ROOT)
-    doc = json.loads(proc.stdout)
-    assert (proc.returncode, doc["identical"]) == (0, True), doc["findings"]
+    for _ in range(2):  # compiled, then every pyc from the cache (both placed once)
+        shutil.rmtree(prefix, ignore_errors=True)
+        report = install_prefix(env, "linux-64", prefix, final=str(prefix),
+                                cache=tmp_path / "cache", interpreter=sys.executable,
+                                bytecode=True)
+        proc = subprocess.run([sys.executable, "-m", "verify", "env", "--prefix", str(prefix),
+                               "--lockfile", str(env.path), "--platform", "linux-64", "--json",
+                               "--no-linkage"], capture_output=True, text=True, cwd=ROOT)
+        doc = json.loads(proc.stdout)
+        assert (proc.returncode, doc["identical"]) == (0, True), doc["findings"]
+    assert report.bytecode is not None
+    assert (report.bytecode.compiled, report.bytecode.reused) == (0, 2)

@@ -42,7 +42,7 @@ from typing import Any
 
 from samebits.install.cache import commit, evict, read_manifest, remove_tree, staging
 from samebits.install.interpreter import Interpreter, probe
-from samebits.install.place import Copy, Placer, place_all
+from samebits.install.place import Copy, Placer, one_copy_per_path, place_all
 
 PYC = "pyc"
 RECIPE = "samebits-pyc 1: checked-hash, optimize 0, marshal 2, PYTHONHASHSEED=0"
@@ -165,7 +165,7 @@ def compile_bytecode(stage: Path, final: str, python: str, groups: Sequence[Sour
             placed.update((rel, f"{PYC}/{key}") for rel, _sha, _size in files)
             failed += bad
             compiled += len(files)
-    place_all(copies, str(stage), placer)
+    place_all(one_copy_per_path(copies), str(stage), placer)
     return BytecodeReport(interpreter=where, version=got.version, compiled=compiled,
                           reused=reused, failed=tuple(sorted(failed)), sources=placed)
 

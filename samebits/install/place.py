@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import filecmp
 import os
 import threading
 from collections import Counter
@@ -28,7 +29,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Literal, NamedTuple
 
-from samebits.errors import InputError, UsageError
+from samebits.errors import InputError, UsageError, plural
 
 LinkMode = Literal["auto", "reflink", "copy", "hardlink"]
 LINK_MODES: tuple[LinkMode, ...] = ("auto", "reflink", "copy", "hardlink")
@@ -224,6 +225,29 @@ class PlaceError(InputError):
     """Files that could not be placed, each named (a cache file gone, two packages' files)."""
 
     def __init__(self, problems: list[str]) -> None:
-        super().__init__(f"{len(problems)} files could not be placed:\n  "
+        super().__init__(f"{plural(len(problems), 'file')} could not be placed:\n  "
                          + "\n  ".join(problems[:20]))
         self.problems = problems
+
+
+def one_copy_per_path(copies: list[Copy]) -> list[Copy]:
+    """A path several packages write is placed once when every copy has the same bytes and
+    mode, as pip and installer leave it (each later wheel overwrites it): every CUDA 12
+    ``nvidia-*`` wheel ships the same empty ``nvidia/__init__.py`` (and so the same pyc).
+    Different bytes are an error naming the path: which package's file would win is not the
+    lock's to decide."""
+    by_rel: dict[str, list[Copy]] = {}
+    for c in copies:
+        by_rel.setdefault(c.rel, []).append(c)
+    if len(by_rel) == len(copies):
+        return copies
+    differ = sorted(rel for rel, group in by_rel.items()
+                    if any(c.executable != group[0].executable
+                           or not filecmp.cmp(c.src, group[0].src, shallow=False)
+                           for c in group[1:]))
+    if differ:
+        raise InputError(f"{plural(len(differ), 'file')} written by two packages with "
+                         "different contents: " + ", ".join(differ[:10]),
+                         hint="the lock holds packages that overwrite each other's files; "
+                         "re-lock without one of them")
+    return [group[0] for group in by_rel.values()]

@@ -17,7 +17,6 @@ factory (``Output.progress``): each phase is one row, or one line when piped.
 from __future__ import annotations
 
 import contextlib
-import filecmp
 import os
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -31,7 +30,15 @@ from samebits.install.cache import UNPACKED, Entry, evict, read_entry
 from samebits.install.conda import CondaPlan, plan_conda
 from samebits.install.entryfiles import CorruptEntry, check_tree
 from samebits.install.fetch import Fetcher, cache_key, fetch_url, label, prove, raise_problems
-from samebits.install.place import Copy, LinkMode, Placer, make_dirs, place_all, write_file
+from samebits.install.place import (
+    Copy,
+    LinkMode,
+    Placer,
+    make_dirs,
+    one_copy_per_path,
+    place_all,
+    write_file,
+)
 from samebits.install.unpack import UnpackError, unpack
 from samebits.install.wheels import WheelPlan, layout_for, plan_wheel
 from samebits.lockfile import LockedPackage
@@ -316,28 +323,7 @@ def _place(plan: _Plan, stage: Path, placer: Placer, venv: str | None, line: str
             except FileExistsError:
                 clobbered.append(f"{path}: already exists (two packages write it)")
         if clobbered:
-            raise InputError(f"{len(clobbered)} files could not be placed:\n  "
+            raise InputError(f"{plural(len(clobbered), 'file')} could not be placed:\n  "
                              + "\n  ".join(sorted(clobbered)[:20]))
     return sources
 
-
-def one_copy_per_path(copies: list[Copy]) -> list[Copy]:
-    """A path several packages write is placed once when every copy has the same bytes and
-    mode, as pip and installer leave it (each later wheel overwrites it): every CUDA 12
-    ``nvidia-*`` wheel ships the same empty ``nvidia/__init__.py``. Different bytes are an
-    error naming the path: which package's file would win is not the lock's to decide."""
-    by_rel: dict[str, list[Copy]] = {}
-    for c in copies:
-        by_rel.setdefault(c.rel, []).append(c)
-    if len(by_rel) == len(copies):
-        return copies
-    differ = sorted(rel for rel, group in by_rel.items()
-                    if any(c.executable != group[0].executable
-                           or not filecmp.cmp(c.src, group[0].src, shallow=False)
-                           for c in group[1:]))
-    if differ:
-        raise InputError(f"{plural(len(differ), 'file')} written by two packages with "
-                         "different contents: " + ", ".join(differ[:10]),
-                         hint="the lock holds packages that overwrite each other's files; "
-                         "re-lock without one of them")
-    return [group[0] for group in by_rel.values()]
