@@ -126,7 +126,7 @@ def test_the_example_manifest_reads() -> None:
          "M: commands[0].outputs[3].regex: missing: a stream (or format = \"regex\") needs a "
          "regex whose first group is the step",
          "M: commands[0].outputs[4]: give exactly one of path and stream",
-         'M: commands[0].outputs[4].regex = "(\\d+)": needs two groups or more: the step, '
+         'M: commands[0].outputs[4].regex = "(\\\\d+)": needs two groups or more: the step, '
          "then values"]),
     ("format = 1\n[[commands]]\nname = 'a'\nrun = 'x'\n[[commands]]\nname = 'a'\nrun = 'y'\n"
      "[[commands.outputs]]\nkind = 'curve'\nstream = 'stdout'\nregex = '(\\d+) (\\S+) (\\S+)'\n"
