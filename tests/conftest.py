@@ -78,9 +78,18 @@ def cuda_channel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_cuda_channel(tmp_path_factory.mktemp("channel"))
 
 
+HEAVY = ("heavy: installs or bundles a whole committed lock (gigabytes of downloads and disk); "
+         "run with -m heavy")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Skip tests whose outside programs are missing, and `gpu` tests when torch sees no CUDA
+    """Skip tests whose outside programs are missing, `heavy` tests unless ``-m`` names them
+    (CI leaves them out to stay within its time), and `gpu` tests when torch sees no CUDA
     device (CI has none)."""
+    if "heavy" not in (config.option.markexpr or ""):
+        for item in items:
+            if "heavy" in item.keywords:
+                item.add_marker(pytest.mark.skip(reason=HEAVY))
     for item in items:
         programs = [p for mark in item.iter_markers("requires") for p in mark.args]
         missing = [p for p in dict.fromkeys(programs) if shutil.which(p) is None]

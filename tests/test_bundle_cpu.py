@@ -32,6 +32,7 @@ def python312() -> str:
 
 @pytest.mark.network
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_cpu_lock_bundle_is_reproducible_and_installs_offline(tmp_path: Path) -> None:
     """Same bytes from two folders, umasks and TZs; --check ok; unshare -n install from it
     verifies identical to the lock."""

@@ -356,6 +356,7 @@ def test_install_verdict_is_verify_envs(tmp_path: Path) -> None:
 
 @pytest.mark.network
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_real_cpu_lock(tmp_path: Path) -> None:
     """The committed cpu lock from real PyPI (about 3 GB the first time, into the user's
     cache): every file the lock's, direct_url.json on each wheel, bytecode for every source,

@@ -91,4 +91,7 @@ def test_quickstart_on_this_machine(tmp_path: Path) -> None:
         assert doc["verdict"]["level"] == "bit-identical", doc["verdict"]
         assert train["level"] == "bit-identical"
     else:
-        assert doc["verdict"]["level"] in ("within-tolerance", "explained"), doc["verdict"]
+        # another class: the bits may still all agree, else they differ within tolerance
+        # or by recorded facts
+        assert doc["verdict"]["level"] in ("bit-identical", "within-tolerance", "explained"), \
+            doc["verdict"]
