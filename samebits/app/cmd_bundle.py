@@ -2,7 +2,7 @@
 
     samebits bundle ENV --platform P [--platform P2] [--out FILE] [--cache-dir DIR]
     samebits bundle --check FILE
-    samebits install --from-bundle FILE --prefix ENV      (``cmd_render``; ``bundleread``)
+    samebits install --from-bundle FILE --prefix ENV      (``cmd_install``; ``bundleread``)
 
 ENV is an environment id or a lockfile path (as for ``samebits install``). Archives missing
 from the cache are fetched first (hash-checked); then the tar is streamed in one pass, every
