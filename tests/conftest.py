@@ -61,15 +61,15 @@ def session_cache_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pat
 
 
 @pytest.fixture(autouse=True)
-def cache_home(session_cache_home: Path, tmp_path_factory: pytest.TempPathFactory,
-               monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Each test's XDG_CACHE_HOME (so samebits' default cache, $XDG_CACHE_HOME/samebits): a
-    folder of its own, outside ``tmp_path`` (whose listing tests assert), so no test writes
-    under ~/.cache/samebits nor reads what another left there. Tests that share a cache on
-    purpose say so: ``--cache-dir`` or their own XDG_CACHE_HOME (as tests/lock_fixtures.py)."""
-    path = tmp_path_factory.mktemp("xdg-cache")
-    monkeypatch.setenv("XDG_CACHE_HOME", str(path))
-    return path
+def cache_home(session_cache_home: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Each test's XDG_CACHE_HOME (so samebits' default cache, $XDG_CACHE_HOME/samebits): the
+    session's folder, outside ``tmp_path`` (whose listing tests assert), so no test writes
+    under ~/.cache/samebits nor reads what an earlier session left there. Within a session the
+    tests share it, as users share theirs: a torch venv's bytecode verdicts are computed once
+    (a minute cold, seconds warm), not once per test. A test that needs a cold cache says so:
+    ``--cache-dir`` or its own XDG_CACHE_HOME (as tests/lock_fixtures.py)."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(session_cache_home))
+    return session_cache_home
 
 
 @pytest.fixture(scope="session")

@@ -92,9 +92,10 @@ CACHE_HOMES: list[Path] = []
 
 
 @pytest.mark.parametrize("run", [1, 2])
-def test_each_test_has_a_cache_home_of_its_own(run: int, cache_home: Path) -> None:
-    """samebits' default cache, in this process and in the ones a test starts, is the test's
-    own folder (tests/conftest.py): never under ~/.cache, never another test's."""
+def test_tests_never_use_the_users_cache(run: int, cache_home: Path) -> None:
+    """samebits' default cache, in this process and in the ones a test starts, is the test
+    session's own folder (tests/conftest.py), never under ~/.cache: one per session, shared by
+    its tests."""
     from samebits.install import default_cache_dir
     from samebits.solve.indexcache import default_cache_root
 
@@ -105,5 +106,5 @@ def test_each_test_has_a_cache_home_of_its_own(run: int, cache_home: Path) -> No
                            "default_cache_dir; print(default_cache_dir())"],
                           capture_output=True, text=True, timeout=60, check=True)
     assert proc.stdout == f"{cache_home / 'samebits'}\n"
-    assert cache_home not in CACHE_HOMES
+    assert all(home == cache_home for home in CACHE_HOMES)
     CACHE_HOMES.append(cache_home)
