@@ -2,7 +2,8 @@
 
     nox -s lock [-- ENV ...]        solve environments/ into lockfiles/ (+ coverage tables)
     nox -s coverage [-- ENV ...]    lockfiles/<env>.coverage.json/.md from the locks' wheels
-    nox -s tests [-- PYTEST ARGS]   the test suite (what CI runs)
+    nox -s tests [-- PYTEST ARGS]   the tests but slow and heavy ones (what CI runs); with
+                                    PYTEST ARGS, exactly those (-m "" for every test)
     nox -s render [-- ENV ...]      lockfiles -> containers/<env>/ (conda, Containerfile, Nix)
     nox -s verify-gpu [-- ARGS]     facts + workloads + attestation for this machine
     nox -s bench [-- lock|verify-env|verify-gpu|oci|bundle|install|coverage]
@@ -84,11 +85,14 @@ def render(session: nox.Session) -> None:
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """Run the test suite; network tests (real PyPI) are included unless -m 'not network'.
-    torch is PyTorch's CPU build where its index is reachable, else PyPI's (said which)."""
+    """Run the tests: by default every test but the `slow` end-to-end ones (whole audits,
+    torchrun fleets, installs of torch-sized environments) and the `heavy` ones, which is
+    what CI runs within its time; network tests (real PyPI) are included unless -m 'not
+    network'. Arguments go to pytest instead (-m "" runs the slow tests too). torch is
+    PyTorch's CPU build where its index is reachable, else PyPI's (said which)."""
     install_cpu_torch(session)
     session.install("-e", ".[test]")
-    session.run("pytest", *session.posargs)
+    session.run("pytest", *(session.posargs or ["-m", "not slow"]))
 
 
 @nox.session(name="verify-gpu")

@@ -40,6 +40,7 @@ def cells(doc: dict) -> dict[str, str]:
     return {w["name"]: w["cell"] for w in doc["workloads"]}
 
 
+@pytest.mark.slow
 def test_attest_names_environment_lock_and_bits(paper: Paper) -> None:
     """attest writes verify gpu's Statement: the environment, packages and lock as subjects."""
     att = read_attestation(paper.attestation)
@@ -55,6 +56,7 @@ def test_attest_names_environment_lock_and_bits(paper: Paper) -> None:
     assert sorted(saved["workloads"]) == sorted(SUBSET.split(","))
 
 
+@pytest.mark.slow
 def test_identical_audit(audits: dict[str, Run]) -> None:
     """The same machine and settings: bit-identical, exit 0, every report written."""
     run = audits["identical"]
@@ -73,6 +75,7 @@ def test_identical_audit(audits: dict[str, Run]) -> None:
     assert run.stdout.startswith("verdict: bit-identical: Reproduced: runtime bit-identical")
 
 
+@pytest.mark.slow
 def test_reports_are_byte_stable(audits: dict[str, Run]) -> None:
     """The same audit run twice (from two folders) writes byte-identical files."""
     a, b = audits["identical"], audits["identical-again"]
@@ -81,6 +84,7 @@ def test_reports_are_byte_stable(audits: dict[str, Run]) -> None:
         assert a.file(name).read_bytes() == b.file(name).read_bytes(), name
 
 
+@pytest.mark.slow
 def test_thread_count_is_explained(audits: dict[str, Run]) -> None:
     """OMP_NUM_THREADS=1 against 2: sum_fp32 differs, attributed to the thread count, with
     its max error from the saved outputs; the verdict is explained (exit 0)."""
@@ -100,6 +104,7 @@ def test_thread_count_is_explained(audits: dict[str, Run]) -> None:
         (2, 1)
 
 
+@pytest.mark.slow
 def test_tampered_file_is_named(audits: dict[str, Run]) -> None:
     """One changed file: not reproduced, exit 1, the file named in the verdict and the drift
     list, however good the rest is."""
@@ -116,6 +121,7 @@ def test_tampered_file_is_named(audits: dict[str, Run]) -> None:
     assert "reason: environment drift" in run.stdout
 
 
+@pytest.mark.slow
 def test_forged_digest_is_unexplained(audits: dict[str, Run]) -> None:
     """An attestation whose sum_fp32 digest was edited: same class, different bits."""
     run = audits["tampered-digest"]
@@ -129,6 +135,7 @@ def test_forged_digest_is_unexplained(audits: dict[str, Run]) -> None:
     assert steps(doc)["lockfile"] == "ok" and steps(doc)["verify-env"] == "ok"
 
 
+@pytest.mark.slow
 def test_install_then_audit_paper_folder(audits: dict[str, Run]) -> None:
     """`audit PAPER --install ENV --no-workloads`: the lock installed by samebits install is
     the lock's, file for file; the verdict stops at environment-identical (exit 0)."""
@@ -146,6 +153,7 @@ def test_install_then_audit_paper_folder(audits: dict[str, Run]) -> None:
     assert "reviewer.attestation.json" not in "".join(doc["files"].values())
 
 
+@pytest.mark.slow
 def test_attest_refuses_drift(audits: dict[str, Run]) -> None:
     """attest of an environment that is not its lock's: exit 1, the file named, nothing written."""
     run = audits["attest-drift"]
@@ -189,6 +197,7 @@ def test_workers_need_only_torch() -> None:
     assert proc.stdout.strip() == "[]"
 
 
+@pytest.mark.slow
 def test_interpreter_missing(paper: Paper, tmp_path: Path,
                              capsys: pytest.CaptureFixture[str]) -> None:
     """An interpreter that is not there: the preflight fails, named with a hint; the
@@ -205,6 +214,7 @@ def test_interpreter_missing(paper: Paper, tmp_path: Path,
     assert (tmp_path / "out" / "audit.html").is_file()
 
 
+@pytest.mark.slow
 def test_verify_env_api_matches_subprocess(paper: Paper) -> None:
     """The running environment's path (verify env's Python API) and another prefix's
     (`python -m verify env --json`) give the same report."""

@@ -25,6 +25,9 @@ from tests.audit_fixtures import (  # noqa: F401  (fixtures)
 )
 from tests.test_dsse import in_toto_verifies
 
+# signed attestations and audits end to end: slow, left out of CI's `nox -s tests`
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def signed(tmp_path_factory: pytest.TempPathFactory, paper: Paper) -> dict[str, Path]:

@@ -105,6 +105,7 @@ def test_verify_gpu_probe_piped_quiet_json(tmp_path: Path) -> None:
     assert (quiet.returncode, quiet.stderr) == (0, "")
 
 
+@pytest.mark.slow
 def test_attest_shows_whole_reasons(pristine: Installed, tmp_path: Path) -> None:
     """attest's workload lines give a reason whole (EFFICIENT_ATTENTION, not EFFICIENT_ATTENT)."""
     proc = run("attest", "--lockfile", str(pristine.lockfile), "--prefix", str(pristine.prefix),

@@ -17,6 +17,9 @@ import pytest
 from verify.fleet import analyse, cell_state
 from verify.fleet_html import render_html
 
+# torchrun with several ranks: slow, left out of CI's `nox -s tests`
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 ONLY = "gemm_fp32,sum_fp32,randn"
 

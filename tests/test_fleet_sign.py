@@ -15,6 +15,9 @@ from samebits.app.cli import main
 from tests.test_dsse import in_toto_verifies
 from tests.test_fleet import ROOT, _env
 
+# torchrun with several ranks: slow, left out of CI's `nox -s tests`
+pytestmark = pytest.mark.slow
+
 
 @pytest.mark.slow
 def test_signed_fleet_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -380,6 +380,7 @@ def test_wheel_choice_follows_pip(glibc: str, platform: str, files: list[str],
     assert target.best(enumerate(files)) == best
 
 
+@pytest.mark.slow
 def test_render_conda_of_real_pixi(esm_pixi: Path, tmp_path: Path) -> None:
     """`samebits render conda` of the pixi.lock: one explicit line per conda package."""
     proc = run_cli("render", "conda", str(esm_pixi), "--platform", "linux-64", "--out",

@@ -100,6 +100,7 @@ def test_freeze_cuda_needs_generation(gpu_prefix: Path, tmp_path: Path) -> None:
     assert not (tmp_path / "environments").exists()
 
 
+@pytest.mark.slow
 def test_freeze_is_byte_stable_across_paths(render_project: RenderProject, package_cache: Path,
                                             tmp_path: Path) -> None:
     """The same lock installed in two folders, frozen twice: the same spec and lock bytes."""

@@ -51,12 +51,14 @@ def compare_json(a: Path, b: Path, capsys: pytest.CaptureFixture[str], *extra: s
     return rc, json.loads(capsys.readouterr().out)
 
 
+@pytest.mark.slow
 def test_two_runs_byte_identical(runs) -> None:
     """Two full runs on this machine write byte-identical attestations."""
     assert runs["full1"][0].read_bytes() == runs["full2"][0].read_bytes()
     assert runs["full1"][2].startswith("device: cpu (")
 
 
+@pytest.mark.slow
 def test_compare_identical(runs, capsys: pytest.CaptureFixture[str]) -> None:
     """compare exits 0 and says IDENTICAL for the two full runs."""
     assert main(["verify", "compare", str(runs["full1"][0]), str(runs["full2"][0])]) == 0
@@ -65,6 +67,7 @@ def test_compare_identical(runs, capsys: pytest.CaptureFixture[str]) -> None:
     assert "device: cpu" in text
 
 
+@pytest.mark.slow
 def test_compare_explains_thread_count(runs, capsys: pytest.CaptureFixture[str]) -> None:
     """OMP_NUM_THREADS=1 vs 2: every differing workload is attributed to the thread count."""
     rc, doc = compare_json(runs["omp1"][0], runs["full1"][0], capsys)
@@ -77,6 +80,7 @@ def test_compare_explains_thread_count(runs, capsys: pytest.CaptureFixture[str])
         assert "threads.intra_op" in w["attributed_to"] and w["expected"], w
 
 
+@pytest.mark.slow
 def test_compare_error_statistics(runs, capsys: pytest.CaptureFixture[str]) -> None:
     """With saved outputs, compare adds the max absolute error and ULP distance."""
     tmp = runs["omp1"][0].parent
@@ -97,6 +101,7 @@ def test_compare_names_tf32(runs, capsys: pytest.CaptureFixture[str]) -> None:
     assert len(doc["identical"]) == len(SMALL.split(","))
 
 
+@pytest.mark.slow
 def test_probe_on_this_cpu(runs) -> None:
     """--probe runs fresh processes per profile; on this CPU every workload is stable."""
     doc = json.loads(runs["tf32"][2])
@@ -143,6 +148,7 @@ def test_gpu_runs_identical_and_tf32_explained(tmp_path: Path,
     assert "settings.cuda_matmul_allow_tf32" in differing["gemm_fp32"]["attributed_to"]
 
 
+@pytest.mark.slow
 def test_attestation_carries_kernel_coverage(runs) -> None:
     """The attestation says what the environment's kernels run on (this CPU torch venv: no
     CUDA code) and, on a GPU, the decision for the GPU used."""

@@ -53,6 +53,7 @@ def test_install_conda_and_pypi(render_project: RenderProject, package_cache: Pa
     assert installer.read_text() == "samebits\n"
 
 
+@pytest.mark.slow
 def test_install_venv_runs(render_project: RenderProject, package_cache: Path,
                            tmp_path: Path) -> None:
     """A PyPI-only lock becomes a venv on this interpreter whose console script really runs."""
@@ -245,6 +246,7 @@ def _venv_install(render_project: RenderProject, package_cache: Path, prefix: Pa
                                    "--cache-dir", str(package_cache), *flags)
 
 
+@pytest.mark.slow
 def test_progress_when_piped(render_project: RenderProject, tmp_path: Path) -> None:
     """Piped: one line per phase on stderr, in order; stdout has only the result."""
     proc = _venv_install(render_project, tmp_path / "cold-cache", tmp_path / "env")
@@ -322,6 +324,7 @@ def test_install_source_usage_errors(args: tuple[str, ...], message: str,
 
 # ------------------------------------------------------------------------------ one verdict
 
+@pytest.mark.slow
 def test_install_verdict_is_verify_envs(tmp_path: Path) -> None:
     """A wheel whose library needs one that ships nowhere: install exits 1 with exactly the
     verdict, digests, findings and linkage a standalone `verify env` gives the prefix."""

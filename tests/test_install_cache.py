@@ -25,6 +25,9 @@ from tests.install_fixtures import (
     write_lock,
 )
 
+# whole installs into fresh prefixes: slow, left out of CI's `nox -s tests`
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 LINE = f"{sys.version_info[0]}.{sys.version_info[1]}"
 

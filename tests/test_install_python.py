@@ -82,6 +82,7 @@ def test_given_python_of_another_line(tmp_path: Path) -> None:
     assert err.value.message == f'--python "{tmp_path / "nope"}": not found'
 
 
+@pytest.mark.slow
 def test_install_finds_python_behind_a_shim(tmp_path: Path) -> None:
     """`samebits install` with only a shim on PATH and the interpreter under $PYENV_ROOT:
     the venv runs on the pyenv interpreter and its console script works."""

@@ -105,6 +105,7 @@ def test_direct_url_names_the_lock(tmp_path: Path) -> None:
     assert any(r.startswith("richpkg-1.0.dist-info/direct_url.json,sha256=") for r in rows)
 
 
+@pytest.mark.slow
 def test_lockfile_tells_a_swapped_wheel(tmp_path: Path) -> None:
     """verify env --lockfile reads direct_url.json: a lock naming another archive of the same
     name and version is a package-hash finding (exit 1); the right lock is identical."""

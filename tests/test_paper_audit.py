@@ -8,6 +8,8 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+
 from samebits.app.paper.svg import AUTHORS, FIRST_DIFF, REVIEWER
 from tests.audit_fixtures import Run
 from tests.paper_fixtures import (  # noqa: F401  (fixtures)
@@ -21,6 +23,9 @@ from tests.paper_fixtures import (  # noqa: F401  (fixtures)
     wheel,
 )
 from tests.test_audit_report import chromium, png_pixels, rgb
+
+# the paper's commands attested and audited end to end: slow, left out of CI's `nox -s tests`
+pytestmark = pytest.mark.slow
 
 
 def command(run: Run, name: str = "train") -> dict:

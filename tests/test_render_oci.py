@@ -159,6 +159,7 @@ def test_lock_update_reuses_layers(render_project: RenderProject, base_layout: B
     assert before["env"] != after["env"]
 
 
+@pytest.mark.slow
 def test_aarch64_and_venv(render_project: RenderProject, package_cache: Path,
                           tmp_path: Path) -> None:
     """A PyPI-only lock for aarch64, no base: an arm64 venv image on the named interpreter."""

@@ -24,6 +24,9 @@ from tests.render_fixtures import (  # noqa: F401  (fixtures)
     render_wheel_dir,
 )
 
+# whole installs, then verify env: slow, left out of CI's `nox -s tests`
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
