@@ -30,7 +30,7 @@ from samebits.ui import Output
 
 def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
     r = sub.add_parser(
-        "render", help="render a lock: conda files, a Containerfile, an OCI image",
+        "render", help="render a lock: conda files, a Containerfile, Nix, an OCI image",
         description="Render lockfiles into conda files (explicit + environment.yml), "
         "Containerfiles, or a bit-reproducible OCI image layout (no daemon).")
     rsub = r.add_subparsers(dest="render_command", metavar="KIND", required=True)
