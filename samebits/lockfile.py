@@ -160,13 +160,10 @@ def _header_lines(text: str) -> str:
     return "".join(lines)
 
 
-def parse_lock(path: Path) -> Lock:
-    """Read a conda-lock v1 (or v2) file: every required field and every hash checked first
-    (``samebits.lockvalidate``: each problem named by file, package and field), then
-    conda-lock's own model, the judge of the format."""
-    path = Path(path)
+def read_lock_text(path: Path) -> str:
+    """A lockfile's text (UTF-8), or a LockfileError naming why it cannot be read."""
     try:
-        text = path.read_text()
+        return Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
         raise LockfileError(f"{path}: no such lockfile",
                             hint="run `samebits lock` to create it") from None
@@ -176,6 +173,14 @@ def parse_lock(path: Path) -> Lock:
         raise LockfileError(f"{path}: cannot read: {exc.strerror}") from None
     except UnicodeDecodeError as exc:
         raise LockfileError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+
+
+def parse_lock(path: Path) -> Lock:
+    """Read a conda-lock v1 (or v2) file: every required field and every hash checked first
+    (``samebits.lockvalidate``: each problem named by file, package and field), then
+    conda-lock's own model, the judge of the format."""
+    path = Path(path)
+    text = read_lock_text(path)
     doc = _load_yaml(text, path)
     problems = lock_problems(doc, str(path))
     if problems:

@@ -19,7 +19,7 @@ from samebits._io import sha256_hex
 from samebits.errors import LockfileError
 from samebits.foreign import read_foreign, sniff
 from samebits.foreign.model import DEFAULT_GLIBC, Conversion, ReadOptions
-from samebits.lockfile import Lock, parse_lock
+from samebits.lockfile import Lock, parse_lock, read_lock_text
 from samebits.lockvalidate import locked_problems
 
 __all__ = ["LoadedLock", "ReadOptions", "load_lock", "read_lock"]
@@ -39,30 +39,16 @@ class LoadedLock:
         return self.conversion.to_json() if self.conversion else None
 
 
-def _read_text(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise LockfileError(f"{path}: no such lockfile",
-                            hint="run `samebits lock` to create it") from None
-    except IsADirectoryError:
-        raise LockfileError(f"{path}: is a folder, not a lockfile") from None
-    except OSError as exc:
-        raise LockfileError(f"{path}: cannot read: {exc.strerror}") from None
-    except UnicodeDecodeError as exc:
-        raise LockfileError(f"{path}: not UTF-8 text (byte {exc.start})") from None
-
-
 def lock_format(path: Path) -> str:
     """The format of the lockfile at ``path`` (``samebits.foreign.FORMATS``), without reading
     it further."""
-    return sniff(Path(path), _read_text(Path(path)))
+    return sniff(Path(path), read_lock_text(Path(path)))
 
 
 def load_lock(path: Path, options: ReadOptions | None = None) -> LoadedLock:
     """``path`` in any format samebits reads, as a ``Lock`` (converted when foreign)."""
     path = Path(path)
-    text = _read_text(path)
+    text = read_lock_text(path)
     fmt = sniff(path, text)
     if fmt == "conda-lock":
         return LoadedLock(path=path, format=fmt, lock=parse_lock(path))
