@@ -6,10 +6,27 @@ import contextlib
 import hashlib
 import json
 import os
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
+
+
+@contextlib.contextmanager
+def sys_path_kept() -> Iterator[None]:
+    """Leave ``sys.path`` as it was: conda-lock's vendored poetry-core puts its own ``_vendor``
+    folder (an old ``packaging`` among others) first on ``sys.path`` when it is imported. Left
+    there, every later first import of those names in this process, and in every worker process
+    that multiprocessing starts with the parent's ``sys.path`` (the forkserver and spawn
+    contexts), takes the vendored copy: the hashing pool's workers then failed to import
+    ``packaging.tags`` and were respawned forever. Every import of conda-lock goes through
+    this."""
+    saved = list(sys.path)
+    try:
+        yield
+    finally:
+        sys.path[:] = saved
 
 
 def canonical_json(obj: Any) -> bytes:

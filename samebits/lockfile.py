@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 import yaml
 
-from samebits._io import sha256_hex
+from samebits._io import sha256_hex, sys_path_kept
 from samebits.errors import LockfileError, Problem, clip
 from samebits.lockvalidate import (
     is_structural,
@@ -134,7 +134,8 @@ def lock_text(lock: Lock) -> str:
 
 def validate_lock(lock: Lock) -> None:
     """conda-lock's v1 model accepts the document or this raises (a samebits bug)."""
-    from conda_lock.lockfile.v1.models import Lockfile as LockfileV1
+    with sys_path_kept():
+        from conda_lock.lockfile.v1.models import Lockfile as LockfileV1
 
     try:
         LockfileV1.model_validate(lock_to_dict(lock))
@@ -243,9 +244,10 @@ def _head(problems: list[Problem]) -> str:
 
 def _conda_lock_model(doc: Any, path: Path) -> Any:
     """conda-lock's ``parse_conda_lock_file`` on a document already read (same steps)."""
-    from conda_lock.lockfile import lockfile_v1_to_v2
-    from conda_lock.lockfile.v1.models import Lockfile as LockfileV1
-    from conda_lock.lockfile.v2prelim.models import Lockfile as LockfileV2
+    with sys_path_kept():
+        from conda_lock.lockfile import lockfile_v1_to_v2
+        from conda_lock.lockfile.v1.models import Lockfile as LockfileV1
+        from conda_lock.lockfile.v2prelim.models import Lockfile as LockfileV2
     from pydantic import ValidationError
 
     content = {k: v for k, v in doc.items() if k != "version"}

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from samebits import __version__
-from samebits._io import atomic_write, compact_json, sha256_hex
+from samebits._io import atomic_write, compact_json, sha256_hex, sys_path_kept
 from samebits.errors import Problem, SpecError
 from samebits.lockfile import LOCK_FORMAT, META, Lock, LockedPackage, lock_text, validate_lock
 from samebits.solve.virtual import virtual_packages
@@ -98,6 +98,11 @@ def _content_hash_inputs(spec: EnvironmentSpec) -> dict[str, object]:
 
 
 def _compute_content_hashes(spec: EnvironmentSpec) -> dict[str, str]:
+    with sys_path_kept():  # conda-lock's imports and calls, its vendored path undone after
+        return _conda_lock_content_hashes(spec)
+
+
+def _conda_lock_content_hashes(spec: EnvironmentSpec) -> dict[str, str]:
     import tempfile
 
     import yaml

@@ -31,6 +31,7 @@ import threading
 from collections.abc import Callable
 from typing import NamedTuple
 
+from samebits.errors import ToolError
 from verify.elfinfo import ElfInfo, read_elf_info
 
 BUFFER = 1 << 20            # bytes read at a time, per worker
@@ -38,7 +39,16 @@ BIG = 8 << 20               # a file this large is a batch of its own
 BATCH_FILES = 256           # at most this many small files per batch
 BATCH_BYTES = 8 << 20       # ... or this many bytes
 ELF_MAGIC = b"\x7fELF"
+STARTUP_LIMIT = 60.0        # seconds for the first worker to answer before the pool is refused
 _FLAGS = os.O_RDONLY | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
+
+
+class HashWorkersFailed(ToolError):
+    """The worker processes never answered (each one failed as it started)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, hint="run again with --jobs 1 (hashing in this process), "
+                         "and report the workers' error printed above")
 
 
 class Hashed(NamedTuple):
@@ -108,6 +118,10 @@ def _hash_batch(batch: tuple[int, str, list[str], list[int]], elf: bool
                for p, n in zip(paths, sizes, strict=True)]
 
 
+def _ready() -> int:
+    return os.getpid()
+
+
 def _worker_init() -> None:
     # Ctrl-C goes to the whole process group: the parent says "interrupted" and stops the
     # workers; each worker printing its own KeyboardInterrupt traceback would only be noise.
@@ -140,6 +154,10 @@ class FileHasher:
         self.root = root  # every path added is relative to it (sent once per batch)
         self._pool = _context().Pool(self.jobs, initializer=_worker_init) \
             if self.jobs > 1 else None
+        # the first task: a worker that cannot start (an import failing in the worker, as on
+        # Python 3.12 when a vendored path led sys.path) is respawned by the pool forever and
+        # would make ``wait`` wait forever; this answer, due before any result, bounds that
+        self._ready = self._pool.apply_async(_ready) if self._pool is not None else None
         self._paths: list[str] = []
         self._sizes: list[int] = []
         self._heap: list[tuple[int, int]] = []      # (-bytes, batch id) not yet submitted
@@ -245,6 +263,15 @@ class FileHasher:
             self._cond.notify()
 
     def _next(self) -> tuple[int, object]:
+        if self._ready is not None:
+            try:
+                self._ready.get(timeout=STARTUP_LIMIT)
+            except multiprocessing.TimeoutError:
+                raise HashWorkersFailed(
+                    f"the hashing workers did not start within {STARTUP_LIMIT:g} s "
+                    f"({_context().get_start_method()} start method, {self.jobs} workers)"
+                ) from None
+            self._ready = None
         with self._cond:
             while not self._done:
                 self._cond.wait()

@@ -21,6 +21,7 @@ from __future__ import annotations
 import posixpath
 from urllib.parse import urlsplit
 
+from samebits._io import sys_path_kept
 from samebits.lockfile import LockedPackage
 from samebits.render.source import LockedEnv
 
@@ -30,7 +31,8 @@ ENVIRONMENT_SUFFIX = ".environment.yml"
 
 def _toposorted(packages: list[LockedPackage]) -> list[LockedPackage]:
     """conda-lock's order for explicit files: its vendored conda ``toposort`` on dep names."""
-    from conda_lock.interfaces.vendored_conda import toposort
+    with sys_path_kept():
+        from conda_lock.interfaces.vendored_conda import toposort
 
     by_name = {p.name: p for p in packages}
     order = toposort({p.name: {d for d, _ in p.dependencies} for p in packages})
