@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,7 @@ from tests.verify_fixtures import (  # noqa: F401  (fixtures)
     vchannel,
     wheel,
 )
-from verify.lockcheck import lock_findings
+from verify.lockcheck import lock_check, lock_findings
 from verify.manifest import build_manifest
 from verify.records import Package
 
@@ -67,6 +68,15 @@ TABLE = [
      [locked_pip("t", filename="t-1.0-cp311-cp311-manylinux_2_28_aarch64.whl")],
      [("package-build", "t", "cp311-cp311-manylinux_2_28_aarch64",
        "cp311-cp311-manylinux_2_28_x86_64")]),
+    ("pip tags compared only where no archive hash proves the wheel: same arch, renamed "
+     "platform is a note", [pip("t", tags=("cp310-cp310-linux_x86_64",))],
+     [locked_pip("t", filename="t-1.0-cp310-cp310-manylinux1_x86_64.whl")], []),
+    ("pip file name and WHEEL disagree, archive hash is the lock's: a note",
+     [pip("torch", tags=("cp310-cp310-linux_x86_64",), sha256="cc")],
+     [locked_pip("torch", filename="torch-1.0-cp310-cp310-manylinux1_x86_64.whl")], []),
+    ("pip archive hash is the lock's: the file name's tags are not the wheel's record",
+     [pip("t", tags=("cp311-cp311-manylinux_2_28_x86_64",), sha256="cc")],
+     [locked_pip("t", filename="t-1.0-cp311-cp311-manylinux_2_28_aarch64.whl")], []),
     ("pip archive hash recorded by pip differs", [pip("t", sha256="dd")], [locked_pip("t")],
      [("package-hash", "t", "sha256 cc", "sha256 dd")]),
     ("pip archive hash not recorded is not a difference", [pip("t")], [locked_pip("t")], []),
@@ -83,6 +93,56 @@ def test_lock_findings_table(name: str, installed: list[Package], locked: list[L
     got = [(f.kind, f.package, f.expected, f.actual)
            for f in lock_findings(installed, locked)]
     assert sorted(got, key=str) == sorted(expected, key=str)
+
+
+ARCHIVE_TAGS = [
+    ("the locked archive's WHEEL differs from the installed one: drift",
+     frozenset({"cp310-cp310-manylinux1_x86_64"}),
+     [("package-build", "t", "cp310-cp310-manylinux1_x86_64", "cp310-cp310-linux_x86_64")], 0),
+    ("the locked archive's WHEEL is the installed one whatever its file name says: a note",
+     frozenset({"cp310-cp310-linux_x86_64"}), [], 1),
+]
+
+
+@pytest.mark.parametrize(("name", "own", "expected", "notes"), ARCHIVE_TAGS,
+                         ids=[t[0] for t in ARCHIVE_TAGS])
+def test_archive_wheel_decides_tags(name: str, own: frozenset[str], expected: list[tuple],
+                                    notes: int) -> None:
+    """With no recorded hash, the locked archive's own WHEEL (from the cache) is the judge."""
+    checked = lock_check([pip("t", tags=("cp310-cp310-linux_x86_64",))],
+                         [locked_pip("t", filename="t-1.0-cp310-cp310-manylinux1_x86_64.whl")],
+                         archive_tags=lambda lp: own)
+    assert [(f.kind, f.package, f.expected, f.actual) for f in checked.findings] == expected
+    assert len(checked.notes) == notes
+
+
+def test_misnamed_wheel_installs_and_verifies(tmp_path: Path) -> None:
+    """A wheel named ...-manylinux1_x86_64.whl whose WHEEL says linux_x86_64 (PyPI's torch 2.0.0
+    and 2.2.2): a fresh `samebits install` of its lock is identical, exit 0, the disagreement
+    a note; `verify env` says the same."""
+    from tests.install_fixtures import locked_wheel, wheel, write_lock
+    from tests.render_fixtures import run_cli
+
+    line = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    tag = f"cp{line.replace('.', '')}-cp{line.replace('.', '')}"
+    built = wheel(tmp_path / "wheels", "oldtorch", "2.0.0", {"oldtorch/__init__.py": b"x = 1\n"},
+                  tag=f"{tag}-linux_x86_64", purelib=False)
+    misnamed = built.with_name(f"oldtorch-2.0.0-{tag}-manylinux1_x86_64.whl")
+    built.rename(misnamed)
+    env = write_lock(tmp_path / "lockfiles" / "o.conda-lock.yml", [locked_wheel(misnamed)],
+                     python=line)
+    prefix = tmp_path / "env"
+    proc = run_cli("install", str(env.path), "--prefix", str(prefix), "--platform", "linux-64",
+                   "--python", sys.executable, "--cache-dir", str(tmp_path / "cache"),
+                   "--json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)["verify"]
+    assert report["findings"] == []
+    assert any("oldtorch: the lock's file name says" in n for n in report["notes"])
+    again = run_cli("verify", "env", "--prefix", str(prefix), "--lockfile", str(env.path),
+                    "--platform", "linux-64", "--cache-dir", str(tmp_path / "cache"), "--json",
+                    cwd=tmp_path)
+    assert again.returncode == 0, again.stdout[-2000:]
 
 
 def findings_against_lock(prefix: Path, lockfile: Path) -> set[tuple[str, str | None]]:

@@ -18,9 +18,11 @@ import os
 import tarfile
 import tempfile
 from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
 
-from samebits._io import sha256_file
+from samebits._io import sha256_file, sha256_hex
+from samebits.lockfile import LockedPackage
 
 FACTS_VERSION = 1
 
@@ -96,3 +98,32 @@ def _store(stored: Path, sha256: str, facts: dict[str, MemberFacts]) -> None:
         os.replace(tmp, stored)
     except OSError:
         pass  # a read-only cache: the facts are simply read from the archive again next time
+
+
+def cached_wheel_tags(cache: Path | None) -> Callable[[LockedPackage], frozenset[str] | None]:
+    """``lp -> tags`` of the locked wheel's own ``WHEEL``, read from the install cache's unpacked
+    entry (``samebits.install.cache``) when it holds the archive and the file still hashes to
+    what was recorded while the archive was proved against the lock; None otherwise."""
+    from samebits.install.cache import read_entry
+    from samebits.install.fetch import cache_key
+    from verify.lockcheck import read_wheel_tags
+
+    def tags(lp: LockedPackage) -> frozenset[str] | None:
+        if cache is None or not lp.filename.endswith(".whl"):
+            return None
+        entry = read_entry(cache, cache_key(lp), lp.filename)
+        if entry is None:
+            return None
+        for m in entry.members:
+            parts = m.path.split("/")
+            if len(parts) == 2 and parts[0].endswith(".dist-info") and parts[1] == "WHEEL":
+                try:
+                    data = Path(entry.source(m.path)).read_bytes()
+                except OSError:
+                    return None
+                if m.sha256 != sha256_hex(data):
+                    return None
+                return read_wheel_tags(data.decode("utf-8", "replace"))
+        return None
+
+    return tags

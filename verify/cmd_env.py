@@ -109,7 +109,8 @@ def check_env(prefix: Path, *, lockfile: Path | None = None, platform: str | Non
     from verify.hashing import default_jobs
     from verify.interpreter import identity, identity_digest, locate, outside_paths, probe
     from verify.linkage import check_linkage, host_library_dirs
-    from verify.lockcheck import lock_findings, unproven
+    from verify.archivefacts import cached_wheel_tags
+    from verify.lockcheck import lock_check, unproven
     from verify.manifest import build_manifest, prefix_kind
     from verify.scaffold import read_pyvenv_cfg
     from verify.startup import copied_interpreter_findings, startup_findings
@@ -149,7 +150,10 @@ def check_env(prefix: Path, *, lockfile: Path | None = None, platform: str | Non
         _check_platform(lockfile, lock, platform)
         packages = lock.packages_for(platform)
         locked = len(packages)
-        groups.append(lock_findings(manifest.records.packages, packages))
+        checked = lock_check(manifest.records.packages, packages,
+                             archive_tags=cached_wheel_tags(cache))
+        groups.append(checked.findings)
+        notes.extend(checked.notes)
     if reference is not None:
         groups.append(reference_findings(manifest, reference.entries))
         if reference.prefix and reference.prefix != str(prefix):
