@@ -17,8 +17,8 @@ import json
 import os
 import tarfile
 import tempfile
-from dataclasses import dataclass
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from samebits._io import sha256_file, sha256_hex

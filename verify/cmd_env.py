@@ -102,6 +102,7 @@ def check_env(prefix: Path, *, lockfile: Path | None = None, platform: str | Non
     ``read`` says how to read a lockfile of another format (converted on read)."""
     from samebits.install import default_cache_dir
     from samebits.lockread import load_lock
+    from verify.archivefacts import cached_wheel_tags
     from verify.bytecode import check_bytecode
     from verify.digest import digests
     from verify.drift import file_findings, merge, reference_findings, scaffold_findings
@@ -109,7 +110,6 @@ def check_env(prefix: Path, *, lockfile: Path | None = None, platform: str | Non
     from verify.hashing import default_jobs
     from verify.interpreter import identity, identity_digest, locate, outside_paths, probe
     from verify.linkage import check_linkage, host_library_dirs
-    from verify.archivefacts import cached_wheel_tags
     from verify.lockcheck import lock_check, unproven
     from verify.manifest import build_manifest, prefix_kind
     from verify.scaffold import read_pyvenv_cfg

@@ -38,7 +38,6 @@ from samebits.lockfile import LockedPackage
 from verify.drift import Finding
 from verify.records import Package, canonical_name
 
-
 ArchiveTags = Callable[[LockedPackage], "frozenset[str] | None"]
 
 
