@@ -21,12 +21,16 @@ from samebits._io import sha256_hex, sys_path_kept
 from samebits.errors import LockfileError, Problem, clip
 from samebits.lockvalidate import (
     is_structural,
+    is_vcs_url,
     lock_problems,
     package_label,
     pydantic_problems,
 )
 
 Manager = Literal["conda", "pip"]
+# What `conda-lock render` and `conda-lock install` take by default: main and dev; a package only
+# in an optional extra category (``conda-lock install -e NAME``) is left out, as they leave it.
+DEFAULT_CATEGORIES = frozenset({"main", "dev"})
 LOCK_SUFFIX = ".conda-lock.yml"
 META = "samebits."  # prefix of our keys in metadata.custom_metadata
 LOCK_FORMAT = "1"  # bump when samebits writes different bytes for the same solve
@@ -44,6 +48,13 @@ class LockedPackage:
     sha256: str | None = None
     build: str | None = None
     dependencies: tuple[tuple[str, str], ...] = ()
+    commit: str | None = None   # a pip VCS package (``git+https://...@<commit>``): no archive
+    categories: tuple[str, ...] = ("main",)  # conda-lock's; see DEFAULT_CATEGORIES
+
+    @property
+    def vcs(self) -> bool:
+        """A checkout of a repository at a commit, not an archive (nothing to hash-check)."""
+        return self.commit is not None
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -61,7 +72,9 @@ class LockedPackage:
             "platform": self.platform,
             "dependencies": dict(self.dependencies),
             "url": self.url,
-            "hash": {k: v for k, v in (("md5", self.md5), ("sha256", self.sha256)) if v},
+            # conda-lock writes a VCS package's commit as its hash.sha256
+            "hash": {"sha256": self.commit} if self.commit else
+                    {k: v for k, v in (("md5", self.md5), ("sha256", self.sha256)) if v},
         }
         if self.build is not None:
             out["build"] = self.build
@@ -82,7 +95,8 @@ class Lock:
 
     def packages_for(self, platform: str, manager: Manager | None = None) -> list[LockedPackage]:
         return [p for p in self.packages
-                if p.platform == platform and (manager is None or p.manager == manager)]
+                if p.platform == platform and (manager is None or p.manager == manager)
+                and not DEFAULT_CATEGORIES.isdisjoint(p.categories)]
 
     def meta(self, key: str, default: str | None = None) -> str | None:
         return self.custom.get(META + key, default)
@@ -189,6 +203,7 @@ def parse_lock(path: Path) -> Lock:
     parsed = _conda_lock_model(doc, path)
     packages = []
     for p in parsed.package:
+        vcs = p.manager == "pip" and is_vcs_url(p.url)
         packages.append(LockedPackage(
             name=p.name,
             version=p.version,
@@ -196,7 +211,9 @@ def parse_lock(path: Path) -> Lock:
             platform=p.platform,
             url=p.url,
             md5=p.hash.md5,
-            sha256=p.hash.sha256,
+            sha256=None if vcs else p.hash.sha256,
+            commit=p.hash.sha256 if vcs else None,
+            categories=tuple(sorted(p.categories)) or ("main",),
             build=p.build,
             dependencies=tuple(sorted(p.dependencies.items())),
         ))

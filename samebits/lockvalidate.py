@@ -27,6 +27,11 @@ if TYPE_CHECKING:
     from samebits.lockfile import LockedPackage
 
 HASH_LENGTHS = {"md5": 32, "sha256": 64}
+# conda-lock locks a pip VCS requirement as ``url: git+https://...@<commit>`` with the commit
+# id (40 hex for git's SHA-1, 64 for SHA-256 repositories) written as ``hash.sha256``: a
+# commit, not an archive's digest (conda-lock's pypi_solver, "TODO: FIXME git ls-remote").
+VCS_SCHEMES = ("git+", "hg+", "svn+", "bzr+")
+COMMIT_LENGTHS = (40, 64)
 REQUIRED_HASH = {"conda": "md5", "pip": "sha256"}
 MANAGERS = ("conda", "pip")
 VERSIONS = (1, 2)
@@ -67,6 +72,10 @@ def lock_problems(doc: Any, file: str) -> list[Problem]:
         _package(i, entry, PACKAGE_FIELDS[version if version in VERSIONS else 1], platforms,
                  add)
     return out
+
+
+def is_vcs_url(url: object) -> bool:
+    return isinstance(url, str) and url.startswith(VCS_SCHEMES)
 
 
 def is_structural(problem: Problem) -> bool:
@@ -133,15 +142,21 @@ def _package(i: int, entry: Any, fields: Sequence[str], platforms: tuple[str, ..
         add(f"{label}: platform", platform,
             f"not one of metadata.platforms ({', '.join(platforms)})")
     if entry.get("hash") is not None:
-        _hashes(f"{label}: hash", entry["hash"], manager, add)
+        _hashes(f"{label}: hash", entry["hash"], manager, add,
+                vcs=manager == "pip" and is_vcs_url(entry.get("url")))
 
 
-def _hashes(key: str, hashes: Any, manager: Any, add: Any) -> None:
+def _hashes(key: str, hashes: Any, manager: Any, add: Any, *, vcs: bool = False) -> None:
     if not isinstance(hashes, Mapping):
         add(key, hashes, "must be a mapping of md5 and/or sha256 to hex digests")
         return
     for algo, digest in hashes.items():
         where = f"{key}.{algo}"
+        if vcs and algo == "sha256":  # the commit id (see VCS_SCHEMES)
+            if not isinstance(digest, str) or not _HEX.fullmatch(digest) \
+                    or len(digest) not in COMMIT_LENGTHS:
+                add(where, digest, "not a commit id (40 or 64 hex digits) of the VCS URL")
+            continue
         if algo not in HASH_LENGTHS:
             add(where, digest, "unknown hash (md5 and sha256 are known)")
         elif digest is None:
@@ -170,6 +185,8 @@ def locked_problems(packages: Iterable[LockedPackage], file: str, *,
         out.setdefault(str(problem), problem)
 
     for p in packages:
+        if p.commit is not None:  # a VCS package: a commit, no archive hash
+            continue
         hashes = {k: v for k, v in (("md5", p.md5), ("sha256", p.sha256)) if v is not None}
         _hashes(f"{_short(p.name)} {_short(p.version)} ({p.manager}): hash", hashes,
                 p.manager if required else None, add)

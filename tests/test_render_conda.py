@@ -168,3 +168,47 @@ def test_committed_containers_are_fresh(kind: str) -> None:
     """containers/ holds exactly what the committed lockfiles render to."""
     proc = run_cli("render", kind, *CURATED, "--check", cwd=REPO)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+GEOAPPS = REPO / "tests" / "data" / "foreign" / "condalock" / "geoapps-py-3.12.conda-lock.yml.gz"
+
+
+@pytest.fixture(scope="module")
+def geoapps_lock(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real conda-lock file (MiraGeoscience/geoapps): git dependencies, whose commit conda-lock
+    writes as hash.sha256, and an optional extra category (webview)."""
+    import gzip
+
+    path = tmp_path_factory.mktemp("geoapps") / "py-3.12.conda-lock.yml"
+    path.write_bytes(gzip.decompress(GEOAPPS.read_bytes()))
+    return path
+
+
+@pytest.mark.parametrize("kind", ["explicit", "env"])
+def test_real_lock_with_git_dependencies_renders_as_conda_lock(geoapps_lock: Path, kind: str,
+                                                               tmp_path: Path) -> None:
+    """The VCS packages are read (their commit as a commit, never as a sha256) and both renders
+    are conda-lock's own, the extra-only packages left out as conda-lock leaves them."""
+    env = load_locked_env(geoapps_lock, name="geoapps", root=geoapps_lock.parent)
+    vcs = [p for p in env.pip("linux-64") if p.vcs]
+    assert len(vcs) == 7 and all(p.sha256 is None and len(p.commit or "") == 40 for p in vcs)
+    theirs = conda_lock_render(geoapps_lock, kind, ("linux-64",), tmp_path)["linux-64"]
+    if kind == "explicit":
+        assert render_explicit(env, "linux-64").splitlines() == theirs.splitlines()
+    else:
+        ours = yaml.safe_load(render_environment_yml(env, "linux-64"))
+        assert ours["dependencies"] == yaml.safe_load(theirs)["dependencies"]
+
+
+def test_real_lock_with_git_dependencies_install_refuses_them_first(geoapps_lock: Path,
+                                                                    tmp_path: Path) -> None:
+    """install names every VCS package and stops before anything is downloaded."""
+    cache = tmp_path / "cache"
+    proc = run_cli("install", str(geoapps_lock), "--prefix", str(tmp_path / "env"),
+                   "--platform", "linux-64", "--cache-dir", str(cache), cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert "7 packages of the lock are VCS checkouts" in proc.stderr
+    assert "curve-apps 0.4.0b2.dev1+cee15f1 (git+https://github.com/MiraGeoscience/" \
+           "curve-apps.git@cee15f1251aed6997f38f007906a6eb6eaadb1a4)" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not (cache / "archives").exists() and not (tmp_path / "env").exists()

@@ -170,3 +170,17 @@ def fetch_all(packages: Sequence[LockedPackage], cache: Path, *,
     raise_problems(problems)
     order = {p.key: i for i, p in enumerate(packages)}
     return sorted(fetched, key=lambda f: order[f.package.key])
+
+
+def refuse_vcs(packages: Sequence[LockedPackage]) -> None:
+    """A lock's VCS packages (a repository at a commit, conda-lock's ``git+https://...@id``)
+    cannot be installed yet: refused by name before anything is downloaded."""
+    vcs = [p for p in packages if p.vcs]
+    if not vcs:
+        return
+    names = sorted({f"{p.name} {p.version} ({p.url})" for p in vcs})
+    head = (f"{len(names)} packages of the lock are VCS checkouts, which samebits install "
+            "cannot build yet:\n  " + "\n  ".join(names)) if len(names) > 1 else (
+            f"{names[0]} is a VCS checkout, which samebits install cannot build yet")
+    raise InputError(head, hint="nothing was downloaded; lock a released wheel of it instead, "
+                     "or render the conda part (samebits render conda) and install it by hand")

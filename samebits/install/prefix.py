@@ -29,7 +29,15 @@ from samebits.install.bytecode import BytecodeReport, Sources, compile_bytecode
 from samebits.install.cache import UNPACKED, Entry, evict, read_entry
 from samebits.install.conda import CondaPlan, plan_conda
 from samebits.install.entryfiles import CorruptEntry, check_tree
-from samebits.install.fetch import Fetcher, cache_key, fetch_url, label, prove, raise_problems
+from samebits.install.fetch import (
+    Fetcher,
+    cache_key,
+    fetch_url,
+    label,
+    prove,
+    raise_problems,
+    refuse_vcs,
+)
 from samebits.install.place import (
     Copy,
     LinkMode,
@@ -213,6 +221,7 @@ def install_prefix(env: LockedEnv, platform: str, prefix: Path, *, final: str, c
     env.check_platform(platform)
     progress = progress or silent
     conda, pip = env.conda(platform), env.pip(platform)
+    refuse_vcs(pip)
     line = python_line(env, platform)
     has_conda_python = any(p.name == "python" for p in conda)
     if pip and not has_conda_python and not interpreter:

@@ -49,6 +49,8 @@ def _pip_direct(p: LockedPackage) -> str:
 
 
 def _pip_pinned(p: LockedPackage) -> str:
+    if p.vcs:  # a checkout at a commit: no index serves it (conda-lock writes the same)
+        return f"{p.name} @ {p.url}"
     line = f"{p.name} == {p.version}"
     return f"{line} --hash=sha256:{p.sha256}" if p.sha256 else line
 
