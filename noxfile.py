@@ -9,6 +9,8 @@
     nox -s bench [-- lock|verify-env|verify-gpu|oci|bundle|install|coverage]
     nox -s audit -- PAPER/ [ARGS]   install a paper's lock, audit it (examples/paper: quickstart)
     nox -s fuzz                     >= 10,000 generated inputs per reader
+    nox -s papers [-- NAME ...]     the real papers of tests/papers from their authors' files
+                                    to audit verdicts (GBs of CUDA torch each; a table)
     nox -s lint                     ruff, and mypy (strict on the core)
 """
 
@@ -119,6 +121,16 @@ def audit(session: nox.Session) -> None:
     session.install("-e", ".")
     session.run("samebits", "audit", paper, "--install", "build/audit/env", "--replace",
                 "--out", "build/audit", *extra)
+
+
+@nox.session
+def papers(session: nox.Session) -> None:
+    """Each paper of tests/papers/corpus.toml, from its authors' untouched requirements.txt or
+    pyproject.toml through init, lock, install, verify env, attest and two audits (plain and
+    with OMP_NUM_THREADS=1), one at a time, environments removed after each; prints the table
+    (also build/papers/RESULTS.md). Arguments: paper names, --keep, --out DIR."""
+    session.install(".")
+    session.run("python", "-m", "tests.papers.corpus", *session.posargs)
 
 
 @nox.session
