@@ -1,6 +1,9 @@
 """The authors' own test (tests/test_simple_math.py: a KAN [2,2,1] learning (u+v)/(1+uv) with
 LBFGS on random inputs) for the corpus (samebits' own file): seeded, 30 steps instead of 100,
-each step's loss and the trained weights written where the manifest reads them."""
+each step's loss and the trained weights written where the manifest reads them. The grid is
+not updated (the test updates it every 20 steps): on a CPU, the torch 2.3 the lock takes
+fails in the grid update's torch.linalg.lstsq (MKL: "Parameter 6 was incorrect on entry to
+SGELSY"), whatever samebits does."""
 
 import json
 import os
@@ -23,7 +26,7 @@ with open("out/train_log.jsonl", "w") as log:
         def closure():
             optimizer.zero_grad()
             x = torch.rand(1024, 2)
-            y = kan(x, update_grid=(i % 20 == 0))
+            y = kan(x)
             u, v = x[:, 0], x[:, 1]
             loss = nn.functional.mse_loss(y.squeeze(-1), (u + v) / (1 + u * v))
             reg_loss = kan.regularization_loss(1, 0)
