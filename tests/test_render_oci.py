@@ -243,3 +243,23 @@ def test_changed_archive_writes_nothing(render_project: RenderProject, tmp_path:
     message = json.loads(proc.stdout)["error"]["message"]
     assert message.startswith("linux-64: tinyapp 1.0: sha256 of tinyapp-1.0-py3-none-any.whl is ")
     assert sorted(p.name for p in (tmp_path / "build").iterdir()) == []
+
+
+def test_venv_image_without_a_base_warns_it_cannot_run(render_project: RenderProject,
+                                                       package_cache: Path,
+                                                       tmp_path: Path) -> None:
+    """A PyPI-only lock rendered with no base: its /opt/env/bin/python points at an interpreter
+    no layer provides. One warning line, and the image's labels say so."""
+    proc = render(render_project, "venv", tmp_path / "venv", "--python", sys.executable,
+                  "--cache-dir", str(package_cache))
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    missing = result["interpreter_missing"]
+    assert missing and not missing.startswith("/opt/env/")
+    warnings = [line for line in proc.stderr.splitlines() if line.startswith("warning:")]
+    assert warnings == [f"warning: the image cannot run its Python: /opt/env/bin/python points "
+                        f"at {missing}, which no layer provides (pass --base an image that "
+                        "has it)"]
+    digest = result["manifest_digest"].split(":")[1]
+    manifest = json.loads((tmp_path / "venv" / "blobs" / "sha256" / digest).read_bytes())
+    assert manifest["annotations"]["io.samebits.interpreter"] == f"missing: {missing}"

@@ -419,3 +419,26 @@ def test_venv_with_copies_runs_on_its_base_and_a_changed_copy_is_caught(
     code, doc = verify(env, vcache, "--no-linkage")
     assert code == 1
     assert [(f["kind"], f["path"]) for f in doc["findings"]] == [("scaffold", "bin/python3")]
+
+
+def test_venv_whose_interpreter_is_gone_is_not_runnable(tmp_path: Path, vcache: Path) -> None:
+    """A venv whose base Python is not there (an image built without a base that has it) has
+    identical files and cannot run at all: exit 1, said so, never "identical"."""
+    prefix = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(prefix)], check=True)
+    cfg = prefix / "pyvenv.cfg"
+    cfg.write_text("".join(
+        "home = /nonexistent/bin\n" if line.startswith("home") else line
+        for line in cfg.read_text().splitlines(keepends=True)))
+    for link in (prefix / "bin").iterdir():
+        if link.is_symlink():
+            link.unlink()
+            link.symlink_to("/nonexistent/bin/python3")
+    code, doc = verify(prefix, vcache)
+    assert code == 1
+    assert doc["identical"] is True and doc["ok"] is False
+    assert "the base interpreter is gone (home = /nonexistent/bin)" in doc["not_runnable"]
+    text = subprocess.run([sys.executable, "-m", "verify", "env", "--prefix", str(prefix),
+                           "--cache-dir", str(vcache)], capture_output=True, text=True,
+                          cwd=Path(__file__).parent.parent)
+    assert "result: identical files, but NOT RUNNABLE" in text.stdout

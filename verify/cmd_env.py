@@ -133,7 +133,13 @@ def check_env(prefix: Path, *, lockfile: Path | None = None, platform: str | Non
               copied_interpreter_findings(manifest, interpreter)]
     notes = loaded.conversion.one_line_notes() if loaded and loaded.conversion else []
     notes.extend(scaffold_findings(manifest)[1])
-    if loc.problem:
+    # a venv, or a prefix of Python packages, whose interpreter is not there cannot run at all:
+    # never "identical, exit 0" (an image built without a base that has its Python)
+    not_runnable = None
+    if loc.problem and (kind == "venv" or any(p.manager == "pip"
+                                              for p in manifest.records.packages)):
+        not_runnable = f"the environment's Python cannot start: {loc.problem}"
+    elif loc.problem:
         notes.append(f"interpreter: {loc.problem}")
     bc = None
     if bytecode:
@@ -174,7 +180,8 @@ def check_env(prefix: Path, *, lockfile: Path | None = None, platform: str | Non
         findings=tuple(merge(*groups)), linkage=links, platform=platform,
         locked_packages=locked, lockfile=str(lockfile) if lockfile else None,
         reference=reference, notes=tuple(notes), interpreter=interpreter, bytecode=bc,
-        unproven=tuple(unproven(manifest.records.packages)), coverage=kernels)
+        unproven=tuple(unproven(manifest.records.packages)), coverage=kernels,
+        not_runnable=not_runnable)
 
 
 def _coverage(manifest) -> dict[str, Any]:

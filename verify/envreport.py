@@ -4,7 +4,8 @@ The document (``"format": 1``, ``"kind": "samebits.verify-env"``) is written wit
 ``samebits._io.canonical_json``, so equal environments give equal bytes. Top level::
 
     identical   no file or package finding (the files are exactly the recorded/locked ones)
-    ok          identical, and every ELF file's libraries resolve (exit 0 iff ok)
+    ok          identical, every ELF file's libraries resolve, and an environment of Python
+                packages has an interpreter that exists (exit 0 iff ok)
     digests     {"environment", "packages"} (see verify.digest)
     findings    every mismatch, sorted by kind then path
     linkage     {"checked", "ok", "unresolved", "host", ...} (verify.linkage)
@@ -59,6 +60,7 @@ class EnvReport:
     bytecode: BytecodeReport | None = None
     unproven: tuple[str, ...] = ()                 # pip packages with no recorded archive hash
     coverage: Mapping[str, Any] | None = None  # verify.coverage_report.platform_doc
+    not_runnable: str | None = None   # why the environment's Python cannot start, when it can't
 
     @property
     def identical(self) -> bool:
@@ -66,7 +68,8 @@ class EnvReport:
 
     @property
     def ok(self) -> bool:
-        return self.identical and (self.linkage is None or self.linkage.ok)
+        return self.identical and (self.linkage is None or self.linkage.ok) \
+            and self.not_runnable is None
 
     @property
     def exit_code(self) -> int:
@@ -123,6 +126,7 @@ def report_json(r: EnvReport) -> dict[str, Any]:
         "reference": r.reference.path if r.reference else None,
         "identical": r.identical,
         "ok": r.ok,
+        "not_runnable": r.not_runnable,
         "digests": dict(r.digests),
         # The prefix's files alone (the environment digest without the interpreter a venv
         # runs on): what an image built from this prefix carries, whichever host built it.
@@ -234,6 +238,8 @@ def report_text(r: EnvReport) -> str:
             lines.append(f"  {f}: {why}")
     if r.ok:
         verdict = "identical"
+    elif r.identical and r.not_runnable:
+        verdict = f"identical files, but NOT RUNNABLE: {r.not_runnable}"
     elif r.identical:
         verdict = "identical files, but libraries do not resolve"
     else:

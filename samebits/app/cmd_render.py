@@ -300,6 +300,8 @@ def run_oci(args: argparse.Namespace, out: Output) -> int:
              f"inspect: skopeo inspect oci:{target}:{result.tag}"]
     if args.archive:
         lines.append(f"archive: {args.archive} (oci-archive:{args.archive})")
+    for warning in result.warnings:
+        out.info(f"warning: {warning}")
     out.emit(payload, "\n".join(lines))
     return EXIT_OK
 

@@ -73,13 +73,48 @@ class ImageResult:
     layers: tuple[Mapping[str, Any], ...]
     verify: Mapping[str, Any]
     compression: Name = "gzip"
+    interpreter: str | None = None   # the image's interpreter, when no layer provides it
+    warnings: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         how = compression(self.compression)
         return {"manifest_digest": self.manifest_digest, "config_digest": self.config_digest,
                 "tag": self.tag, "env_digest": self.env_digest, "base_digest": self.base_digest,
                 "layers": [dict(x) for x in self.layers], "compression": how.name,
-                how.name: how.params}
+                how.name: how.params, "interpreter_missing": self.interpreter,
+                "warnings": list(self.warnings)}
+
+
+def outside_interpreter(prefix_dir: Path, final: str) -> str | None:
+    """The interpreter a venv prefix runs on when it lives outside the prefix (the absolute
+    target of ``bin/python``, as it will be inside the image), else None: a conda prefix, or
+    a venv whose interpreter was copied in."""
+    cfg = prefix_dir / "pyvenv.cfg"
+    if not cfg.is_file():
+        return None
+    link = prefix_dir / "bin" / "python"
+    target = os.readlink(link) if link.is_symlink() else None
+    if target is None:
+        return None
+    if not os.path.isabs(target):
+        target = os.path.normpath(os.path.join(final, "bin", target))
+    return None if target.startswith(final.rstrip("/") + "/") else target
+
+
+def _layers_provide(base: BaseImage, path: str) -> bool:
+    """Whether a base layer holds ``path`` (a file or a link; whiteouts are not followed)."""
+    import tarfile
+
+    want = path.strip("/")
+    for d in base.layers:
+        blob_path = base.ref.layout / "blobs" / d.digest.replace(":", "/", 1)
+        try:
+            with tarfile.open(blob_path, "r:*") as tar:
+                if any(m.name.lstrip("./") == want for m in tar):
+                    return True
+        except (OSError, tarfile.TarError):
+            continue
+    return False
 
 
 def _copy_blob(src_layout: Path, digest: str, dest_layout: Path, what: str) -> None:
@@ -180,6 +215,9 @@ def build_image(req: ImageRequest, layout: Path, *, work: Path,
                             hint=f"run `samebits install {env.name} --prefix DIR` and "
                             "`python -m verify env` on it to see the drift")
         env_digest = _env_digest(verdict)
+        missing = outside_interpreter(prefix_dir, req.prefix)
+        if missing is not None and base is not None and _layers_provide(base, missing):
+            missing = None
         entries = scan_prefix(prefix_dir, links_out=report.links_out)
         layers = assign_layers(entries, read_owners(prefix_dir))
         (layout / "blobs" / "sha256").mkdir(parents=True)
@@ -206,6 +244,12 @@ def build_image(req: ImageRequest, layout: Path, *, work: Path,
                                 "files": sum(e.kind != "dir" for e in layer.entries),
                                 "bytes": layer.size, "packages": list(layer.packages)})
     notes = image_annotations(req, env_digest=env_digest, base=base, created=created)
+    warnings: tuple[str, ...] = ()
+    if missing is not None:
+        notes["io.samebits.interpreter"] = f"missing: {missing}"
+        warnings = (f"the image cannot run its Python: {req.prefix}/bin/python points at "
+                    f"{missing}, which {'no layer of the base' if base else 'no layer'} "
+                    "provides (pass --base an image that has it)",)
     history = [f"samebits render oci: {s['name']} layer ({len(s['packages'])} packages)"
                for s in summary]
     config = image_config(base=base.config if base else None, platform=req.platform,
@@ -225,4 +269,5 @@ def build_image(req: ImageRequest, layout: Path, *, work: Path,
     return ImageResult(manifest_digest=manifest_desc.digest, config_digest=config_desc.digest,
                        tag=req.tag, env_digest=env_digest,
                        base_digest=base.manifest_digest if base else None,
-                       layers=tuple(summary), verify=verdict, compression=req.compression)
+                       layers=tuple(summary), verify=verdict, compression=req.compression,
+                       interpreter=missing, warnings=warnings)
