@@ -234,6 +234,25 @@ def test_audit_install_takes_the_sources(tmp_path: Path) -> None:
                  "--find-links", str(made.parent)]) == 2
 
 
+def test_audit_install_of_an_unreachable_host_says_what_to_pass(tmp_path: Path) -> None:
+    """audit --install where a host does not answer: the environment step fails, and the
+    text report shows the hint naming --find-links and --mirror under it."""
+    from samebits.app.audit.pipeline import AuditRequest, _environment
+    from samebits.app.cmd_audit import audit_text
+
+    env, _, url = _setup(tmp_path, "audit unreachable")
+    req = AuditRequest(lockfile=env.path, attestation=tmp_path / "a.json", out=tmp_path,
+                       install=tmp_path / "audited", cache=tmp_path / "cache")
+    step, where = _environment(req, "linux-64")
+    assert where is None and step.status == "failed"
+    assert step.summary.startswith(f"install into {tmp_path / 'audited'}: linux-64: plus "
+                                   f"1.0+cpu: {url}: ")
+    doc = {"verdict": {"level": "not-reproduced", "title": "t", "reasons": [], "notes": []},
+           "steps": [step.to_json()], "workloads": []}
+    assert "\n     hint: nothing was installed; check the network; or, where the files are " \
+        "at hand, --find-links DIR" in audit_text(doc, {}, 1)
+
+
 def _opt_torch() -> Path | None:
     found = sorted(Path("/opt/wheels").glob("torch-2.13.0+cpu-cp311-*.whl"))
     return found[0] if found else None

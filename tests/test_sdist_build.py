@@ -218,6 +218,29 @@ def test_install_refuses_what_it_cannot_place_before_any_download(
     assert not (tmp_path / "cache" / "archives").exists()
 
 
+KEY = "samebits.build.linux-64.tinypkg"
+GOOD = BuildRecord(platform="linux-64", name="tinypkg", sdist="a" * 64,
+                   wheel="tinypkg-1.0-py3-none-any.whl", sha256="b" * 64, python="3.12",
+                   source_date_epoch=EPOCH, backend="tinyback")
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("{", "not JSON"),
+    ('{"format": 2}', "not a build record of format 1"),
+    (GOOD.to_text().replace('"sha256":"' + "b" * 64, '"sha256":"xyz'),
+     "incomplete build record (ValueError: not a sha256: 'xyz')"),
+])
+def test_a_bad_build_record_is_named_by_file_key_and_value(text: str, message: str) -> None:
+    """A record samebits did not write (edited, cut short) is a lockfile error quoting it."""
+    from samebits.errors import LockfileError
+
+    assert builds_of({GOOD.key: GOOD.to_text()}, file="l.yml") == {("linux-64", "tinypkg"): GOOD}
+    with pytest.raises(LockfileError) as err:
+        builds_of({KEY: text}, file="l.yml")
+    assert err.value.message.startswith(f"l.yml: metadata.custom_metadata.{KEY} = ")
+    assert err.value.message.endswith(f": {message}")
+
+
 @pytest.mark.network
 @pytest.mark.slow
 def test_real_sdist_only_package_from_pypi(tmp_path: Path) -> None:

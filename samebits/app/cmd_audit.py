@@ -321,8 +321,10 @@ def audit_text(doc: dict[str, Any], files: dict[str, str], code: int) -> str:
     lines += [f"  reason: {r}" for r in v["reasons"]]
     lines += [f"  note: {n}" for n in v["notes"]]
     lines.append("steps:")
-    lines += [f"  {i}. {s['name']:<12} {s['status']:<8} {s['summary']}"
-              for i, s in enumerate(doc["steps"], 1)]
+    for i, s in enumerate(doc["steps"], 1):
+        lines.append(f"  {i}. {s['name']:<12} {s['status']:<8} {s['summary']}")
+        if s["status"] == "failed":  # what to try next, e.g. --find-links for a lost host
+            lines += [f"     {n}" for n in s.get("notes") or () if n.startswith("hint: ")]
     cells: dict[str, int] = {}
     for w in doc["workloads"]:
         cells[w["cell"]] = cells.get(w["cell"], 0) + 1

@@ -39,7 +39,10 @@ def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
         description="Install exactly the locked archives (hash-checked; unpacked once into "
         "the cache, then placed by reflink or copy; nothing resolved) into --prefix, compile "
         "its bytecode with the prefix's own interpreter, then run `verify env` on it: the "
-        "verdict and exit code are verify env's.",
+        "verdict and exit code are verify env's. A locked sdist is built into the wheel the "
+        "lock recorded, from its locked build environment (or taken from the cache), and "
+        "refused if the bytes differ; a package install cannot place is named before "
+        "anything is downloaded.",
         epilog="exit codes: 0 installed and verify env identical, 1 installed but verify env "
         "found drift or an unresolved library, 2 bad input (hash mismatch, unsafe archive, no "
         "interpreter, a package install cannot place, an sdist that builds into other bytes "

@@ -15,7 +15,8 @@
 ``built_wheel`` (install) takes the wheel from the archive cache, where it is filed under its
 own sha256, when it is there and still of that hash; otherwise it builds it and files it there
 only if its name and sha256 are the recorded ones (``BuildDiffersError`` otherwise, naming the
-package and keeping the other wheel for a look with diffoscope).
+package and keeping the other wheel for a look with diffoscope). ``Artifacts`` is how the
+installer asks for any locked package's archive: a plain ``fetch.prove``, or that build.
 """
 
 from __future__ import annotations
@@ -29,9 +30,10 @@ import tarfile
 import tempfile
 import zipfile
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
-from samebits.builds import BuildDiffersError, BuildRecord, BuildRequirement
+from samebits.builds import BuildDiffersError, BuildRecord, BuildRequirement, is_sdist
 from samebits.errors import InputError, ToolError, clip
 from samebits.install.fetch import Fetched, Fetcher, archive_path, digests, prove
 from samebits.install.sources import NO_SOURCES, Sources
@@ -255,3 +257,44 @@ def built_wheel(p: LockedPackage, record: BuildRecord, cache: Path, *,
                 "(--find-links DIR holding it)")
         file_wheel(wheel, dest)
     return Fetched(package=view, path=dest, sha256=sha, md5=md5, size=dest.stat().st_size)
+
+
+Builds = dict[tuple[str, str], BuildRecord]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Artifacts:
+    """How a lock's archives reach the cache: the fetcher, the other sources, the lock's
+    builds and the interpreter a build runs on (found the first time one is needed)."""
+
+    cache: Path
+    fetch: Fetcher
+    sources: Sources
+    builds: Builds
+    python: Callable[[str], str]
+
+    def artifact(self, p: LockedPackage) -> LockedPackage:
+        """What the cache holds for ``p``: its archive, or the wheel its sdist builds into."""
+        record = self.builds.get((p.platform, p.name))
+        if p.manager == "pip" and record is not None and is_sdist(p.filename):
+            return wheel_view(p, record)
+        return p
+
+    def prove(self, p: LockedPackage) -> Fetched:
+        a = self.artifact(p)
+        if a is p:
+            return prove(p, self.cache, self.fetch, self.sources)
+        return built_wheel(p, self.builds[(p.platform, p.name)], self.cache,
+                           python=self.python, fetch=self.fetch, sources=self.sources)
+
+
+def build_pythons(given: str | None) -> Callable[[str], str]:
+    """``line -> interpreter`` for builds (``build_interpreter``), looked up once per line."""
+    found: dict[str, str] = {}
+
+    def python(line: str) -> str:
+        if line not in found:
+            found[line] = build_interpreter(line, given)
+        return found[line]
+
+    return python

@@ -97,7 +97,12 @@ def labelled(exc: SamebitsError, label_: str) -> SamebitsError:
     """``exc`` with ``label_: `` before its message, of the same kind (and URL)."""
     if isinstance(exc, HostUnreachable):
         return HostUnreachable(exc.url, f"{label_}: {exc.message}")
-    return type(exc)(f"{label_}: {exc.message}", hint=exc.hint)
+    try:
+        return type(exc)(f"{label_}: {exc.message}", hint=exc.hint)
+    except TypeError:  # a kind built from something else (SpecError's problems)
+        out = SamebitsError(f"{label_}: {exc.message}", hint=exc.hint)
+        out.exit_code = exc.exit_code
+        return out
 
 
 def unreachable_hint(urls: Sequence[str]) -> str:

@@ -30,22 +30,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from samebits.builds import BuildRecord, builds_of, check_placeable, is_sdist
+from samebits.builds import builds_of, check_placeable
 from samebits.errors import InputError, LockfileError, SamebitsError, plural
-from samebits.install.build import build_interpreter, built_wheel, wheel_view
+from samebits.install.build import Artifacts, build_pythons
 from samebits.install.bytecode import BytecodeReport, compile_bytecode
 from samebits.install.bytecode import Sources as PycSources
 from samebits.install.cache import UNPACKED, Entry, evict, read_entry
 from samebits.install.conda import CondaPlan, plan_conda
 from samebits.install.entryfiles import CorruptEntry, check_tree
 from samebits.install.fetch import (
-    Fetched,
     Fetcher,
     cache_key,
     fetch_url,
     label,
     labelled,
-    prove,
     raise_problems,
 )
 from samebits.install.place import (
@@ -146,48 +144,7 @@ def venv_files(interpreter: str, line: str) -> tuple[dict[str, str], dict[str, s
 
 # ------------------------------------------------------------------------- fetch + unpack
 
-Builds = dict[tuple[str, str], BuildRecord]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class _Fetching:
-    """How archives reach the cache: the fetcher, the other sources, the lock's builds and
-    the interpreter a build runs on (found the first time one is needed)."""
-
-    cache: Path
-    fetch: Fetcher
-    sources: Sources
-    builds: Builds
-    python: Callable[[str], str]
-
-    def artifact(self, p: LockedPackage) -> LockedPackage:
-        """What the cache holds for ``p``: its archive, or the wheel its sdist builds into."""
-        record = self.builds.get((p.platform, p.name))
-        if p.manager == "pip" and record is not None and is_sdist(p.filename):
-            return wheel_view(p, record)
-        return p
-
-    def prove(self, p: LockedPackage) -> Fetched:
-        a = self.artifact(p)
-        if a is p:
-            return prove(p, self.cache, self.fetch, self.sources)
-        return built_wheel(p, self.builds[(p.platform, p.name)], self.cache,
-                           python=self.python, fetch=self.fetch, sources=self.sources)
-
-
-def _build_python(given: str | None) -> Callable[[str], str]:
-    """``line -> interpreter`` for builds (``build_interpreter``), looked up once per line."""
-    found: dict[str, str] = {}
-
-    def python(line: str) -> str:
-        if line not in found:
-            found[line] = build_interpreter(line, given)
-        return found[line]
-
-    return python
-
-
-def _entries(packages: Sequence[LockedPackage], how: _Fetching,
+def _entries(packages: Sequence[LockedPackage], how: Artifacts,
              progress: Progress) -> tuple[dict[str, Entry], list[str]]:
     """A whole cache entry for every package (fetched, built and unpacked where missing)."""
     cache = how.cache
@@ -243,7 +200,7 @@ class _Plan:
 
 
 def _plan(env: LockedEnv, platform: str, entries: dict[str, Entry], stage: Path, final: str,
-          line: str | None, python: str, how: _Fetching) -> _Plan:
+          line: str | None, python: str, how: Artifacts) -> _Plan:
     conda, wheels = [], []
     keys = {p.key: cache_key(how.artifact(p)) for p in [*env.conda(platform),
                                                         *env.pip(platform)]}
@@ -297,8 +254,8 @@ def install_prefix(env: LockedEnv, platform: str, prefix: Path, *, final: str, c
     packages = [*conda, *pip]
     builds = builds_of(env.lock.custom, file=env.origin)
     check_placeable(packages, builds, origin=env.origin)
-    how = _Fetching(cache=cache, fetch=fetch, sources=sources, builds=builds,
-                    python=_build_python(build_python or interpreter))
+    how = Artifacts(cache=cache, fetch=fetch, sources=sources, builds=builds,
+                    python=build_pythons(build_python or interpreter))
     entries, unpacked = _entries(packages, how, progress)
     venv = interpreter if pip and not has_conda_python else None
     python_rel = "bin/python" if venv else f"bin/python{line}"

@@ -120,9 +120,10 @@ class _CompileFailed(Exception):
 
 async def compile_wheels_only(spec: EnvironmentSpec, target: PlatformTarget,
                               requirements: Sequence[str], *, timeout: float,
-                              offline: bool = False) -> list[dict[str, Any]]:
+                              offline: bool = False, what: str) -> list[dict[str, Any]]:
     """``requirements`` resolved for ``target`` from the spec's index (and exclude-newer)
-    with wheels only: the pylock packages uv wrote. A build environment, say."""
+    with wheels only: the pylock packages uv wrote. A build environment, say; ``what`` names
+    it in errors."""
     with tempfile.TemporaryDirectory(prefix="samebits-uv-") as tmp:
         out = Path(tmp) / "pylock.toml"
         cmd = uv_command(spec, target, fmt="pylock", out=out, offline=offline,
@@ -130,7 +131,7 @@ async def compile_wheels_only(spec: EnvironmentSpec, target: PlatformTarget,
         try:
             await _run(cmd, "\n".join(requirements) + "\n", timeout=timeout)
         except _CompileFailed as exc:
-            raise _translate(str(exc), spec, target) from None
+            raise _translate(str(exc), spec, target, where=what) from None
         return list(tomllib.loads(out.read_text()).get("packages", []))
 
 
@@ -250,9 +251,10 @@ def _proxy_error(text: str, spec: EnvironmentSpec, target: PlatformTarget,
     return _translate(text, spec, target)
 
 
-def _translate(text: str, spec: EnvironmentSpec, target: PlatformTarget) -> Exception:
-    where = (f"{spec.file}: [pypi] requirements on {target.platform} "
-             f"(Python {spec.python}, {target.uv_platform})")
+def _translate(text: str, spec: EnvironmentSpec, target: PlatformTarget, *,
+               where: str | None = None) -> Exception:
+    where = where or (f"{spec.file}: [pypi] requirements on {target.platform} "
+                      f"(Python {spec.python}, {target.uv_platform})")
     text = re.sub(r"^\s*(×|error:)\s*", "", text)
     if "No solution found" in text or "unsatisfiable" in text:
         return UnsatisfiableError(f"{where} cannot be satisfied:\n{text}",

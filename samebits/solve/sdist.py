@@ -48,7 +48,7 @@ from samebits.install.build import (
     prove_requirements,
     unpack_sdist,
 )
-from samebits.install.fetch import Fetcher, archive_path, digests, fetch_url, prove
+from samebits.install.fetch import Fetcher, archive_path, digests, fetch_url, labelled, prove
 from samebits.install.sources import NO_SOURCES
 from samebits.lockfile import LockedPackage
 from samebits.spec import EnvironmentSpec, PlatformTarget, exclude_newer_datetime
@@ -91,10 +91,12 @@ async def _record(spec: EnvironmentSpec, target: PlatformTarget, p: LockedPackag
         with tempfile.TemporaryDirectory(prefix="samebits-sdist-") as tmp:
             tree = await asyncio.to_thread(unpack_sdist, sdist.path, Path(tmp))
             requires, backend = build_system(tree)
-        packages = await compile_wheels_only(spec, target, requires, timeout=timeout,
-                                             offline=offline) if requires else []
     except SamebitsError as exc:
-        raise type(exc)(f"{where}: {exc.message}", hint=exc.hint) from None
+        raise labelled(exc, where) from None
+    packages = await compile_wheels_only(
+        spec, target, requires, timeout=timeout, offline=offline,
+        what=f"{where}: its [build-system] requires ({', '.join(requires)}), wheels only,"
+    ) if requires else []
     tags = wheel_target(spec, target)
     env = [_requirement(pkg, tags, where) for pkg in packages]
     inputs = BuildRecord(platform=target.platform, name=p.name, sdist=(p.sha256 or "").lower(),
@@ -152,7 +154,7 @@ def _built(inputs: BuildRecord, sdist: Path, p: LockedPackage, cache: Path, fetc
                         url=out.name, sha256=sha)))
                 built.append((out.name, sha))
     except SamebitsError as exc:
-        raise type(exc)(f"{where}: {exc.message}", hint=exc.hint) from None
+        raise labelled(exc, where) from None
     if built[0] != built[1]:
         raise BuildDiffersError(f"{where}: two builds of {p.filename} gave different wheels "
                                 f"({built[0][0]} {built[0][1]}, then {built[1][0]} "

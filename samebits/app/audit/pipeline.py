@@ -311,7 +311,9 @@ def _environment(req: AuditRequest, platform: str
     except UsageError:
         raise  # an existing folder without --replace: the user's to decide
     except SamebitsError as exc:
-        return failed("environment", f"install into {req.install}: {exc.message}"), None
+        notes = [f"hint: {exc.hint}"] if exc.hint else []
+        return failed("environment", f"install into {req.install}: {exc.message}",
+                      notes=notes), None
     return step, where
 
 
