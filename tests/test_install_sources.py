@@ -218,7 +218,8 @@ def test_user_sources_reads_the_variable(tmp_path: Path) -> None:
     assert got.find_links == (a, b) and user_sources({}) == Sources()
 
 
-def test_audit_install_takes_the_sources(tmp_path: Path) -> None:
+def test_audit_install_takes_the_sources(tmp_path: Path,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
     """audit --install installs through the same sources (envcheck.install); --find-links
     without --install is a usage error."""
     from samebits.app.audit.envcheck import install
@@ -232,6 +233,7 @@ def test_audit_install_takes_the_sources(tmp_path: Path) -> None:
     assert (where.prefix / "lib" / f"python{PY}" / "site-packages" / "plus").is_dir()
     assert main(["audit", "--lockfile", str(env.path), "--attestation", "x.json",
                  "--find-links", str(made.parent)]) == 2
+    assert "error: --find-links and --mirror go with --install" in capsys.readouterr().err
 
 
 def test_audit_install_of_an_unreachable_host_says_what_to_pass(tmp_path: Path) -> None:
