@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from samebits import __version__
 from samebits._io import atomic_write, compact_json, sha256_hex, sys_path_kept
+from samebits.builds import BuildRecord, build_metadata, check_placeable, is_sdist
 from samebits.errors import Problem, SpecError
 from samebits.lockfile import LOCK_FORMAT, META, Lock, LockedPackage, lock_text, validate_lock
 from samebits.solve.virtual import virtual_packages
@@ -172,8 +173,9 @@ def check_solution(spec: EnvironmentSpec, target: PlatformTarget,
 
 
 async def _solve_platform(spec: EnvironmentSpec, target: PlatformTarget, *,
-                          timeout: float, offline: bool,
-                          proxy: IndexProxy | None) -> list[LockedPackage]:
+                          timeout: float, offline: bool, proxy: IndexProxy | None,
+                          cache: Path | None) -> tuple[list[LockedPackage], list[BuildRecord]]:
+    """One platform's packages, and a build record for each sdist among them."""
     from samebits.solve.conda import solve_conda
     from samebits.solve.pypi import solve_pypi
 
@@ -184,7 +186,19 @@ async def _solve_platform(spec: EnvironmentSpec, target: PlatformTarget, *,
     if spec.pypi_requirements:
         jobs.append(solve_pypi(spec, target, timeout=timeout, offline=offline, proxy=proxy))
     parts = await asyncio.gather(*jobs)
-    return [p for part in parts for p in part]
+    packages = [p for part in parts for p in part]
+    builds: list[BuildRecord] = []
+    if any(p.manager == "pip" and is_sdist(p.filename) for p in packages):
+        from samebits.install.fetch import default_cache_dir
+        from samebits.solve.sdist import record_builds
+
+        builds = await record_builds(spec, target, packages, cache=cache or default_cache_dir(),
+                                     timeout=timeout, offline=offline)
+    check_placeable(packages, {(b.platform, b.name): b for b in builds},
+                    origin=f"{spec.file} ({target.platform})",
+                    hint="the lockfile was not written: require a version with a wheel or "
+                    "an sdist, by name from an index or by URL")
+    return packages, builds
 
 
 async def solve_spec(spec: EnvironmentSpec, *, sources: Sequence[str],
@@ -194,16 +208,17 @@ async def solve_spec(spec: EnvironmentSpec, *, sources: Sequence[str],
 
     ``sources`` are the spec files relative to the lockfile's folder, as conda-lock records them.
     ``proxy`` (running) lets the PyPI part read a final exclude-newer view from its cache;
-    ``cache`` keeps the content hashes (``content_hashes``).
+    ``cache`` keeps the content hashes (``content_hashes``) and the sdists built into wheels
+    (``samebits.solve.sdist``; default: the install cache).
     """
     done = await asyncio.gather(*(_solve_platform(spec, t, timeout=timeout, offline=offline,
-                                                  proxy=proxy)
+                                                  proxy=proxy, cache=cache)
                                   for t in spec.platforms), return_exceptions=True)
     for outcome in done:  # every platform has finished; the first failure in spec order
         if isinstance(outcome, BaseException):
             raise outcome
     results = [r for r in done if not isinstance(r, BaseException)]
-    problems = [p for t, pkgs in zip(spec.platforms, results, strict=True)
+    problems = [p for t, (pkgs, _) in zip(spec.platforms, results, strict=True)
                 for p in check_solution(spec, t, pkgs)]
     if problems:
         raise SpecError(problems, hint="the lockfile was not written")
@@ -212,8 +227,9 @@ async def solve_spec(spec: EnvironmentSpec, *, sources: Sequence[str],
         channels=spec.conda_channels,
         sources=tuple(sources),
         content_hash=content_hashes(spec, cache=cache),
-        custom=custom_metadata(spec),
-        packages=tuple(p for pkgs in results for p in pkgs),
+        custom={**custom_metadata(spec),
+                **build_metadata(b for _, builds in results for b in builds)},
+        packages=tuple(p for pkgs, _ in results for p in pkgs),
         header=header(spec),
     )
 

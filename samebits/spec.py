@@ -22,6 +22,12 @@ naming the file, the key and the value. The format, in full (README "Spec format
     [pypi]
     index = "https://pypi.org/simple"
     requirements = ["torch==2.13.0"] # PEP 508
+    [install]                        # where `samebits install` finds locked files; not locked
+    find-links = ["wheels"]          # folders (relative: to the project root), searched first
+    mirrors = { "https://download.pytorch.org/whl/" = "https://mirror.example/whl/" }
+
+``[install]`` changes where archives come from, never which: it is left out of the spec's
+digest, so adding it leaves the lock fresh.
 
 Merging: tables merge key by key, the extending spec winning; ``conda.dependencies`` and
 ``pypi.requirements`` merge by package name (the extending spec's entry replaces the base's);
@@ -53,13 +59,16 @@ PYPI_DEFAULT_INDEX = "https://pypi.org/simple"
 
 TOP_KEYS = (
     "format", "name", "description", "extends", "abstract", "generation", "python",
-    "platforms", "cuda", "conda", "pypi", "exclude-newer",
+    "platforms", "cuda", "conda", "pypi", "exclude-newer", "install",
 )
 TABLE_KEYS = {
     "cuda": ("version",),
     "conda": ("channels", "dependencies"),
     "pypi": ("index", "requirements"),
+    "install": ("find-links", "mirrors"),
 }
+# keys that say where install finds files, not what is locked: outside the spec's digest
+UNLOCKED_KEYS = ("install",)
 PLATFORM_KEYS = ("glibc",)
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 
@@ -96,6 +105,8 @@ class EnvironmentSpec:
     pypi_requirements: tuple[str, ...]
     exclude_newer: str | None
     digest: str
+    find_links: tuple[str, ...] = ()                 # [install] find-links, as written
+    mirrors: tuple[tuple[str, str], ...] = ()        # [install] mirrors, FROM -> TO
 
     @classmethod
     def from_mapping(
@@ -127,6 +138,7 @@ class EnvironmentSpec:
         channels, conda_deps = v.conda(data)
         index, reqs = v.pypi(data)
         exclude_newer = v.exclude_newer(data)
+        find_links, mirrors = v.install(data)
         if conda_deps == () and reqs == ():
             v.add("", None, "nothing to lock: add [conda] dependencies or [pypi] requirements")
         if generation is not None and platforms and reqs is not None:
@@ -148,6 +160,8 @@ class EnvironmentSpec:
             pypi_requirements=reqs or (),
             exclude_newer=exclude_newer,
             digest=spec_digest(data),
+            find_links=find_links,
+            mirrors=mirrors,
         )
 
     def target(self, platform: str) -> PlatformTarget:
@@ -163,7 +177,8 @@ class EnvironmentSpec:
 
 def spec_digest(data: Mapping[str, Any]) -> str:
     """sha256 of the merged spec's canonical JSON: comments and key order do not count."""
-    body = {k: v for k, v in data.items() if k not in ("extends", "description")}
+    body = {k: v for k, v in data.items()
+            if k not in ("extends", "description", *UNLOCKED_KEYS)}
     return sha256_hex(compact_json({"spec-format": SPEC_FORMAT, "spec": body}))
 
 

@@ -226,6 +226,27 @@ class Validator:
             seen[name] = r
         return index, reqs
 
+    def install(self, data: Mapping[str, Any]
+                ) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
+        """``[install] find-links`` (folders) and ``mirrors`` (URL prefix -> URL prefix)."""
+        folders = self.strings(data, "install.find-links") or ()
+        raw = get_dotted(data, "install.mirrors")
+        if raw is None:
+            return folders, ()
+        if not isinstance(raw, Mapping):
+            self.add("install.mirrors", raw, 'must be a table of URL prefixes, e.g. '
+                     '{ "https://download.pytorch.org/whl/" = "https://mirror.example/whl/" }')
+            return folders, ()
+        mirrors = []
+        for source, target in raw.items():
+            if not isinstance(target, str) or not all(
+                    re.match(r"^(https?|file)://", u) for u in (source, target)):
+                self.add(f"install.mirrors.{source}", target,
+                         "both sides must be http(s):// or file:// URLs")
+                continue
+            mirrors.append((source, target))
+        return folders, tuple(mirrors)
+
     def torch_facts(self, gen: Generation, cuda: str | None, platforms: tuple[PlatformTarget, ...],
                     index: str, reqs: tuple[str, ...]) -> None:
         """Fail before solving when torch from PyPI cannot serve this generation."""

@@ -202,13 +202,17 @@ def test_real_lock_with_git_dependencies_renders_as_conda_lock(geoapps_lock: Pat
 
 def test_real_lock_with_git_dependencies_install_refuses_them_first(geoapps_lock: Path,
                                                                     tmp_path: Path) -> None:
-    """install names every VCS package and stops before anything is downloaded."""
+    """install names every VCS package (and the sdist with no recorded build) and stops
+    before anything is downloaded."""
     cache = tmp_path / "cache"
     proc = run_cli("install", str(geoapps_lock), "--prefix", str(tmp_path / "env"),
                    "--platform", "linux-64", "--cache-dir", str(cache), cwd=tmp_path)
     assert proc.returncode == 2, proc.stderr
-    assert "7 packages of the lock are VCS checkouts" in proc.stderr
-    assert "curve-apps 0.4.0b2.dev1+cee15f1 (git+https://github.com/MiraGeoscience/" \
-           "curve-apps.git@cee15f1251aed6997f38f007906a6eb6eaadb1a4)" in proc.stderr
+    assert "8 locked packages install cannot place" in proc.stderr  # 7 VCS, 1 sdist
+    assert "scikit_image-0.26.0.tar.gz: an sdist, and the lock records no build" in proc.stderr
+    assert "linux-64: curve-apps 0.4.0b2.dev1+cee15f1: git+https://github.com/MiraGeoscience/" \
+           "curve-apps.git@cee15f1251aed6997f38f007906a6eb6eaadb1a4: a VCS checkout, which " \
+           "install cannot build yet" in proc.stderr
+    assert "nothing was downloaded" in proc.stderr
     assert "Traceback" not in proc.stderr
     assert not (cache / "archives").exists() and not (tmp_path / "env").exists()

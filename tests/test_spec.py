@@ -101,6 +101,10 @@ CASES = [
      f"{F}: format = 2: unknown spec format; this samebits reads format 1"),
     ("abstract spec locked", edited(abstract=True),
      f"{F}: abstract = True: this spec is a base for others to extend; lock those"),
+    ("install find-links not a list", edited(install={"find-links": "wheels"}),
+     f'{F}: install.find-links = "wheels": must be a list of non-empty strings'),
+    ("install mirror not a URL", edited(install={"mirrors": {"https://a/": "b"}}),
+     f'{F}: install.mirrors.https://a/ = "b": both sides must be http(s):// or file:// URLs'),
     ("bad exclude-newer", edited(**{"exclude-newer": "yesterday"}),
      f'{F}: exclude-newer = "yesterday": must be a date or UTC time like 2026-11-29 or '
      '"2026-11-29T00:00:00Z"'),
@@ -230,7 +234,7 @@ HUGE = [
      f"already given as {MB_QUOTED}"),
     ("a megabyte key", edited(**{MB: 1}),
      f"{F}: {'x' * 157}... = 1: unknown key; known keys: format, name, description, extends, "
-     "abstract, generation, python, platforms, cuda, conda, pypi, exclude-newer"),
+     "abstract, generation, python, platforms, cuda, conda, pypi, exclude-newer, install"),
     ("a megabyte list", edited(pypi__requirements=[MB, 3]),
      f"{F}: pypi.requirements = ['{'x' * 75}... (1,000,007 characters): must be a list of "
      "non-empty strings"),

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from samebits._io import atomic_write, canonical_json, sha256_hex
+from samebits.app.sourceflags import add_source_flags
 from samebits.dsse import SigningKey, load_public_key, load_signing_key, signed_bytes
 from samebits.errors import EXIT_OK, UsageError
 from samebits.lockfile import LOCK_SUFFIX
@@ -98,6 +99,7 @@ def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
                    help="install the lock into ENV first (samebits install), then audit it")
     r.add_argument("--replace", action="store_true", help="with --install: replace ENV")
     r.add_argument("--cache-dir", type=Path, help="with --install: the archive cache")
+    add_source_flags(r)
     r.add_argument("--device", default="auto",
                    help="auto (the authors' kind of device when this machine has one), cpu, "
                    "cuda or cuda:N")
@@ -257,7 +259,12 @@ def run_audit(args: argparse.Namespace, out: Output) -> int:
     from samebits.app.audit.document import build_document
     from samebits.app.audit.pipeline import AuditRequest
     from samebits.app.audit.pipeline import run_audit as audit
+    from samebits.app.sourceflags import sources_for
 
+    if (args.find_links or args.mirror) and args.install is None:
+        raise UsageError("--find-links and --mirror go with --install (where the audit "
+                         "installs the lock)")
+    sources = sources_for(args)
     lockfile, attestation, outputs, manifest = paper_inputs(args)
     key = load_signing_key(args.sign) if args.sign else None  # bad keys: exit 2, no step run
     trust = load_public_key(args.trust) if args.trust else None
@@ -265,7 +272,7 @@ def run_audit(args: argparse.Namespace, out: Output) -> int:
                        prefix=args.prefix, install=args.install, python=args.python,
                        platform=args.platform, device=args.device, outputs=outputs,
                        workloads=not args.no_workloads, cache=args.cache_dir,
-                       replace=args.replace, paper=manifest, trust=trust,
+                       replace=args.replace, paper=manifest, trust=trust, sources=sources,
                        lock_env=args.lock_env, lock_python=args.lock_python)
     with out.steps("audit: ") as step:
         result = audit(req, progress=step)
@@ -314,8 +321,10 @@ def audit_text(doc: dict[str, Any], files: dict[str, str], code: int) -> str:
     lines += [f"  reason: {r}" for r in v["reasons"]]
     lines += [f"  note: {n}" for n in v["notes"]]
     lines.append("steps:")
-    lines += [f"  {i}. {s['name']:<12} {s['status']:<8} {s['summary']}"
-              for i, s in enumerate(doc["steps"], 1)]
+    for i, s in enumerate(doc["steps"], 1):
+        lines.append(f"  {i}. {s['name']:<12} {s['status']:<8} {s['summary']}")
+        if s["status"] == "failed":  # what to try next, e.g. --find-links for a lost host
+            lines += [f"     {n}" for n in s.get("notes") or () if n.startswith("hint: ")]
     cells: dict[str, int] = {}
     for w in doc["workloads"]:
         cells[w["cell"]] = cells.get(w["cell"], 0) + 1

@@ -2,12 +2,14 @@
 
     samebits install ENV --prefix DIR [--platform P] [--python PY] [--link-mode M]
                      [--no-bytecode] [--cache-dir C] [--replace] [--from-nix [--store URI]]
+                     [--find-links DIR ...] [--mirror FROM=TO ...]
                      [--lock-env NAME] [--lock-python X.Y]
     samebits install --from-bundle FILE --prefix DIR [...]
 
 The work is ``samebits.install`` (fetch, unpack, place, compile); this module finds the lock and
 the interpreter (a lock of another format is read with ``samebits.lockread``; the archives
-may come from a bundle or the Nix store into the cache first), stages the prefix beside its
+may come from a bundle or the Nix store into the cache first, or from ``--find-links`` folders
+and ``--mirror`` URLs by their hash: ``samebits.app.sourceflags``), stages the prefix beside its
 target and renames it into place, runs the verifier in this process
 (``verify.cmd_env.check_env``, exactly what ``samebits verify env --prefix DIR --lockfile L
 --platform P`` runs) and returns its exit code (the report's ``ok``): one verdict. Files that
@@ -23,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from samebits.app.cmd_render import _cache, _install_args, _project, locked_env, show_conversion
+from samebits.app.sourceflags import add_source_flags, sources_for
 from samebits.errors import InputError, UsageError
 from samebits.install.place import LINK_MODES
 from samebits.install.prefix import silent
@@ -36,10 +39,15 @@ def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
         description="Install exactly the locked archives (hash-checked; unpacked once into "
         "the cache, then placed by reflink or copy; nothing resolved) into --prefix, compile "
         "its bytecode with the prefix's own interpreter, then run `verify env` on it: the "
-        "verdict and exit code are verify env's.",
+        "verdict and exit code are verify env's. A locked sdist is built into the wheel the "
+        "lock recorded, from its locked build environment (or taken from the cache), and "
+        "refused if the bytes differ; a package install cannot place is named before "
+        "anything is downloaded.",
         epilog="exit codes: 0 installed and verify env identical, 1 installed but verify env "
         "found drift or an unresolved library, 2 bad input (hash mismatch, unsafe archive, no "
-        "interpreter), 4 unreachable, 5 a tool failed. See README \"The install cache\".")
+        "interpreter, a package install cannot place, an sdist that builds into other bytes "
+        "than the lock recorded), 4 unreachable, 5 a tool failed (an sdist's build). See "
+        "README \"The install cache\".")
     i.add_argument("name", nargs="?", metavar="ENV",
                    help="environment id or lockfile path, in any format samebits reads (not "
                    "with --from-bundle)")
@@ -64,6 +72,7 @@ def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
     i.add_argument("--store", metavar="URI",
                    help="with --from-nix: a local store other than the default "
                    "(/path or local?root=/path)")
+    add_source_flags(i)
     _install_args(i)
     i.set_defaults(func=run_install)
 
@@ -159,6 +168,7 @@ def run_install(args: argparse.Namespace, out: Output) -> int:
             python = find_interpreter(env.python, args.python).executable
     prefix = Path(args.prefix).absolute()
     cache = _cache(args)
+    sources = sources_for(args, _project(args), env.name)
     if args.from_nix:
         with progress("archives from the Nix store", None):
             _fill_cache_from_nix(env, platform, cache, args.store)
@@ -169,7 +179,8 @@ def run_install(args: argparse.Namespace, out: Output) -> int:
         with staged_dir(prefix, replace=args.replace) as stage:
             report = install_prefix(env, platform, stage, final=str(prefix), cache=cache,
                                     interpreter=python, link_mode=args.link_mode,
-                                    bytecode=not args.no_bytecode, progress=progress)
+                                    bytecode=not args.no_bytecode, progress=progress,
+                                    sources=sources, build_python=args.python)
     except OSError as exc:  # a full disk, a read-only cache: said, not a traceback
         where = exc.filename or prefix
         raise InputError(f"{where}: {exc.strerror or exc}",

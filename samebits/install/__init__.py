@@ -1,7 +1,12 @@
 """Install one platform of a lock into a prefix: exactly the locked archives, nothing resolved.
 
+    check      every package is one install can place (a wheel, a conda package, an sdist
+               whose build the lock records); all others named before any download (builds)
     fetch      every archive without a cache entry into ``CACHE/archives/<sha256>/``, its
-               sha256 (and md5 for conda) checked against the lock           (fetch)
+               sha256 (and md5 for conda) checked against the lock; a ``--find-links`` file
+               or ``--mirror`` URL with the lock's hash serves as well    (fetch, sources)
+    build      an sdist's wheel: filed under its own sha256, or built again from the locked
+               build environment and refused unless it is the recorded bytes  (build)
     unpack     scanned (absolute or '..' paths, links out, devices, zip bombs refused), then
                unpacked once into ``CACHE/unpacked/<sha256>/`` with the sha256 of every member
                computed from the proved archive's bytes and checked against the archive's own
@@ -44,6 +49,7 @@ from samebits.install.prefix import (
     python_line,
     venv_files,
 )
+from samebits.install.sources import Sources
 from samebits.install.verifyrun import run_verify_env
 
 
@@ -61,6 +67,6 @@ def host_interpreter(line: str, given: str | None = None) -> str | None:
 
 
 __all__ = ["LINK_MODES", "VENV_LINKS", "BytecodeReport", "Fetched", "Fetcher",
-           "InstallReport", "Interpreter", "LinkMode", "Places", "default_cache_dir",
+           "InstallReport", "Interpreter", "LinkMode", "Places", "Sources", "default_cache_dir",
            "fetch_all", "fetch_url", "find_interpreter", "hash_problem", "host_interpreter",
            "host_platform", "install_prefix", "python_line", "run_verify_env", "venv_files"]

@@ -6,6 +6,11 @@ The archive layout is shared: other code fills it from a bundle or the Nix store
 target and renamed only after its sha256 (and md5, for conda) matched the lock, so a reader sees
 no file or the proved one, never a torn one, whatever is killed when.
 
+Before the network, ``prove`` looks in the ``Sources`` it is given (``--find-links`` folders,
+``--mirror`` prefixes: ``samebits.install.sources``): a local file is used whatever the URL's
+host, once its sha256 is the lock's; one of the locked name and another hash is refused, named.
+A host that does not answer is an ``UnreachableError`` whose hint names those two flags.
+
 ``fetch_all`` proves and scans (``samebits.render.archives``) every archive and lists every
 problem of every archive in one error; the installer calls ``prove`` per package and scans when
 it unpacks (``samebits.install.unpack``).
@@ -26,7 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from samebits.errors import InputError, UnreachableError
+from samebits.errors import InputError, SamebitsError, UnreachableError, plural
+from samebits.install.sources import NO_SOURCES, Sources
 from samebits.lockfile import LockedPackage
 from samebits.render.archives import BadMember, scan_archive
 
@@ -76,9 +82,37 @@ def fetch_url(url: str, dest: Path) -> None:
     except FileNotFoundError:
         raise InputError(f"{url}: no such file") from None
     except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
-        raise UnreachableError(f"{url}: {getattr(exc, 'reason', exc)}",
-                               hint="check the network, or fill --cache-dir where it is "
-                               "reachable and install offline") from None
+        raise HostUnreachable(url, f"{url}: {getattr(exc, 'reason', exc)}") from None
+
+
+class HostUnreachable(UnreachableError):
+    """A URL whose host did not answer (exit 4); ``url`` is the one asked."""
+
+    def __init__(self, url: str, message: str) -> None:
+        super().__init__(message, hint=unreachable_hint([url]))
+        self.url = url
+
+
+def labelled(exc: SamebitsError, label_: str) -> SamebitsError:
+    """``exc`` with ``label_: `` before its message, of the same kind (and URL)."""
+    if isinstance(exc, HostUnreachable):
+        return HostUnreachable(exc.url, f"{label_}: {exc.message}")
+    try:
+        return type(exc)(f"{label_}: {exc.message}", hint=exc.hint)
+    except TypeError:  # a kind built from something else (SpecError's problems)
+        out = SamebitsError(f"{label_}: {exc.message}", hint=exc.hint)
+        out.exit_code = exc.exit_code
+        return out
+
+
+def unreachable_hint(urls: Sequence[str]) -> str:
+    """What to try when these URLs did not answer: the same files by content."""
+    hosts = sorted({f"{u.scheme}://{u.netloc}/" for u in map(urlsplit, urls) if u.netloc})
+    name = unquote(urls[0].rsplit("/", 1)[-1]) if urls else "the file"
+    where = hosts[0] if hosts else "URL"
+    return (f"check the network; or, where the files are at hand, --find-links DIR (a folder "
+            f"holding {name}: any file with the locked sha256 is used) or --mirror "
+            f"{where}=URL; or fill --cache-dir where the host is reachable")
 
 
 def digests(path: Path) -> tuple[str, str]:
@@ -106,24 +140,29 @@ def _problem(p: LockedPackage, sha: str, md5: str) -> str | None:
     return None
 
 
-def prove(p: LockedPackage, cache: Path, fetch: Fetcher = fetch_url) -> Fetched:
+def prove(p: LockedPackage, cache: Path, fetch: Fetcher = fetch_url,
+          sources: Sources = NO_SOURCES) -> Fetched:
     """The package's archive in the cache, hash-checked now: the cached one when it still
-    hashes to the lock's values, else a fresh download (renamed into place once it does)."""
+    hashes to the lock's values, else a local file from ``sources`` with the lock's hash,
+    else a fresh download from the URL (or its mirror); renamed into place once it hashes
+    to the lock's values."""
     dest = archive_path(cache, p)
     if dest.exists():
         sha, md5 = digests(dest)
         if _problem(p, sha, md5) is None:
             return Fetched(package=p, path=dest, sha256=sha, md5=md5,
                            size=dest.stat().st_size)
+    local = _local_file(p, sources)
     dest.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{p.filename}.", suffix=".tmp", dir=dest.parent)
     os.close(fd)
     try:
-        fetch(p.url, Path(tmp))
+        url = local.as_uri() if local is not None else sources.rewrite(p.url)
+        fetch(url, Path(tmp))
         sha, md5 = digests(Path(tmp))
         problem = _problem(p, sha, md5)
         if problem:
-            raise InputError(f"{problem} ({p.url})")
+            raise InputError(f"{problem} ({url if url == p.url else f'{url}, for {p.url}'})")
         os.chmod(tmp, 0o644)
         size = os.stat(tmp).st_size
         os.replace(tmp, dest)
@@ -133,33 +172,65 @@ def prove(p: LockedPackage, cache: Path, fetch: Fetcher = fetch_url) -> Fetched:
     return Fetched(package=p, path=dest, sha256=sha, md5=md5, size=size)
 
 
+def _local_file(p: LockedPackage, sources: Sources) -> Path | None:
+    """The first file of ``sources`` that hashes to the lock's values; None when there is
+    none. A file of the locked name with other hashes is an error naming it."""
+    wrong = []
+    for path in sources.candidates(p.filename, p.sha256):
+        problem = _problem(p, *digests(path))
+        if problem is None:
+            return path
+        wrong.append(f"{path}: {problem}")
+    if wrong:
+        raise InputError("; ".join(wrong) + " (not used: remove it or pass another "
+                         "--find-links folder)")
+    return None
+
+
 def label(p: LockedPackage) -> str:
     """How problems name a package: ``linux-64: torch 2.13.0``."""
     return f"{p.platform}: {p.name} {p.version}"
 
 
-def raise_problems(problems: list[str]) -> None:
-    """One ``InputError`` listing every problem (sorted), or nothing when there is none."""
+def raise_problems(problems: Sequence[str | SamebitsError]) -> None:
+    """One error listing every problem (sorted), or nothing when there is none. When every
+    problem is a host that did not answer, the error is an ``UnreachableError`` (exit 4) whose
+    hint names --find-links and --mirror; one error of a kind of its own (a build that
+    differs, a tool that failed) is raised as it is, with its hint and exit code; otherwise
+    an ``InputError``."""
     if not problems:
         return
-    problems = sorted(problems)
-    head = problems[0] if len(problems) == 1 else (
-        f"{len(problems)} problems with the locked archives:\n  " + "\n  ".join(problems))
-    raise InputError(head, hint="nothing was installed; if the archives changed on "
-                     "purpose, re-lock (nox -s lock -- ENV)")
+    if len(problems) == 1 and isinstance(problems[0], SamebitsError) \
+            and type(problems[0]) not in (InputError, HostUnreachable):
+        raise problems[0]
+    texts = sorted(p if isinstance(p, str) else p.message for p in problems)
+    unreachable = [p for p in problems if isinstance(p, HostUnreachable)]
+    if len(unreachable) == len(problems):
+        head = texts[0] if len(texts) == 1 else (
+            f"{plural(len(texts), 'locked archive')} could not be fetched:\n  "
+            + "\n  ".join(texts))
+        raise UnreachableError(head, hint="nothing was installed; "
+                               + unreachable_hint([p.url for p in unreachable]))
+    head = texts[0] if len(texts) == 1 else (
+        f"{len(texts)} problems with the locked archives:\n  " + "\n  ".join(texts))
+    hint = "nothing was installed; if the archives changed on purpose, re-lock " \
+        "(nox -s lock -- ENV)"
+    if unreachable:
+        hint += "; for the hosts that did not answer: --find-links DIR or --mirror FROM=TO"
+    raise InputError(head, hint=hint)
 
 
 def fetch_all(packages: Sequence[LockedPackage], cache: Path, *,
-              fetch: Fetcher = fetch_url) -> list[Fetched]:
+              fetch: Fetcher = fetch_url, sources: Sources = NO_SOURCES) -> list[Fetched]:
     """Every archive in the cache, hash-checked, then every member scanned; all problems listed."""
-    problems: list[str] = []
+    problems: list[str | SamebitsError] = []
     fetched: list[Fetched] = []
 
     def one(p: LockedPackage) -> None:
         try:
-            got = prove(p, cache, fetch)
-        except InputError as exc:
-            problems.append(f"{label(p)}: {exc.message}")
+            got = prove(p, cache, fetch, sources)
+        except SamebitsError as exc:
+            problems.append(labelled(exc, label(p)))
             return
         bad: list[BadMember] = scan_archive(got.path)
         problems.extend(f"{label(p)}: {b}" for b in bad)
@@ -171,16 +242,3 @@ def fetch_all(packages: Sequence[LockedPackage], cache: Path, *,
     order = {p.key: i for i, p in enumerate(packages)}
     return sorted(fetched, key=lambda f: order[f.package.key])
 
-
-def refuse_vcs(packages: Sequence[LockedPackage]) -> None:
-    """A lock's VCS packages (a repository at a commit, conda-lock's ``git+https://...@id``)
-    cannot be installed yet: refused by name before anything is downloaded."""
-    vcs = [p for p in packages if p.vcs]
-    if not vcs:
-        return
-    names = sorted({f"{p.name} {p.version} ({p.url})" for p in vcs})
-    head = (f"{len(names)} packages of the lock are VCS checkouts, which samebits install "
-            "cannot build yet:\n  " + "\n  ".join(names)) if len(names) > 1 else (
-            f"{names[0]} is a VCS checkout, which samebits install cannot build yet")
-    raise InputError(head, hint="nothing was downloaded; lock a released wheel of it instead, "
-                     "or render the conda part (samebits render conda) and install it by hand")

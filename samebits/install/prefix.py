@@ -1,6 +1,12 @@
 """``install_prefix``: one platform of a lock into a staged prefix, phase by phase.
 
-    fetch     each package without a cache entry: its archive proved (``fetch.prove``)
+    check     every locked package is one install can place (a wheel, an sdist whose build the
+              lock records, a conda package): all that are not are named before any download
+              (``samebits.builds``)
+    fetch     each package without a cache entry: its archive proved (``fetch.prove``), from a
+              ``--find-links`` folder or ``--mirror`` where given (``sources``); an sdist's
+              wheel taken from the cache or built again and proved against the lock's record
+              (``build``)
     unpack    ... and unpacked into the cache (``unpack``); every problem of every archive is
               listed in one error before anything is placed
     place     every file from the entries into the staged prefix (``place``): conda packages
@@ -24,8 +30,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from samebits.errors import InputError, LockfileError, plural
-from samebits.install.bytecode import BytecodeReport, Sources, compile_bytecode
+from samebits.builds import builds_of, check_placeable
+from samebits.errors import InputError, LockfileError, SamebitsError, plural
+from samebits.install.build import Artifacts, build_pythons
+from samebits.install.bytecode import BytecodeReport, compile_bytecode
+from samebits.install.bytecode import Sources as PycSources
 from samebits.install.cache import UNPACKED, Entry, evict, read_entry
 from samebits.install.conda import CondaPlan, plan_conda
 from samebits.install.entryfiles import CorruptEntry, check_tree
@@ -34,9 +43,8 @@ from samebits.install.fetch import (
     cache_key,
     fetch_url,
     label,
-    prove,
+    labelled,
     raise_problems,
-    refuse_vcs,
 )
 from samebits.install.place import (
     Copy,
@@ -47,6 +55,7 @@ from samebits.install.place import (
     place_all,
     write_file,
 )
+from samebits.install.sources import NO_SOURCES, Sources
 from samebits.install.unpack import UnpackError, unpack
 from samebits.install.wheels import WheelPlan, layout_for, plan_wheel
 from samebits.lockfile import LockedPackage
@@ -135,27 +144,29 @@ def venv_files(interpreter: str, line: str) -> tuple[dict[str, str], dict[str, s
 
 # ------------------------------------------------------------------------- fetch + unpack
 
-def _entries(packages: Sequence[LockedPackage], cache: Path, fetch: Fetcher,
+def _entries(packages: Sequence[LockedPackage], how: Artifacts,
              progress: Progress) -> tuple[dict[str, Entry], list[str]]:
-    """A whole cache entry for every package (fetched and unpacked where missing)."""
+    """A whole cache entry for every package (fetched, built and unpacked where missing)."""
+    cache = how.cache
     entries: dict[str, Entry] = {}
     missing: list[LockedPackage] = []
     for p in packages:
-        e = read_entry(cache, cache_key(p), p.filename)
+        a = how.artifact(p)
+        e = read_entry(cache, cache_key(a), a.filename)
         if e is None:
             missing.append(p)
         else:
-            entries[cache_key(p)] = e
+            entries[cache_key(a)] = e
     if not missing:
         return entries, []
-    problems: list[str] = []
+    problems: list[str | SamebitsError] = []
     proved = []
     with progress(f"fetching {len(missing)} archives", len(missing)) as advance:
         def one(p: LockedPackage) -> None:
             try:
-                proved.append(prove(p, cache, fetch))
-            except InputError as exc:
-                problems.append(f"{label(p)}: {exc.message}")
+                proved.append(how.prove(p))
+            except SamebitsError as exc:
+                problems.append(labelled(exc, label(p)))
             advance(1)
 
         with ThreadPoolExecutor(max_workers=8) as pool:
@@ -182,13 +193,19 @@ def _entries(packages: Sequence[LockedPackage], cache: Path, fetch: Fetcher,
 class _Plan:
     conda: list[CondaPlan]
     wheels: list[WheelPlan]
+    keys: dict[tuple[str, str, str], str]   # package key -> its cache entry's key
+
+    def key(self, plan: CondaPlan | WheelPlan) -> str:
+        return self.keys[plan.package.key]
 
 
 def _plan(env: LockedEnv, platform: str, entries: dict[str, Entry], stage: Path, final: str,
-          line: str | None, python: str) -> _Plan:
+          line: str | None, python: str, how: Artifacts) -> _Plan:
     conda, wheels = [], []
+    keys = {p.key: cache_key(how.artifact(p)) for p in [*env.conda(platform),
+                                                        *env.pip(platform)]}
     for p in env.conda(platform):
-        e = entries[cache_key(p)]
+        e = entries[keys[p.key]]
         check_tree(e)
         try:
             conda.append(plan_conda(e, p, stage=stage, final=final, line=line))
@@ -196,32 +213,34 @@ def _plan(env: LockedEnv, platform: str, entries: dict[str, Entry], stage: Path,
             raise InputError(f"{label(p)}: {p.filename}: {exc}") from None
     layout = layout_for(line or "", python)
     for p in env.pip(platform):
-        e = entries[cache_key(p)]
+        e = entries[keys[p.key]]
         check_tree(e)
         try:
             wheels.append(plan_wheel(e, p, stage=stage, layout=layout))
         except ValueError as exc:
             raise InputError(f"{label(p)}: {p.filename}: {exc}") from None
-    return _Plan(conda=conda, wheels=wheels)
+    return _Plan(conda=conda, wheels=wheels, keys=keys)
 
 
 def install_prefix(env: LockedEnv, platform: str, prefix: Path, *, final: str, cache: Path,
                    interpreter: str | None = None, fetch: Fetcher = fetch_url,
                    link_mode: LinkMode = "auto", bytecode: bool = False,
                    progress: Progress | None = None,
-                   host: str | None = None) -> InstallReport:
+                   host: str | None = None, sources: Sources = NO_SOURCES,
+                   build_python: str | None = None) -> InstallReport:
     """Install ``platform`` of ``env`` into ``prefix`` (an empty or new folder).
 
     ``final`` is the path the prefix will have where it runs (the same as ``prefix`` for a plain
     install; /opt/env in an image): placeholders, shebangs and pycs name it. ``interpreter`` is
     what a venv prefix runs on (a lock with no conda Python and a PyPI part needs one).
     ``bytecode`` compiles every installed ``.py`` with the prefix's own interpreter when it
-    runs on ``host`` (default: this machine's platform).
+    runs on ``host`` (default: this machine's platform). ``sources`` are where else a
+    locked archive may be found (``--find-links``, ``--mirror``); an sdist is built on
+    ``build_python`` when it is of the recorded line, else on a Python of that line found here.
     """
     env.check_platform(platform)
     progress = progress or silent
     conda, pip = env.conda(platform), env.pip(platform)
-    refuse_vcs(pip)
     line = python_line(env, platform)
     has_conda_python = any(p.name == "python" for p in conda)
     if pip and not has_conda_python and not interpreter:
@@ -233,7 +252,11 @@ def install_prefix(env: LockedEnv, platform: str, prefix: Path, *, final: str, c
                             "cannot tell where site-packages go")
     placer = Placer(link_mode)
     packages = [*conda, *pip]
-    entries, unpacked = _entries(packages, cache, fetch, progress)
+    builds = builds_of(env.lock.custom, file=env.origin)
+    check_placeable(packages, builds, origin=env.origin)
+    how = Artifacts(cache=cache, fetch=fetch, sources=sources, builds=builds,
+                    python=build_pythons(build_python or interpreter))
+    entries, unpacked = _entries(packages, how, progress)
     venv = interpreter if pip and not has_conda_python else None
     python_rel = "bin/python" if venv else f"bin/python{line}"
     python = f"{final}/bin/python" if venv or _has(entries, conda, "bin/python") \
@@ -241,7 +264,7 @@ def install_prefix(env: LockedEnv, platform: str, prefix: Path, *, final: str, c
     notes: list[str] = []
     for attempt in (1, 2):
         try:
-            plan = _plan(env, platform, entries, prefix, final, line, python)
+            plan = _plan(env, platform, entries, prefix, final, line, python, how)
             break
         except CorruptEntry as exc:
             if attempt == 2:
@@ -249,19 +272,19 @@ def install_prefix(env: LockedEnv, platform: str, prefix: Path, *, final: str, c
                                  hint=f"delete {cache / UNPACKED} and install again") from None
             notes.append(f"cache entry of {exc}: evicted and unpacked again")
             evict(cache / UNPACKED, exc.entry.key)
-            entries, more = _entries(packages, cache, fetch, progress)
+            entries, more = _entries(packages, how, progress)
             unpacked = sorted({*unpacked, *more})
-    sources = _place(plan, prefix, placer, venv, line, progress)
+    placed_from = _place(plan, prefix, placer, venv, line, progress)
     report_bytecode = None
     if bytecode:
-        groups = [Sources(archive=cache_key(w.package), files=w.sources) for w in plan.wheels]
-        groups += [Sources(archive=cache_key(c.package), files=c.sources) for c in plan.conda]
+        groups = [PycSources(archive=plan.key(w), files=w.sources) for w in plan.wheels]
+        groups += [PycSources(archive=plan.key(c), files=c.sources) for c in plan.conda]
         host = host or host_platform()
         elsewhere = None if host == platform else (
             f"the environment is for {platform}, this machine is {host}")
         report_bytecode = compile_bytecode(prefix, final, python_rel, groups, cache, placer,
                                            runs_here=elsewhere, progress=progress)
-        sources.update(report_bytecode.sources)
+        placed_from.update(report_bytecode.sources)
     for w in plan.wheels:
         notes += [f"{w.package.name}: {n}" for n in w.notes]
     return InstallReport(
@@ -270,7 +293,7 @@ def install_prefix(env: LockedEnv, platform: str, prefix: Path, *, final: str, c
         pip=tuple(f"{p.name}=={p.version}" for p in pip),
         venv_interpreter=venv, links_out=VENV_LINKS if venv else (),
         link_mode=link_mode, placed=placer.methods, unpacked=tuple(unpacked),
-        bytecode=report_bytecode, sources=sources, notes=tuple(notes))
+        bytecode=report_bytecode, sources=placed_from, notes=tuple(notes))
 
 
 def _has(entries: dict[str, Entry], conda: Sequence[LockedPackage], path: str) -> bool:
@@ -308,7 +331,7 @@ def _place(plan: _Plan, stage: Path, placer: Placer, venv: str | None, line: str
         writes += w.writes
     plans: list[CondaPlan | WheelPlan] = [*plan.conda, *plan.wheels]
     for plan_ in plans:
-        key = f"{UNPACKED}/{cache_key(plan_.package)}"
+        key = f"{UNPACKED}/{plan.key(plan_)}"
         for copy in plan_.copies:
             sources[copy.rel] = key
     copies = one_copy_per_path(copies)

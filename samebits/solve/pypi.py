@@ -18,15 +18,18 @@ import shutil
 import sys
 import tempfile
 from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
+from urllib.parse import unquote, urlparse
 from urllib.request import url2pathname
 
 from packaging.utils import canonicalize_name
 
 from samebits._io import compact_json
+from samebits.builds import UnplaceableError
 from samebits.errors import ToolError, UnreachableError, UnsatisfiableError
+from samebits.foreign.target import Target
 from samebits.lockfile import LockedPackage
 from samebits.solve.indexcache import public_url
 from samebits.solve.indexproxy import IndexProxy, Route
@@ -63,7 +66,8 @@ def index_args(index: str) -> list[str]:
 
 
 def uv_command(spec: EnvironmentSpec, target: PlatformTarget, *, fmt: str, out: Path,
-               offline: bool = False, index: list[str] | None = None) -> list[str]:
+               offline: bool = False, index: list[str] | None = None,
+               extra: tuple[str, ...] = ()) -> list[str]:
     cmd = [
         uv_binary(), "pip", "compile", "-",
         "--python", sys.executable,  # skips uv's interpreter discovery; only the version counts
@@ -81,7 +85,7 @@ def uv_command(spec: EnvironmentSpec, target: PlatformTarget, *, fmt: str, out: 
         cmd += ["--exclude-newer", spec.exclude_newer]
     if offline:
         cmd.append("--offline")
-    return cmd
+    return [*cmd, *extra]
 
 
 async def _run(cmd: list[str], stdin: str, *, timeout: float) -> None:
@@ -114,6 +118,23 @@ class _CompileFailed(Exception):
     pass
 
 
+async def compile_wheels_only(spec: EnvironmentSpec, target: PlatformTarget,
+                              requirements: Sequence[str], *, timeout: float,
+                              offline: bool = False, what: str) -> list[dict[str, Any]]:
+    """``requirements`` resolved for ``target`` from the spec's index (and exclude-newer)
+    with wheels only: the pylock packages uv wrote. A build environment, say; ``what`` names
+    it in errors."""
+    with tempfile.TemporaryDirectory(prefix="samebits-uv-") as tmp:
+        out = Path(tmp) / "pylock.toml"
+        cmd = uv_command(spec, target, fmt="pylock", out=out, offline=offline,
+                         extra=("--only-binary", ":all:"))
+        try:
+            await _run(cmd, "\n".join(requirements) + "\n", timeout=timeout)
+        except _CompileFailed as exc:
+            raise _translate(str(exc), spec, target, where=what) from None
+        return list(tomllib.loads(out.read_text()).get("packages", []))
+
+
 async def solve_pypi(spec: EnvironmentSpec, target: PlatformTarget, *,
                      timeout: float, offline: bool = False,
                      proxy: IndexProxy | None = None) -> list[LockedPackage]:
@@ -129,12 +150,12 @@ async def solve_pypi(spec: EnvironmentSpec, target: PlatformTarget, *,
     if proxy is not None and route is not None:
         texts = await _solve_final(spec, target, stdin, proxy, route, timeout=timeout)
         if texts is not None:
-            return _packages(*texts, target.platform)
+            return _packages(*texts, spec, target)
     try:
         texts = await _compile(spec, target, stdin, timeout=timeout, offline=offline)
     except _CompileFailed as exc:
         raise _translate(str(exc), spec, target) from None
-    return _packages(*texts, target.platform)
+    return _packages(*texts, spec, target)
 
 
 async def _compile(spec: EnvironmentSpec, target: PlatformTarget, stdin: str, *,
@@ -154,11 +175,19 @@ async def _compile(spec: EnvironmentSpec, target: PlatformTarget, stdin: str, *,
         return outs[0].read_text(), outs[1].read_text()
 
 
-def _packages(pylock: str, requirements: str, platform: str) -> list[LockedPackage]:
+def _packages(pylock: str, requirements: str, spec: EnvironmentSpec,
+              target: PlatformTarget) -> list[LockedPackage]:
     data = tomllib.loads(pylock)
     edges = parse_via(requirements)
-    return sorted((_locked(p, platform, edges) for p in data.get("packages", [])),
+    tags = wheel_target(spec, target)
+    return sorted((_locked(p, tags, edges, spec) for p in data.get("packages", [])),
                   key=lambda p: p.name)
+
+
+def wheel_target(spec: EnvironmentSpec, target: PlatformTarget) -> Target:
+    """The CPython, platform and glibc floor whose wheel tags (packaging's order) rank the
+    wheels uv lists."""
+    return Target(platform=target.platform, python=spec.python, glibc=target.glibc)
 
 
 async def _solve_final(spec: EnvironmentSpec, target: PlatformTarget, stdin: str,
@@ -222,9 +251,10 @@ def _proxy_error(text: str, spec: EnvironmentSpec, target: PlatformTarget,
     return _translate(text, spec, target)
 
 
-def _translate(text: str, spec: EnvironmentSpec, target: PlatformTarget) -> Exception:
-    where = (f"{spec.file}: [pypi] requirements on {target.platform} "
-             f"(Python {spec.python}, {target.uv_platform})")
+def _translate(text: str, spec: EnvironmentSpec, target: PlatformTarget, *,
+               where: str | None = None) -> Exception:
+    where = where or (f"{spec.file}: [pypi] requirements on {target.platform} "
+                      f"(Python {spec.python}, {target.uv_platform})")
     text = re.sub(r"^\s*(×|error:)\s*", "", text)
     if "No solution found" in text or "unsatisfiable" in text:
         return UnsatisfiableError(f"{where} cannot be satisfied:\n{text}",
@@ -256,21 +286,54 @@ def parse_via(text: str) -> dict[str, set[str]]:
     return deps
 
 
-def _locked(pkg: dict[str, Any], platform: str, edges: dict[str, set[str]]) -> LockedPackage:
+def _locked(pkg: dict[str, Any], tags: Target, edges: dict[str, set[str]],
+            spec: EnvironmentSpec) -> LockedPackage:
     name = canonicalize_name(pkg["name"])
-    wheels = pkg.get("wheels") or []
-    # A direct-URL requirement ("torch @ https://.../x.whl") is uv's ``archive``: one file.
-    art = pkg.get("archive") or (wheels[0] if len(wheels) == 1 else pkg.get("sdist")
-                                 or (wheels[0] if wheels else None))
+    art = choose_artifact(pkg, tags)
     if art is None:
-        raise ToolError(f"uv named no wheel or sdist for {name}; cannot lock it")
+        raise UnplaceableError(
+            f"{spec.file}: [pypi] {name} {pkg.get('version', '')} on {tags.platform}: uv "
+            f"locked it as {_kind_of(pkg, tags)}, which samebits cannot install (it installs "
+            "wheels, and sdists it builds into wheels)",
+            hint="require it from an index or by the URL of a wheel or sdist")
     url = art.get("url") or Path(art["path"]).resolve().as_uri()
     return LockedPackage(
         name=name,
         version=pkg["version"],
         manager="pip",
-        platform=platform,
+        platform=tags.platform,
         url=url,
         sha256=art["hashes"]["sha256"],
         dependencies=tuple((d, "*") for d in sorted(edges.get(name, ()))),
     )
+
+
+def artifact_name(art: dict[str, Any]) -> str:
+    """The file name of a pylock wheel, sdist or archive entry."""
+    where = art.get("name") or art.get("url") or art.get("path") or ""
+    return unquote(str(where).rsplit("/", 1)[-1].split("#", 1)[0])
+
+
+def choose_artifact(pkg: dict[str, Any], tags: Target) -> dict[str, Any] | None:
+    """The file of a pylock package that install places: a direct-URL ``archive``; else, of
+    the wheels uv lists, the one the target's tags rank first (pip's choice, whatever order
+    uv wrote them in); else the sdist (built into a wheel). None: nothing install can place
+    (a VCS checkout, a local directory)."""
+    if pkg.get("archive"):
+        return dict(pkg["archive"])
+    wheels = sorted(pkg.get("wheels") or (), key=artifact_name)
+    best = tags.best((w, artifact_name(w)) for w in wheels)
+    if best is not None:
+        return dict(best)
+    return dict(pkg["sdist"]) if pkg.get("sdist") else None
+
+
+def _kind_of(pkg: dict[str, Any], tags: Target) -> str:
+    if pkg.get("vcs"):
+        return f"a VCS checkout ({pkg['vcs'].get('url', '?')})"
+    if pkg.get("directory"):
+        return f"a local directory ({pkg['directory'].get('path', '?')})"
+    if pkg.get("wheels"):
+        names = ", ".join(artifact_name(w) for w in pkg["wheels"])
+        return f"wheels none of which fits {tags.describe()} and no sdist ({names})"
+    return "no file at all"

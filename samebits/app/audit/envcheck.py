@@ -24,6 +24,7 @@ from typing import Any
 
 from samebits.app.audit.verdict import Step, failed
 from samebits.errors import SamebitsError, plural
+from samebits.install.sources import NO_SOURCES, Sources
 from samebits.lockread import ReadOptions, read_flags
 from verify.attest import Attestation
 
@@ -51,8 +52,10 @@ def read_options(req: Any, platform: str) -> ReadOptions:
 
 
 def install(lockfile: Path, prefix: Path, *, platform: str, cache: Path | None,
-            replace: bool, read: ReadOptions | None = None) -> tuple[Located, Step]:
-    """Install the lock's ``platform`` into ``prefix``; the step says what was installed."""
+            replace: bool, read: ReadOptions | None = None,
+            sources: Sources = NO_SOURCES) -> tuple[Located, Step]:
+    """Install the lock's ``platform`` into ``prefix``; the step says what was installed.
+    ``sources``: --find-links folders and --mirror prefixes to take locked files from."""
     from samebits.install import default_cache_dir, host_interpreter, install_prefix
     from samebits.render.publish import staged_dir
     from samebits.render.source import load_locked_env
@@ -65,7 +68,8 @@ def install(lockfile: Path, prefix: Path, *, platform: str, cache: Path | None,
         python = host_interpreter(env.python)
     with staged_dir(prefix, replace=replace) as stage:
         report = install_prefix(env, platform, stage, final=str(prefix),
-                                cache=cache or default_cache_dir(), interpreter=python)
+                                cache=cache or default_cache_dir(), interpreter=python,
+                                sources=sources)
     step = Step(name="environment", status="ok",
                 summary=f"installed {lockfile} ({platform}) into {prefix}: "
                 f"{len(report.conda)} conda, {len(report.pip)} PyPI packages")

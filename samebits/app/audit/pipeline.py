@@ -51,6 +51,7 @@ from samebits.app.paper.manifest import PaperManifest
 from samebits.app.paper.session import audit_paper, section
 from samebits.dsse import PublicKey
 from samebits.errors import SamebitsError, UsageError, plural
+from samebits.install.sources import NO_SOURCES, Sources
 from samebits.lockfile import Lock, lock_digest
 from samebits.lockread import read_lock
 from verify.attest import Attestation, parse_attestation, statement_bytes
@@ -83,6 +84,7 @@ class AuditRequest:
     trust: PublicKey | None = None  # --trust: the key the authors' signature must verify with
     lock_env: str | None = None     # --lock-env: a pixi.lock's environment
     lock_python: str | None = None  # --lock-python: a universal Python lock's Python
+    sources: Sources = NO_SOURCES   # --find-links, --mirror: where --install finds files
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -304,11 +306,14 @@ def _environment(req: AuditRequest, platform: str
     try:
         where, step = envcheck.install(req.lockfile, req.install, platform=platform,
                                        cache=req.cache, replace=req.replace,
-                                       read=envcheck.read_options(req, platform))
+                                       read=envcheck.read_options(req, platform),
+                                       sources=req.sources)
     except UsageError:
         raise  # an existing folder without --replace: the user's to decide
     except SamebitsError as exc:
-        return failed("environment", f"install into {req.install}: {exc.message}"), None
+        notes = [f"hint: {exc.hint}"] if exc.hint else []
+        return failed("environment", f"install into {req.install}: {exc.message}",
+                      notes=notes), None
     return step, where
 
 

@@ -1,0 +1,165 @@
+"""Lock time for sdists: each one built into a wheel, twice, and the build recorded.
+
+A PyPI package uv finds no fitting wheel for is locked as its sdist. For each, per platform:
+
+    fetch      the sdist, proved against the sha256 uv reported, into the archive cache
+    resolve    its ``[build-system] requires`` (PEP 517's setuptools default without one) from
+               the spec's index, for the target's Python and platform, under its exclude-newer,
+               wheels only: the build environment, every wheel by URL and sha256
+    build      with uv, in exactly that environment (``samebits.install.build``), with
+               ``SOURCE_DATE_EPOCH`` = the spec's exclude-newer instant (1980-01-01 without
+               one), twice, in two different folders
+    check      both builds gave the same bytes (else install could never check its own build),
+               and the wheel's tags fit the target (else install could not place it)
+    record     ``samebits.builds.BuildRecord``; the wheel is filed in the archive cache, so an
+               install on this machine takes it without building
+
+A build whose inputs were recorded before (``CACHE/builds/records/<sha256 of the inputs>.json``,
+with the wheel still in the archive cache and of its hash) is not run again. Anything install
+could not place is an ``UnplaceableError`` naming the package; nothing is written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import tempfile
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from samebits._io import atomic_write, compact_json, sha256_hex
+from samebits.builds import (
+    DEFAULT_EPOCH,
+    BuildDiffersError,
+    BuildRecord,
+    BuildRequirement,
+    UnplaceableError,
+    is_sdist,
+)
+from samebits.errors import SamebitsError, UnreachableError
+from samebits.foreign.target import Target
+from samebits.install.build import (
+    build_interpreter,
+    build_sdist,
+    build_system,
+    file_wheel,
+    prove_requirements,
+    unpack_sdist,
+)
+from samebits.install.fetch import Fetcher, archive_path, digests, fetch_url, labelled, prove
+from samebits.install.sources import NO_SOURCES
+from samebits.lockfile import LockedPackage
+from samebits.spec import EnvironmentSpec, PlatformTarget, exclude_newer_datetime
+
+RECORDS = Path("builds") / "records"
+
+
+def source_date_epoch(spec: EnvironmentSpec) -> int:
+    """The spec's exclude-newer instant as a Unix time; 1980-01-01 without one."""
+    when = exclude_newer_datetime(spec)
+    return max(int(when.timestamp()), DEFAULT_EPOCH) if when else DEFAULT_EPOCH
+
+
+def _offline_fetch(url: str, dest: Path) -> None:
+    raise UnreachableError(f"{url}: --offline, and it is not in the cache",
+                           hint="lock once without --offline where the index is reachable")
+
+
+async def record_builds(spec: EnvironmentSpec, target: PlatformTarget,
+                        packages: Sequence[LockedPackage], *, cache: Path, timeout: float,
+                        offline: bool = False) -> list[BuildRecord]:
+    """A build record for every sdist among ``packages`` (one platform's PyPI part)."""
+    sdists = [p for p in packages if p.manager == "pip" and is_sdist(p.filename)]
+    fetch: Fetcher = _offline_fetch if offline else fetch_url
+    return [await _record(spec, target, p, cache=cache, timeout=timeout, offline=offline,
+                          fetch=fetch) for p in sdists]
+
+
+def _where(spec: EnvironmentSpec, target: PlatformTarget, p: LockedPackage) -> str:
+    return f"{spec.file}: [pypi] {p.name} {p.version} on {target.platform} (an sdist only)"
+
+
+async def _record(spec: EnvironmentSpec, target: PlatformTarget, p: LockedPackage, *,
+                  cache: Path, timeout: float, offline: bool, fetch: Fetcher) -> BuildRecord:
+    from samebits.solve.pypi import compile_wheels_only, uv_version, wheel_target
+
+    where = _where(spec, target, p)
+    try:
+        sdist = await asyncio.to_thread(prove, p, cache, fetch)
+        with tempfile.TemporaryDirectory(prefix="samebits-sdist-") as tmp:
+            tree = await asyncio.to_thread(unpack_sdist, sdist.path, Path(tmp))
+            requires, backend = build_system(tree)
+    except SamebitsError as exc:
+        raise labelled(exc, where) from None
+    packages = await compile_wheels_only(
+        spec, target, requires, timeout=timeout, offline=offline,
+        what=f"{where}: its [build-system] requires ({', '.join(requires)}), wheels only,"
+    ) if requires else []
+    tags = wheel_target(spec, target)
+    env = [_requirement(pkg, tags, where) for pkg in packages]
+    inputs = BuildRecord(platform=target.platform, name=p.name, sdist=(p.sha256 or "").lower(),
+                         wheel="", sha256="", python=".".join(spec.python.split(".")[:2]),
+                         source_date_epoch=source_date_epoch(spec), backend=backend,
+                         requires=tuple(env), frontend=uv_version())
+    wheel, sha = await asyncio.to_thread(_built, inputs, sdist.path, p, cache, fetch, where)
+    if tags.best([(wheel, wheel)]) is None:
+        raise UnplaceableError(f"{where}: it builds into {wheel}, which does not fit "
+                               f"{tags.describe()}: install could not place it",
+                               hint="pin a version with a wheel for this platform, or drop "
+                               "the platform from the spec")
+    return replace(inputs, wheel=wheel, sha256=sha)
+
+
+def _requirement(pkg: dict[str, Any], tags: Target, where: str) -> BuildRequirement:
+    from samebits.solve.pypi import artifact_name, choose_artifact
+
+    art = choose_artifact(pkg, tags)
+    name = str(pkg.get("name"))
+    if art is None or not artifact_name(art).endswith(".whl"):
+        raise UnplaceableError(f"{where}: its build needs {name} {pkg.get('version')}, which "
+                               f"has no wheel for {tags.describe()}")
+    return BuildRequirement(name=name, version=str(pkg["version"]), url=str(art["url"]),
+                            sha256=str(art["hashes"]["sha256"]).lower())
+
+
+def _built(inputs: BuildRecord, sdist: Path, p: LockedPackage, cache: Path, fetch: Fetcher,
+           where: str) -> tuple[str, str]:
+    """(wheel file name, sha256) of the sdist's build: recorded before, or built twice now."""
+    key = sha256_hex(compact_json(inputs.inputs()))
+    known = cache / RECORDS / f"{key}.json"
+    try:
+        doc = json.loads(known.read_bytes())
+        wheel, sha = str(doc["wheel"]), str(doc["sha256"])
+        held = archive_path(cache, LockedPackage(name=p.name, version=p.version, manager="pip",
+                                                 platform=p.platform, url=wheel, sha256=sha))
+        if held.exists() and digests(held)[0] == sha:
+            return wheel, sha
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    try:
+        python = build_interpreter(inputs.python)
+        requires = prove_requirements(inputs.requires, p.platform, cache, fetch=fetch,
+                                      sources=NO_SOURCES)
+        built: list[tuple[str, str]] = []
+        for attempt in ("a", "b"):  # two folders: a path in the wheel shows as a difference
+            with tempfile.TemporaryDirectory(prefix=f"samebits-build-{attempt}-") as tmp:
+                out = build_sdist(sdist, python=python, requires=requires,
+                                  epoch=inputs.source_date_epoch, work=Path(tmp))
+                sha = digests(out)[0]
+                if not built:
+                    file_wheel(out, archive_path(cache, LockedPackage(
+                        name=p.name, version=p.version, manager="pip", platform=p.platform,
+                        url=out.name, sha256=sha)))
+                built.append((out.name, sha))
+    except SamebitsError as exc:
+        raise labelled(exc, where) from None
+    if built[0] != built[1]:
+        raise BuildDiffersError(f"{where}: two builds of {p.filename} gave different wheels "
+                                f"({built[0][0]} {built[0][1]}, then {built[1][0]} "
+                                f"{built[1][1]}): install could never check its own build",
+                                hint="pin a version with a wheel, or make the build "
+                                "reproducible (SOURCE_DATE_EPOCH is set)")
+    atomic_write(known, compact_json({"wheel": built[0][0], "sha256": built[0][1]}))
+    return built[0]
