@@ -21,6 +21,9 @@ naming the file, the key and the value. The format, in full (README "Spec format
     dependencies = ["pytorch 2.7.* cuda*"]
     [pypi]
     index = "https://pypi.org/simple"
+    extra-indexes = ["https://download.pytorch.org/whl/cu118"]
+                                     # more simple indexes, or file:// folders of wheels
+                                     # (find-links); uv prefers them to `index`
     requirements = ["torch==2.13.0"] # PEP 508
 
 Merging: tables merge key by key, the extending spec winning; ``conda.dependencies`` and
@@ -58,7 +61,7 @@ TOP_KEYS = (
 TABLE_KEYS = {
     "cuda": ("version",),
     "conda": ("channels", "dependencies"),
-    "pypi": ("index", "requirements"),
+    "pypi": ("index", "extra-indexes", "requirements"),
 }
 PLATFORM_KEYS = ("glibc",)
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
@@ -96,6 +99,7 @@ class EnvironmentSpec:
     pypi_requirements: tuple[str, ...]
     exclude_newer: str | None
     digest: str
+    pypi_extra_indexes: tuple[str, ...] = ()
 
     @classmethod
     def from_mapping(
@@ -126,10 +130,12 @@ class EnvironmentSpec:
         cuda = v.cuda(data, generation)
         channels, conda_deps = v.conda(data)
         index, reqs = v.pypi(data)
+        extra_indexes = v.extra_indexes(data)
         exclude_newer = v.exclude_newer(data)
         if conda_deps == () and reqs == ():
             v.add("", None, "nothing to lock: add [conda] dependencies or [pypi] requirements")
-        if generation is not None and platforms and reqs is not None:
+        # with extra indexes torch may come from one of them (download.pytorch.org), not PyPI
+        if generation is not None and platforms and reqs is not None and not extra_indexes:
             v.torch_facts(generation, cuda, platforms, index, reqs)
         v.raise_if_any()
         assert generation is not None and python is not None and name is not None
@@ -148,6 +154,7 @@ class EnvironmentSpec:
             pypi_requirements=reqs or (),
             exclude_newer=exclude_newer,
             digest=spec_digest(data),
+            pypi_extra_indexes=extra_indexes,
         )
 
     def target(self, platform: str) -> PlatformTarget:
