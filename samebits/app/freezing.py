@@ -11,6 +11,15 @@
         cannot be pinned         an editable install, a VCS checkout, a local directory, a
                                  wheel built here from an sdist, a wheel the index does not
                                  have: a finding each, never a guess
+    trace (a wheel from elsewhere)
+        a file:// wheel          the index (--index, --extra-index, a PyTorch local version's
+                                 download.pytorch.org index) that has the same sha256: the lock
+                                 names that URL; none: the lock names the file and says, in one
+                                 line, that it is not reproducible elsewhere and why
+        a local version          (``2.13.0+cpu``) the index is not serving: looked for on the
+                                 others the same way, by the installed tags
+      A package not listed by the spec's index is pinned in the spec by its URL (``name @
+      URL``), so the spec re-locks to the same artifact.
 
 The facts a spec needs come from the same records: the Python (conda's python package, a
 venv's pyvenv.cfg), the platform (conda subdirs, wheel tags, else this machine), the glibc
@@ -27,7 +36,7 @@ import re
 from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +45,8 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
-from samebits.foreign.simpleindex import IndexFile, project_files
+from samebits.errors import InputError, UnreachableError
+from samebits.foreign.simpleindex import PYPI, IndexFile, project_files
 from samebits.foreign.target import min_glibc
 from samebits.lockfile import LockedPackage, conda_dependencies
 from samebits.spec import GLIBC_FLOORS
@@ -46,6 +56,7 @@ HOST_PLATFORMS = {"x86_64": "linux-64", "aarch64": "linux-aarch64", "arm64": "li
 CUDA_RUNTIME_WHEELS = ("nvidia-cuda-runtime", "nvidia-cuda-runtime-cu13",
                        "nvidia-cuda-runtime-cu12", "nvidia-cuda-runtime-cu11")
 Lister = Callable[[str, str], list[IndexFile]]
+PYPI_FILES = "https://files.pythonhosted.org/"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -85,6 +96,13 @@ class Frozen:
     packages: tuple[LockedPackage, ...]
     findings: tuple[Finding, ...]
     channels: tuple[str, ...]
+    # pinned, but to a file on this machine that no index was found to serve: the lock is not
+    # reproducible elsewhere (each reason says why)
+    local: tuple[Finding, ...] = ()
+    # where a local file or a local version was traced to: one line each
+    traced: tuple[str, ...] = ()
+    # PyPI packages the spec pins by their URL (name @ URL): the index does not list them
+    by_url: tuple[str, ...] = ()
 
 
 # ------------------------------------------------------------------ reading the records
@@ -316,9 +334,106 @@ def _pip_deps(i: Installed, locked: set[str]) -> tuple[tuple[str, str], ...]:
     return tuple((d, "*") for d in sorted(out))
 
 
-def freeze(prefix: Path, *, kind: str, index: str,
+# ------------------------------------------------------------------ tracing local origins
+
+def candidate_indexes(name: str, version: str, *, index: str,
+                      extra: Sequence[str]) -> list[str]:
+    """Where else a package may have come from: the indexes given with --extra-index, and
+    for a PyTorch local version (``2.13.0+cpu``) its download.pytorch.org index."""
+    from samebits.specdraft import pytorch_index
+
+    own = pytorch_index(name, version)
+    return [i for i in dict.fromkeys([*extra, *([own] if own else [])]) if i != index]
+
+
+def _ask(lister: Lister, index: str, name: str) -> list[IndexFile] | str:
+    try:
+        return lister(index, name)
+    except (UnreachableError, InputError) as exc:
+        return f"{index} did not answer ({exc.message})"
+
+
+def trace_file(p: LockedPackage, indexes: Sequence[str],
+               lister: Lister) -> tuple[LockedPackage, str] | list[str]:
+    """A package pinned to a ``file://`` wheel, found by its sha256 on one of ``indexes``:
+    (the package pinned to the index's URL, where); else why not, per index."""
+    why = []
+    for index in indexes:
+        got = _ask(lister, index, p.name)
+        if isinstance(got, str):
+            why.append(got)
+            continue
+        same = [f for f in got if f.sha256 and p.sha256
+                and f.sha256.lower() == p.sha256.lower() and not f.url.startswith("file:")]
+        if same:
+            f = same[0]
+            return replace(p, url=f.url), (f"{p.name} {p.version}: installed from {p.url}; the "
+                                           f"same file (sha256) is {f.url} on {index}")
+        why.append(f"{index} has no file with its sha256")
+    return why
+
+
+def on_index(url: str, index: str) -> bool:
+    """Whether a wheel URL is one ``index`` serves: PyPI's files host for PyPI, else a URL
+    under the index (a folder of wheels, download.pytorch.org/whl/cpu/...)."""
+    if index.rstrip("/") == PYPI:
+        return url.startswith(PYPI_FILES)
+    return url.startswith(index.rstrip("/") + "/")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Traced:
+    pin: LockedPackage | Finding
+    by_url: bool = False  # the spec names the artifact (name @ URL): no index has it listed
+    local: Finding | None = None  # it stays a file on this machine
+    line: str | None = None  # where it was traced to
+
+
+def _trace(i: Installed, got: LockedPackage | Finding, *, platform: str, index: str,
+           extra: Sequence[str], lister: Lister, pip_names: set[str]) -> Traced:
+    p = i.package
+    if isinstance(got, LockedPackage):
+        if on_index(got.url, index):
+            return Traced(pin=got)
+        if not got.url.startswith("file:"):  # e.g. https://download.pytorch.org/whl/...
+            return Traced(pin=got, by_url=True)
+        indexes = [index, *candidate_indexes(got.name, got.version, index=index, extra=extra)]
+        traced = trace_file(got, indexes, lister)
+        if isinstance(traced, tuple):
+            return Traced(pin=traced[0], by_url=not on_index(traced[0].url, index),
+                          line=traced[1])
+        why = "; ".join(traced)
+        return Traced(pin=got, by_url=True, local=Finding(
+            package=p.id, reason=f"the lock names {got.url}, a file on this machine: not "
+            f"reproducible elsewhere ({why})"))
+    if i.direct_url is None and p.tags and got.reason.startswith("no wheel of "):
+        tried = []
+        for other in candidate_indexes(p.name, p.version, index=index, extra=extra):
+            offered = _ask(lister, other, p.name)
+            if isinstance(offered, str):
+                tried.append(offered)
+                continue
+            again = pin_pip(i, platform, offered, other, pip_names)
+            if isinstance(again, LockedPackage):
+                if again.url.startswith("file:"):  # a folder of wheels: trace that file too
+                    return _trace(i, again, platform=platform, index=index, extra=extra,
+                                  lister=lister, pip_names=pip_names)
+                return Traced(pin=again, by_url=True, line=f"{p.name} {p.version}: not on "
+                              f"{index}; its wheel is {again.url} on {other}")
+            tried.append(f"{other}: {again.reason}")
+        if tried:
+            return Traced(pin=replace(got, reason=f"{got.reason}; also tried "
+                                      + "; ".join(tried)))
+    return Traced(pin=got)
+
+
+def freeze(prefix: Path, *, kind: str, index: str, extra: Sequence[str] = (),
            lister: Lister = project_files) -> tuple[Frozen, list[str]]:
-    """Pin every installed package of ``prefix``; (the result, unreadable records)."""
+    """Pin every installed package of ``prefix``; (the result, unreadable records).
+
+    A wheel installed from a ``file://`` URL is traced to the index that serves the same
+    sha256 (``index``, ``extra``, a PyTorch local version's own index); a wheel with a local
+    version that ``index`` lacks is looked for on the others."""
     installed, problems = read_installed(prefix)
     platform = prefix_platform(installed)
     python = python_version(prefix, kind, installed) or ""
@@ -333,9 +448,23 @@ def freeze(prefix: Path, *, kind: str, index: str,
     pip_names = {str(canonicalize_name(i.package.name)) for i in pip}
     packages: list[LockedPackage] = []
     findings: list[Finding] = []
+    local: list[Finding] = []
+    traced: list[str] = []
+    by_url: list[str] = []
     for i in installed:
-        got = (pin_conda(i, platform) if i.package.manager == "conda" else
-               pin_pip(i, platform, listed.get(i.package.name, []), index, pip_names))
+        got: LockedPackage | Finding
+        if i.package.manager == "conda":
+            got = pin_conda(i, platform)
+        else:
+            t = _trace(i, pin_pip(i, platform, listed.get(i.package.name, []), index,
+                                  pip_names),
+                       platform=platform, index=index, extra=extra, lister=lister,
+                       pip_names=pip_names)
+            got = t.pin
+            local += [t.local] if t.local else []
+            traced += [t.line] if t.line else []
+            if t.by_url and isinstance(got, LockedPackage):
+                by_url.append(got.name)
         if isinstance(got, LockedPackage):
             packages.append(got)
         else:
@@ -343,4 +472,5 @@ def freeze(prefix: Path, *, kind: str, index: str,
     channels = tuple(dict.fromkeys(p.url.rsplit("/", 2)[0] for p in packages
                                    if p.manager == "conda"))
     return Frozen(facts=facts, packages=tuple(packages), findings=tuple(findings),
-                  channels=channels), problems
+                  channels=channels, local=tuple(local), traced=tuple(traced),
+                  by_url=tuple(sorted(by_url))), problems
