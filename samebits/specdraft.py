@@ -151,6 +151,8 @@ def wheel_pythons(pin: Requested, files: Sequence[IndexFile], *, platforms: Sequ
                   glibc: str) -> PinWheels:
     if pin.url is not None:
         name = pin.url.split("#")[0].rsplit("/", 1)[-1]
+        if not name.endswith(".whl"):  # an sdist by URL: built on any Python
+            return PinWheels(pin=pin, state="sdist-only")
         ok = tuple(p for p in KNOWN_PYTHONS
                    if all(fits(_unquote(name), None, Target(platform=pl, python=p, glibc=glibc))
                           for pl in platforms))
@@ -365,8 +367,10 @@ def needs_torch_metadata(declared: Declared) -> bool:
 
 
 def choose_generation(evidence: CudaEvidence | None, *, requested: str | None,
-                      cuda: str | None, has_torch: bool) -> tuple[str, str | None, str]:
-    """(generation, CUDA line or None, why)."""
+                      cuda: str | None, has_torch: bool,
+                      retry: str = "samebits init NAME --from FILE --generation G",
+                      ) -> tuple[str, str | None, str]:
+    """(generation, CUDA line or None, why); ``retry`` is the command a hint suggests."""
     gens = registry().generations
     gpus = [g for g in gens.values() if g.needs_cuda]
     line = cuda or (evidence.line if evidence else None)
@@ -398,4 +402,4 @@ def choose_generation(evidence: CudaEvidence | None, *, requested: str | None,
         + (f" (the GPUs CUDA {evidence.line} serves), or --generation cpu to run it without a "
            "GPU" if fitting else f"cpu: no GPU generation samebits knows runs CUDA "
            f"{evidence.line}"),
-        hint="samebits init ... --generation G")
+        hint=retry)

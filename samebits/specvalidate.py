@@ -244,7 +244,7 @@ class Validator:
         if index.rstrip("/") != PYPI_DEFAULT_INDEX or not gen.needs_cuda:
             return
         torch = next((r for r in reqs if req_name(r) == "torch"), None)
-        if torch is None:
+        if torch is None or Requirement(torch).url:  # an artifact by URL: not PyPI's lines
             return
         lines = registry().pypi_torch_lines(Requirement(torch).specifier)
         if not lines:

@@ -113,6 +113,16 @@ def test_init_writes_a_spec_that_locks(capsys: pytest.CaptureFixture[str], paper
                                                      "kan.conda-lock.yml").packages}
     assert locked == {"numpy": "1.24.4", "torch": "2.2.2", "six": "1.16.0",
                       "nvidia-cuda-runtime-cu12": "12.1.105"}
+    # and the lock itself is a FILE init reads: every wheel pinned by its URL (not PyPI's),
+    # Python 3.11 from the lock, each wheel's tags checked against it
+    rc, doc = run(capsys, "init", "again", "--from",
+                  str(paper / "lockfiles" / "kan.conda-lock.yml"), "--root", str(paper),
+                  "--generation", "ampere")
+    assert rc == 0, doc
+    assert doc["python"] == {"value": "3.11", "why": "the Python the file pins"}
+    assert sorted(doc["pypi"]["requirements"]) == sorted(
+        f"{p.name} @ {p.url}" for p in parse_lock(paper / "lockfiles" /
+                                                   "kan.conda-lock.yml").packages)
 
 
 def test_python_without_wheels(capsys: pytest.CaptureFixture[str], paper: Path,

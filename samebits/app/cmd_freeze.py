@@ -1,10 +1,13 @@
 """``samebits freeze --prefix ENV``: an installed environment -> a spec and its lock, no solving.
 
-    samebits freeze --prefix ~/envs/paper [--name paper] [--index URL] [--generation G]
+    samebits freeze --prefix ~/envs/paper [--name paper] [--index URL] [--extra-index URL]
+                    [--generation G]
         -> environments/paper.toml          every package pinned (conda: name ==version build;
-                                            PyPI: name==version), python, platform, glibc
-                                            floor, and for a CUDA torch the CUDA line and the
-                                            generation
+                                            PyPI: name==version, or name @ URL when the index
+                                            does not list it), python, platform, glibc floor,
+                                            and for a CUDA torch the CUDA line and the
+                                            generation (none for --generation cpu: a CUDA build
+                                            run on the CPU)
         -> lockfiles/paper.conda-lock.yml   conda-lock v1, every artifact with its hash, read
                                             from the installers' records (samebits.app.freezing)
 
@@ -15,7 +18,8 @@ checkout, a local build) is listed, left out of both files, and makes the exit c
 
 A wheel installed from a local file (``file:///opt/wheels/torch-2.13.0+cpu-...whl``) is traced
 to the index serving the same sha256; when none does, the lock names the file and freeze says in
-one line that it is not reproducible elsewhere, and why (exit 1).
+one line that it is not reproducible elsewhere, and why (exit 1). A traced wheel's lock URL is
+the index's while the installer recorded the file, so verify env names that URL difference.
 
 Exit codes: 0 every package pinned, 1 written but some package could not be pinned or is
 pinned to a file on this machine, 2 bad input (not an environment, a spec problem, files exist

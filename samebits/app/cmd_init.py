@@ -106,8 +106,8 @@ def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
     p.add_argument("--platform", action="append", choices=PLATFORMS, metavar="P",
                    help=f"a platform to lock for (repeatable; {', '.join(PLATFORMS)}; default "
                    "linux-64)")
-    p.add_argument("--index", metavar="URL", help="the index when the file names none "
-                   f"(default {PYPI})")
+    p.add_argument("--index", metavar="URL", help="the index (a mirror; default: the file's "
+                   f"-i/--index-url, else {PYPI})")
     p.add_argument("--root", type=Path, default=Path("."), help="project root (default: .)")
     p.add_argument("--environments", type=Path, help="spec folder (default ROOT/environments)")
     p.add_argument("--replace", action="store_true", help="overwrite an existing spec")
@@ -298,7 +298,7 @@ def make_draft(declared: Declared, *, args: argparse.Namespace,
     notes += [f"index {i} did not answer ({why}): its releases were not checked"
               for i, why in sorted(found.unreachable.items())]
     wheels = [wheel_pythons(r, found.files.get(r.name, []), platforms=platforms, glibc=glibc)
-              for r in declared.pins]
+              for r in declared.pypi if r.pinned or r.url]
     for w in wheels:
         if w.state == "sdist-only":
             notes.append(f"{w.pin.where}: {w.pin.text} has no wheel, only an sdist: it is "
@@ -318,9 +318,10 @@ def make_draft(declared: Declared, *, args: argparse.Namespace,
     if args.generation != "cpu" and args.cuda is None and needs_torch_metadata(declared):
         requires = torch_requires(wheels, python.value, platforms[0], glibc)
     evidence = cuda_evidence(declared, torch_requires=requires)
-    gen, cuda, gen_why = choose_generation(evidence, requested=args.generation,
-                                           cuda=args.cuda, has_torch=any(
-                                               r.name == "torch" for r in declared.pypi))
+    gen, cuda, gen_why = choose_generation(
+        evidence, requested=args.generation, cuda=args.cuda,
+        has_torch=any(r.name == "torch" for r in declared.pypi),
+        retry=f"samebits init {args.name} --from {declared.source} --generation G")
     exclude = _exclude_newer(args.exclude_newer, wheels, chosen, notes)
     conda = [c.spec for c in declared.conda]
     if conda and not any(c.name == "python" for c in declared.conda):

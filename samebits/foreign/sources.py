@@ -47,7 +47,7 @@ class Requested:
 
     text: str
     name: str  # canonical
-    pinned: str | None  # the version of an exact == / === pin
+    pinned: str | None  # the version of an exact == / === pin (or of a lock's artifact)
     where: str  # "requirements.txt:3", "environment.yml: dependencies.pip[2]"
     url: str | None = None
 
@@ -150,7 +150,8 @@ def read_lines(lines: Iterable[tuple[str, str]], *, source: str, include: Includ
 def _requirement(line: str, where: str, got: _Reading) -> None:
     req_text, sep, opts = line.partition(" --")
     req_text = req_text.strip()
-    if sep:
+    others = [w for w in opts.split() if not w.startswith(("hash", "--hash", "sha256:"))]
+    if sep and others:  # --hash is checked by the lock, against the index's own hashes
         got.notes.append(f"{where}: options after the requirement ignored: --{opts.strip()}")
     if req_text.startswith(VCS_SCHEMES) or "://" in req_text.split(";")[0].split("@")[0]:
         got.left.append(Left(where=where, text=req_text, reason=_url_reason(req_text)))

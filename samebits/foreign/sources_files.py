@@ -240,7 +240,7 @@ def declared_from_lock(lock: Lock, *, platform: str, source: str, fmt: str,
             pypi.append(Requested(text=f"{p.name}=={p.version}", name=p.name,
                                   pinned=p.version, where=where))
         else:
-            pypi.append(Requested(text=f"{p.name} @ {p.url}", name=p.name, pinned=None,
+            pypi.append(Requested(text=f"{p.name} @ {p.url}", name=p.name, pinned=p.version,
                                   where=where, url=p.url))
     python = python or lock.meta("python") or None
     left = tuple(Left(where=source, text=str(d), reason="not carried over from the lock")
