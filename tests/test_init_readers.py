@@ -22,13 +22,12 @@ from samebits.foreign.target import Target
 from samebits.lockfile import Lock, LockedPackage
 from samebits.specdraft import (
     applicable,
-    choose_generation,
     choose_python,
-    cuda_evidence,
     newest_upload,
     pytorch_index,
     wheel_pythons,
 )
+from samebits.torchcuda import CudaEvidence, choose_generation, cuda_evidence
 
 PAPERS = Path(__file__).parent / "data" / "papers-inputs"
 
@@ -340,8 +339,6 @@ def test_cuda_evidence(text: str, requires: list[str] | None, line: str | None) 
 def test_generation_choice(line: str | None, requested: str | None,
                            expected: tuple[str, str | None]) -> None:
     """A CPU build: cpu; --generation cpu drops the CUDA line; a GPU keeps it."""
-    from samebits.specdraft import CudaEvidence
-
     ev = CudaEvidence(line=line, what="torch==x") if line else None
     gen, cuda, _ = choose_generation(ev, requested=requested, cuda=None, has_torch=True)
     assert (gen, cuda) == expected
@@ -349,8 +346,6 @@ def test_generation_choice(line: str | None, requested: str | None,
 
 def test_generation_says_which_to_pass() -> None:
     """A CUDA 12.1 build without --generation: the generations it serves, and cpu."""
-    from samebits.specdraft import CudaEvidence
-
     with pytest.raises(UsageError) as err:
         choose_generation(CudaEvidence(line="12.1", what="torch==2.2.2 from PyPI"),
                           requested=None, cuda=None, has_torch=True)

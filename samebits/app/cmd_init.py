@@ -8,10 +8,11 @@ FILE is a requirements.txt (pinned or not; ``-r``, ``-i``, ``--extra-index-url``
 ``name @ URL``), an environment.yml (conda dependencies, channels, its ``pip:`` part), a
 pyproject.toml (``[project]`` dependencies, ``--extra`` groups) or any lock samebits reads
 (``samebits.lockread``). The readers are pure (``samebits.foreign.sources``,
-``samebits.foreign.sources_files``) and so are the choices (``samebits.specdraft``); this edge
-reads the file and its includes, asks the indexes about each pinned release (PEP 691 JSON:
-its files' tags, requires-python and upload-time), validates the drafted spec with the spec
-reader's own rules and writes it atomically: on any error nothing is written.
+``samebits.foreign.sources_files``) and so are the choices (``samebits.specdraft``,
+``samebits.torchcuda``); ``samebits.app.initread`` reads the file and its includes and asks
+the indexes about each pinned release (PEP 691 JSON: its files' tags, requires-python and
+upload-time); this command drafts the spec, validates it with the spec reader's own rules and
+writes it atomically: on any error nothing is written.
 
 Exit codes: 0 written, 2 bad input (the file, a choice it cannot make, NAME exists without
 --replace), 4 the index did not answer.
@@ -23,32 +24,22 @@ import argparse
 import datetime as dt
 import os
 import re
-import urllib.error
-import urllib.request
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from samebits import __version__
 from samebits._io import atomic_write
+from samebits.app.initread import offers, read_source, torch_requires
 from samebits.errors import (
     EXIT_OK,
-    InputError,
-    SamebitsError,
     SourceError,
-    UnreachableError,
     UsageError,
     plural,
 )
-from samebits.foreign.model import DEFAULT_GLIBC, ReadOptions
-from samebits.foreign.simpleindex import PYPI, IndexFile, project_files
-from samebits.foreign.sources import Declared, Left, read_requirements, source_format
-from samebits.foreign.sources_files import (
-    declared_from_lock,
-    read_environment_yml,
-    read_pyproject,
-)
+from samebits.foreign.model import DEFAULT_GLIBC
+from samebits.foreign.simpleindex import PYPI
+from samebits.foreign.sources import Declared, Left
 from samebits.foreign.target import Target
 from samebits.gpus import registry
 from samebits.project import Project
@@ -58,15 +49,13 @@ from samebits.specdraft import (
     Choice,
     PinWheels,
     applicable,
-    choose_generation,
     choose_python,
-    cuda_evidence,
-    needs_torch_metadata,
     newest_upload,
     pytorch_index,
     wheel_pythons,
 )
 from samebits.specwrite import spec_mapping, spec_toml
+from samebits.torchcuda import choose_generation, cuda_evidence, needs_torch_metadata
 from samebits.ui import Output
 
 METADATA_TIMEOUT = 30.0
@@ -112,121 +101,6 @@ def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
     p.add_argument("--environments", type=Path, help="spec folder (default ROOT/environments)")
     p.add_argument("--replace", action="store_true", help="overwrite an existing spec")
     p.set_defaults(func=run_init)
-
-
-# ------------------------------------------------------------------ reading the file
-
-def read_source(path: Path, *, extras: list[str], platform: str,
-                python: str | None) -> Declared:
-    """The file at ``path`` (and what it includes) as a ``Declared``."""
-    source = str(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UsageError(f"--from {source}: no such file") from None
-    except IsADirectoryError:
-        raise UsageError(f"--from {source}: is a folder, not a file",
-                         hint="name the requirements.txt, environment.yml or pyproject.toml") \
-            from None
-    except UnicodeDecodeError as exc:
-        raise SourceError(f"{source}: not UTF-8 text (byte {exc.start})") from None
-    except OSError as exc:
-        raise InputError(f"{source}: cannot read: {exc.strerror}") from None
-    fmt = source_format(path.name, text)
-    if extras and fmt != "pyproject.toml":
-        raise UsageError(f"--extra {extras[0]}: only a pyproject.toml has optional groups")
-    if fmt == "requirements.txt":
-        return read_requirements(text, source=source, include=_include)
-    if fmt == "environment.yml":
-        return read_environment_yml(text, source=source, include=_include)
-    if fmt == "pyproject.toml":
-        return read_pyproject(text, source=source, extras=extras)
-    from samebits.lockread import load_lock
-
-    loaded = load_lock(path, ReadOptions(platforms=(platform,), python=python))
-    dropped = loaded.conversion.dropped if loaded.conversion else ()
-    got = declared_from_lock(loaded.lock, platform=platform, source=source, fmt=loaded.format,
-                             dropped=dropped)
-    if not got.pypi and not got.conda:
-        raise SourceError(f"{source}: the {loaded.format} has no packages for {platform}",
-                          hint="pass --platform with one it has")
-    return got
-
-
-def _include(including: str, value: str) -> tuple[str, str]:
-    path = Path(os.path.normpath(Path(including).parent / value))
-    try:
-        return str(path), path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise SourceError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SourceError(f"{path}: cannot read: {getattr(exc, 'strerror', exc)}") from None
-
-
-# ------------------------------------------------------------------ asking the indexes
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Offers:
-    files: dict[str, list[IndexFile]]
-    unreachable: dict[str, str]  # index -> why
-
-
-def offers(indexes: list[str], names: list[str]) -> Offers:
-    """Every file each index offers for each name; an index that does not answer is noted
-    (its pins are judged by the others), unless none answers at all."""
-    jobs = [(i, n) for n in names for i in indexes]
-
-    def ask(job: tuple[str, str]) -> list[IndexFile] | SamebitsError:
-        try:
-            return project_files(*job)
-        except (UnreachableError, InputError) as exc:
-            return exc
-
-    with ThreadPoolExecutor(max_workers=8) as pool:
-        results = list(pool.map(ask, jobs))
-    files: dict[str, list[IndexFile]] = {n: [] for n in names}
-    unreachable: dict[str, str] = {}
-    for (index, name), got in zip(jobs, results, strict=True):
-        if isinstance(got, SamebitsError):
-            unreachable.setdefault(index, got.message)
-        else:
-            files[name].extend(got)
-    if names and len(unreachable) == len(indexes):
-        first = next(iter(unreachable.values()))
-        raise UnreachableError(f"no index answered: {first}",
-                               hint="check the network, or pass --index with a mirror")
-    return Offers(files=files, unreachable=unreachable)
-
-
-def torch_requires(wheels: list[PinWheels], python: str, platform: str,
-                   glibc: str) -> list[str] | None:
-    """The Requires-Dist of the pinned torch wheel for ``python`` on ``platform`` (PEP 658
-    metadata beside the wheel), or None when the index has none."""
-    from samebits.specdraft import fits
-
-    target = Target(platform=platform, python=python, glibc=glibc)
-    torch = next((w for w in wheels if w.pin.name == "torch"), None)
-    if torch is None:
-        return None
-    wheel = target.best((f, f.filename) for f in torch.files
-                        if fits(f.filename, f.requires_python, target))
-    if wheel is None:
-        return None
-    try:
-        with urllib.request.urlopen(wheel.url + ".metadata", timeout=METADATA_TIMEOUT) as resp:
-            body = resp.read()
-    except (urllib.error.URLError, TimeoutError, ConnectionError):
-        # no PEP 658 file: the wheel's own METADATA, by range requests (what uv does)
-        from samebits.solve.wheelmeta import BadWheel, wheel_metadata
-
-        try:
-            body = wheel_metadata(wheel.url, wheel.filename, timeout=METADATA_TIMEOUT,
-                                  headers={})
-        except (BadWheel, OSError):
-            return None
-    head = body.decode("utf-8", "replace").split("\n\n", 1)[0]
-    return [line.split(":", 1)[1].strip() for line in head.splitlines()
-            if line.lower().startswith("requires-dist:")]
 
 
 # ------------------------------------------------------------------ the command

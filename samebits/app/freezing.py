@@ -30,13 +30,14 @@ targets) and the CUDA line (nvidia-cuda-runtime wheels, conda's cuda-version/cud
 
 from __future__ import annotations
 
+import functools
 import json
 import platform as _platform
 import re
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -45,8 +46,8 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
-from samebits.errors import InputError, UnreachableError
-from samebits.foreign.simpleindex import PYPI, IndexFile, project_files
+from samebits.app.freezetrace import Finding, Lister, trace
+from samebits.foreign.simpleindex import IndexFile, project_files
 from samebits.foreign.target import min_glibc
 from samebits.lockfile import LockedPackage, conda_dependencies
 from samebits.spec import GLIBC_FLOORS
@@ -55,8 +56,6 @@ from verify.records import Package, read_records
 HOST_PLATFORMS = {"x86_64": "linux-64", "aarch64": "linux-aarch64", "arm64": "linux-aarch64"}
 CUDA_RUNTIME_WHEELS = ("nvidia-cuda-runtime", "nvidia-cuda-runtime-cu13",
                        "nvidia-cuda-runtime-cu12", "nvidia-cuda-runtime-cu11")
-Lister = Callable[[str, str], list[IndexFile]]
-PYPI_FILES = "https://files.pythonhosted.org/"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -67,17 +66,6 @@ class Installed:
     url: str | None = None          # conda-meta url
     depends: tuple[str, ...] = ()   # conda depends, or Requires-Dist
     direct_url: dict[str, Any] | None = None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Finding:
-    """A package that cannot be pinned to a hashed archive, and why."""
-
-    package: str  # verify's package id, e.g. pip:foo==1.0
-    reason: str
-
-    def to_json(self) -> dict[str, str]:
-        return {"package": self.package, "reason": self.reason}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -334,97 +322,9 @@ def _pip_deps(i: Installed, locked: set[str]) -> tuple[tuple[str, str], ...]:
     return tuple((d, "*") for d in sorted(out))
 
 
-# ------------------------------------------------------------------ tracing local origins
-
-def candidate_indexes(name: str, version: str, *, index: str,
-                      extra: Sequence[str]) -> list[str]:
-    """Where else a package may have come from: the indexes given with --extra-index, and
-    for a PyTorch local version (``2.13.0+cpu``) its download.pytorch.org index."""
-    from samebits.specdraft import pytorch_index
-
-    own = pytorch_index(name, version)
-    return [i for i in dict.fromkeys([*extra, *([own] if own else [])]) if i != index]
-
-
-def _ask(lister: Lister, index: str, name: str) -> list[IndexFile] | str:
-    try:
-        return lister(index, name)
-    except (UnreachableError, InputError) as exc:
-        return f"{index} did not answer ({exc.message})"
-
-
-def trace_file(p: LockedPackage, indexes: Sequence[str],
-               lister: Lister) -> tuple[LockedPackage, str] | list[str]:
-    """A package pinned to a ``file://`` wheel, found by its sha256 on one of ``indexes``:
-    (the package pinned to the index's URL, where); else why not, per index."""
-    why = []
-    for index in indexes:
-        got = _ask(lister, index, p.name)
-        if isinstance(got, str):
-            why.append(got)
-            continue
-        same = [f for f in got if f.sha256 and p.sha256
-                and f.sha256.lower() == p.sha256.lower() and not f.url.startswith("file:")]
-        if same:
-            f = same[0]
-            return replace(p, url=f.url), (f"{p.name} {p.version}: installed from {p.url}; the "
-                                           f"same file (sha256) is {f.url} on {index}")
-        why.append(f"{index} has no file with its sha256")
-    return why
-
-
-def on_index(url: str, index: str) -> bool:
-    """Whether a wheel URL is one ``index`` serves: PyPI's files host for PyPI, else a URL
-    under the index (a folder of wheels, download.pytorch.org/whl/cpu/...)."""
-    if index.rstrip("/") == PYPI:
-        return url.startswith(PYPI_FILES)
-    return url.startswith(index.rstrip("/") + "/")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Traced:
-    pin: LockedPackage | Finding
-    by_url: bool = False  # the spec names the artifact (name @ URL): no index has it listed
-    local: Finding | None = None  # it stays a file on this machine
-    line: str | None = None  # where it was traced to
-
-
-def _trace(i: Installed, got: LockedPackage | Finding, *, platform: str, index: str,
-           extra: Sequence[str], lister: Lister, pip_names: set[str]) -> Traced:
-    p = i.package
-    if isinstance(got, LockedPackage):
-        if on_index(got.url, index):
-            return Traced(pin=got)
-        if not got.url.startswith("file:"):  # e.g. https://download.pytorch.org/whl/...
-            return Traced(pin=got, by_url=True)
-        indexes = [index, *candidate_indexes(got.name, got.version, index=index, extra=extra)]
-        traced = trace_file(got, indexes, lister)
-        if isinstance(traced, tuple):
-            return Traced(pin=traced[0], by_url=not on_index(traced[0].url, index),
-                          line=traced[1])
-        why = "; ".join(traced)
-        return Traced(pin=got, by_url=True, local=Finding(
-            package=p.id, reason=f"the lock names {got.url}, a file on this machine: not "
-            f"reproducible elsewhere ({why})"))
-    if i.direct_url is None and p.tags and got.reason.startswith("no wheel of "):
-        tried = []
-        for other in candidate_indexes(p.name, p.version, index=index, extra=extra):
-            offered = _ask(lister, other, p.name)
-            if isinstance(offered, str):
-                tried.append(offered)
-                continue
-            again = pin_pip(i, platform, offered, other, pip_names)
-            if isinstance(again, LockedPackage):
-                if again.url.startswith("file:"):  # a folder of wheels: trace that file too
-                    return _trace(i, again, platform=platform, index=index, extra=extra,
-                                  lister=lister, pip_names=pip_names)
-                return Traced(pin=again, by_url=True, line=f"{p.name} {p.version}: not on "
-                              f"{index}; its wheel is {again.url} on {other}")
-            tried.append(f"{other}: {again.reason}")
-        if tried:
-            return Traced(pin=replace(got, reason=f"{got.reason}; also tried "
-                                      + "; ".join(tried)))
-    return Traced(pin=got)
+def _repin(i: Installed, platform: str, pip_names: set[str], offered: list[IndexFile],
+           index: str) -> LockedPackage | Finding:
+    return pin_pip(i, platform, offered, index, pip_names)
 
 
 def freeze(prefix: Path, *, kind: str, index: str, extra: Sequence[str] = (),
@@ -456,10 +356,10 @@ def freeze(prefix: Path, *, kind: str, index: str, extra: Sequence[str] = (),
         if i.package.manager == "conda":
             got = pin_conda(i, platform)
         else:
-            t = _trace(i, pin_pip(i, platform, listed.get(i.package.name, []), index,
-                                  pip_names),
-                       platform=platform, index=index, extra=extra, lister=lister,
-                       pip_names=pip_names)
+            t = trace(pin_pip(i, platform, listed.get(i.package.name, []), index, pip_names),
+                      package_id=i.package.id, index=index, extra=extra, lister=lister,
+                      from_index=i.direct_url is None and bool(i.package.tags),
+                      repin=functools.partial(_repin, i, platform, pip_names))
             got = t.pin
             local += [t.local] if t.local else []
             traced += [t.line] if t.line else []
