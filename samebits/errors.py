@@ -8,6 +8,9 @@ optional ``hint: ...`` and an exit code; nothing below it prints or exits.
     ├── SpecError                 environments/*.toml: every problem found, not the first
     ├── LockfileError             a lockfile that does not parse or is not ours
     ├── InputError                any other bad input file (manifest, attestation, layout)
+    │   └── SourceError           an author's requirements.txt / environment.yml /
+    │                             pyproject.toml that cannot become a spec (every entry)
+    ├── NoWheelError              no wheel of a pinned release for the Python asked or found
     ├── SolveError                exit 3: the solver ran and said no
     │   └── UnsatisfiableError    exit 3: no set of packages satisfies the spec
     ├── UnreachableError          exit 4: a channel or index did not answer in time
@@ -195,6 +198,31 @@ class LockfileError(SamebitsError):
 
 class InputError(SamebitsError):
     kind = "input"
+
+
+class SourceError(InputError):
+    """``samebits init``'s input: every entry that cannot become part of a spec, each with the
+    file, where in it and the text."""
+
+    kind = "source"
+
+    def __init__(self, message: str | Sequence[Problem], *, hint: str | None = None) -> None:
+        self.problems = () if isinstance(message, str) else tuple(message)
+        super().__init__(message if isinstance(message, str) else
+                         problems_message(self.problems, one_file=True), hint=hint)
+
+    def to_json(self) -> dict[str, object]:
+        out = super().to_json()
+        if self.problems:
+            out["problems"] = problems_json(self.problems)
+        return out
+
+
+class NoWheelError(SamebitsError):
+    """Pinned releases without a wheel for the Python a spec would run: each package named with
+    the Pythons that do have wheels."""
+
+    kind = "no-wheel"
 
 
 class SolveError(SamebitsError):

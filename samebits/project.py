@@ -53,6 +53,10 @@ class Project:
         out = []
         for name in names:
             cand = Path(name)
+            hint = init_hint(cand)
+            if hint is not None:
+                raise UsageError(f"{clip(name, 120)}: an author's {hint[1]}, not a spec: a "
+                                 "spec is drafted from it first", hint=hint[0])
             if cand.suffix == ".toml" and cand.exists():
                 try:
                     name = str(cand.resolve().relative_to(self.environments.resolve())
@@ -63,6 +67,26 @@ class Project:
                 raise unknown_environment(name, self.all_ids(), self.spec_path(name))
             out.append(name)
         return out
+
+
+def init_hint(path: Path) -> tuple[str, str] | None:
+    """(``samebits init NAME --from FILE``, the file's kind) when ``path`` is a file
+    ``samebits init`` reads rather than a spec; None otherwise."""
+    if not path.is_file():
+        return None
+    from samebits.foreign.sources import source_format
+
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    fmt = source_format(path.name, text)
+    if fmt is None:
+        return None
+    folder = path.absolute().parent.name
+    name = "".join(c if c.isalnum() or c in "._-" else "-" for c in folder.lower())
+    name = name.strip("._-") or "paper"
+    return f"samebits init {name} --from {path}", fmt
 
 
 def unknown_environment(name: str, known: Sequence[str], looked: Path,

@@ -21,6 +21,9 @@ naming the file, the key and the value. The format, in full (README "Spec format
     dependencies = ["pytorch 2.7.* cuda*"]
     [pypi]
     index = "https://pypi.org/simple"
+    extra-indexes = ["https://download.pytorch.org/whl/cu118"]
+                                     # more simple indexes, or file:// folders of wheels
+                                     # (find-links); uv prefers them to `index`
     requirements = ["torch==2.13.0"] # PEP 508
     [install]                        # where `samebits install` finds locked files; not locked
     find-links = ["wheels"]          # folders (relative: to the project root), searched first
@@ -64,7 +67,7 @@ TOP_KEYS = (
 TABLE_KEYS = {
     "cuda": ("version",),
     "conda": ("channels", "dependencies"),
-    "pypi": ("index", "requirements"),
+    "pypi": ("index", "extra-indexes", "requirements"),
     "install": ("find-links", "mirrors"),
 }
 # keys that say where install finds files, not what is locked: outside the spec's digest
@@ -107,6 +110,7 @@ class EnvironmentSpec:
     digest: str
     find_links: tuple[str, ...] = ()                 # [install] find-links, as written
     mirrors: tuple[tuple[str, str], ...] = ()        # [install] mirrors, FROM -> TO
+    pypi_extra_indexes: tuple[str, ...] = ()
 
     @classmethod
     def from_mapping(
@@ -137,11 +141,13 @@ class EnvironmentSpec:
         cuda = v.cuda(data, generation)
         channels, conda_deps = v.conda(data)
         index, reqs = v.pypi(data)
+        extra_indexes = v.extra_indexes(data)
         exclude_newer = v.exclude_newer(data)
         find_links, mirrors = v.install(data)
         if conda_deps == () and reqs == ():
             v.add("", None, "nothing to lock: add [conda] dependencies or [pypi] requirements")
-        if generation is not None and platforms and reqs is not None:
+        # with extra indexes torch may come from one of them (download.pytorch.org), not PyPI
+        if generation is not None and platforms and reqs is not None and not extra_indexes:
             v.torch_facts(generation, cuda, platforms, index, reqs)
         v.raise_if_any()
         assert generation is not None and python is not None and name is not None
@@ -162,6 +168,7 @@ class EnvironmentSpec:
             digest=spec_digest(data),
             find_links=find_links,
             mirrors=mirrors,
+            pypi_extra_indexes=extra_indexes,
         )
 
     def target(self, platform: str) -> PlatformTarget:

@@ -247,13 +247,25 @@ class Validator:
             mirrors.append((source, target))
         return folders, tuple(mirrors)
 
+    def extra_indexes(self, data: Mapping[str, Any]) -> tuple[str, ...]:
+        """``[pypi] extra-indexes``: http(s):// simple indexes or file:// URLs, each once."""
+        urls = self.strings(data, "pypi.extra-indexes") or ()
+        seen: set[str] = set()
+        for url in urls:
+            if not re.match(r"^(https?|file)://", url):
+                self.add("pypi.extra-indexes", url, "must be an http(s):// or file:// URL")
+            elif url.rstrip("/") in seen:
+                self.add("pypi.extra-indexes", url, "is given twice")
+            seen.add(url.rstrip("/"))
+        return urls
+
     def torch_facts(self, gen: Generation, cuda: str | None, platforms: tuple[PlatformTarget, ...],
                     index: str, reqs: tuple[str, ...]) -> None:
         """Fail before solving when torch from PyPI cannot serve this generation."""
         if index.rstrip("/") != PYPI_DEFAULT_INDEX or not gen.needs_cuda:
             return
         torch = next((r for r in reqs if req_name(r) == "torch"), None)
-        if torch is None:
+        if torch is None or Requirement(torch).url:  # an artifact by URL: not PyPI's lines
             return
         lines = registry().pypi_torch_lines(Requirement(torch).specifier)
         if not lines:

@@ -96,7 +96,8 @@ def test_freeze_cuda_needs_generation(gpu_prefix: Path, tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert json.loads(proc.stdout)["error"]["message"] == (
         "the environment has a CUDA 12.4 runtime (pytorch 2.4.0 cuda124_py312h0_101): pass "
-        "--generation, the GPUs it is for (ada, ampere, blackwell, hopper, volta)")
+        "--generation, the GPUs it is for (ada, ampere, blackwell, hopper, volta), or "
+        "--generation cpu where it runs without a GPU")
     assert not (tmp_path / "environments").exists()
 
 

@@ -21,6 +21,7 @@ from samebits.app import (
     cmd_bundle,
     cmd_check,
     cmd_freeze,
+    cmd_init,
     cmd_install,
     cmd_keys,
     cmd_lock,
@@ -29,8 +30,8 @@ from samebits.app import (
 from samebits.ui import common_options, run_cli
 
 # Each has ``add_parser(sub, parents)``; the order is the order of ``samebits --help``.
-COMMANDS = (cmd_lock, cmd_freeze, verify.cli, cmd_render, cmd_install, cmd_bundle, cmd_audit,
-            cmd_check, cmd_keys)
+COMMANDS = (cmd_init, cmd_lock, cmd_freeze, verify.cli, cmd_render, cmd_install, cmd_bundle,
+            cmd_audit, cmd_check, cmd_keys)
 
 
 def build_parser() -> argparse.ArgumentParser:

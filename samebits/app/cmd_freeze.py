@@ -1,10 +1,13 @@
 """``samebits freeze --prefix ENV``: an installed environment -> a spec and its lock, no solving.
 
-    samebits freeze --prefix ~/envs/paper [--name paper] [--index URL] [--generation G]
+    samebits freeze --prefix ~/envs/paper [--name paper] [--index URL] [--extra-index URL]
+                    [--generation G]
         -> environments/paper.toml          every package pinned (conda: name ==version build;
-                                            PyPI: name==version), python, platform, glibc
-                                            floor, and for a CUDA torch the CUDA line and the
-                                            generation
+                                            PyPI: name==version, or name @ URL when the index
+                                            does not list it), python, platform, glibc floor,
+                                            and for a CUDA torch the CUDA line and the
+                                            generation (none for --generation cpu: a CUDA build
+                                            run on the CPU)
         -> lockfiles/paper.conda-lock.yml   conda-lock v1, every artifact with its hash, read
                                             from the installers' records (samebits.app.freezing)
 
@@ -13,15 +16,19 @@ identical, and ``samebits lock paper`` re-solves the spec to the same packages w
 channels and the index still serve them. What cannot be pinned (an editable install, a VCS
 checkout, a local build) is listed, left out of both files, and makes the exit code 1.
 
-Exit codes: 0 every package pinned, 1 written but some package could not be pinned,
-2 bad input (not an environment, a spec problem, files exist without --replace),
-4 the index did not answer.
+A wheel installed from a local file (``file:///opt/wheels/torch-2.13.0+cpu-...whl``) is traced
+to the index serving the same sha256; when none does, the lock names the file and freeze says in
+one line that it is not reproducible elsewhere, and why (exit 1). A traced wheel's lock URL is
+the index's while the installer recorded the file, so verify env names that URL difference.
+
+Exit codes: 0 every package pinned, 1 written but some package could not be pinned or is
+pinned to a file on this machine, 2 bad input (not an environment, a spec problem, files exist
+without --replace), 4 the index did not answer.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from pathlib import Path
@@ -32,10 +39,12 @@ from samebits._io import atomic_write
 from samebits.app.freezing import Facts, Frozen, freeze
 from samebits.errors import EXIT_DIFFERENT, EXIT_OK, UsageError
 from samebits.foreign.simpleindex import PYPI, is_folder
+from samebits.foreign.sources_files import pin_conda
 from samebits.gpus import registry
 from samebits.lockfile import Lock, render_lock, sort_packages
 from samebits.project import Project
 from samebits.spec import NAME_RE, EnvironmentSpec
+from samebits.specwrite import spec_mapping, spec_toml
 from samebits.ui import Output
 
 if sys.version_info >= (3, 11):
@@ -54,8 +63,8 @@ def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
         "floor, CUDA line and generation) and lockfiles/NAME.conda-lock.yml (a hash on every "
         "artifact). `samebits verify env --prefix ENV --lockfile` of the result: identical.",
         epilog="exit codes: 0 every package pinned, 1 written, but a package could not be "
-        "pinned (editable, VCS checkout, local build: listed), 2 bad input, 4 the index did "
-        "not answer")
+        "pinned (editable, VCS checkout, local build: listed) or is pinned to a local file no "
+        "index serves (not reproducible elsewhere), 2 bad input, 4 the index did not answer")
     p.add_argument("--prefix", type=Path, required=True, metavar="ENV",
                    help="the environment: a conda prefix, a venv or a Python installation")
     p.add_argument("--name", help="the environment id to write (default: the prefix's folder "
@@ -63,8 +72,13 @@ def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
     p.add_argument("--index", default=PYPI, metavar="URL",
                    help="where wheels without a direct_url.json were installed from: a simple "
                    f"index or a folder of wheels (default {PYPI})")
+    p.add_argument("--extra-index", action="append", default=[], metavar="URL",
+                   help="another index a wheel installed from a local file or with a local "
+                   "version (2.13.0+cpu) may have come from (repeatable; a PyTorch local "
+                   "version's download.pytorch.org index is always asked)")
     p.add_argument("--generation", choices=sorted(registry().generations),
-                   help="the GPU generation (needed when the environment has a CUDA runtime)")
+                   help="the GPU generation (needed when the environment has a CUDA runtime; "
+                   "cpu for a CUDA build used without a GPU)")
     p.add_argument("--root", type=Path, default=Path("."), help="project root (default: .)")
     p.add_argument("--environments", type=Path, help="spec folder (default ROOT/environments)")
     p.add_argument("--lockfiles", type=Path, help="lockfile folder (default ROOT/lockfiles)")
@@ -101,36 +115,28 @@ def _generation(args: argparse.Namespace, facts: Facts) -> str:
     raise UsageError(f"the environment has a CUDA {facts.cuda} runtime"
                      + (f" ({facts.torch})" if facts.torch else "")
                      + ": pass --generation, the GPUs it is for "
-                     f"({', '.join(gpus)})")
-
-
-def _toml_list(values: list[str]) -> str:
-    return "[\n" + "".join(f"    {json.dumps(v)},\n" for v in values) + "]"
+                     f"({', '.join(gpus)}), or --generation cpu where it runs without a GPU")
 
 
 def spec_text(frozen: Frozen, *, name: str, generation: str, index: str) -> str:
-    """The spec, as TOML, pinning exactly the frozen packages (deterministic: sorted)."""
+    """The spec, as TOML, pinning exactly the frozen packages (deterministic: sorted).
+
+    A CUDA runtime gives ``[cuda]`` unless the generation is ``cpu`` (a CUDA build of torch
+    run on the CPU); a PyPI package its index does not list is pinned by URL."""
     f = frozen.facts
-    conda = sorted(f"{p.name} =={p.version} {p.build}" for p in frozen.packages
+    conda = sorted(pin_conda(p.name, p.version, p.build) for p in frozen.packages
                    if p.manager == "conda")
-    pip = sorted(f"{p.name}=={p.version}" for p in frozen.packages if p.manager == "pip")
-    line = ".".join(f.python.split(".")[:2])
+    pip = sorted(f"{p.name} @ {p.url}" if p.name in frozen.by_url else f"{p.name}=={p.version}"
+                 for p in frozen.packages if p.manager == "pip")
     what = f"{f.kind}, Python {f.python}, {f.platform}" + (f", {f.torch}" if f.torch else "")
-    out = [f"# Frozen by samebits {__version__} from an installed environment ({what}).",
-           "# Every package is pinned; re-lock with `samebits lock " + name + "`.",
-           "format = 1", f"name = {json.dumps(name)}",
-           f"description = {json.dumps('frozen from an installed ' + f.kind)}",
-           f"generation = {json.dumps(generation)}", f"python = {json.dumps(line)}", "",
-           f"[platforms.{f.platform}]", f"glibc = {json.dumps(f.glibc)}"]
-    if f.cuda is not None:
-        out += ["", "[cuda]", f"version = {json.dumps(f.cuda)}"]
-    if conda:
-        out += ["", "[conda]", f"channels = {_toml_list(list(frozen.channels))}",
-                f"dependencies = {_toml_list(conda)}"]
-    if pip:
-        out += ["", "[pypi]", f"index = {json.dumps(index)}",
-                f"requirements = {_toml_list(pip)}"]
-    return "\n".join(out) + "\n"
+    mapping = spec_mapping(
+        name=name, description=f"frozen from an installed {f.kind}", generation=generation,
+        python=".".join(f.python.split(".")[:2]), platforms={f.platform: f.glibc},
+        cuda=f.cuda if generation != "cpu" else None, channels=frozen.channels, conda=conda,
+        index=index, requirements=pip)
+    return spec_toml(mapping, (f"Frozen by samebits {__version__} from an installed environment "
+                               f"({what}).",
+                               f"Every package is pinned; re-lock with `samebits lock {name}`."))
 
 
 def lock_header(name: str, facts: Facts) -> str:
@@ -172,8 +178,9 @@ def run_freeze(args: argparse.Namespace, out: Output) -> int:
         raise UsageError(f"{', '.join(existing)}: already exist(s)",
                          hint="pass --replace, or another --name")
     index = _index_url(args.index)
+    extra = [_index_url(x) for x in args.extra_index]
     out.info(f"reading the records of {prefix} ({kind})")
-    frozen, unreadable = freeze(prefix, kind=kind, index=index)
+    frozen, unreadable = freeze(prefix, kind=kind, index=index, extra=extra)
     if not frozen.facts.python:
         raise UsageError(f"{prefix}: cannot tell its Python version (no conda python, no "
                          "pyvenv.cfg version, no lib/python3.*)")
@@ -190,14 +197,15 @@ def _report(out: Output, frozen: Frozen, unreadable: list[str], *, spec_path: Pa
             lock_path: Path, prefix: Path, generation: str) -> int:
     f = frozen.facts
     counts = {m: sum(1 for p in frozen.packages if p.manager == m) for m in ("conda", "pip")}
-    complete = not frozen.findings and not unreadable
+    complete = not frozen.findings and not unreadable and not frozen.local
     payload: dict[str, Any] = {
         "prefix": str(prefix), "spec": str(spec_path), "lockfile": str(lock_path),
         "facts": {"kind": f.kind, "python": f.python, "platform": f.platform,
                   "glibc": f.glibc, "cuda": f.cuda, "torch": f.torch,
                   "generation": generation},
         "packages": counts, "complete": complete,
-        "findings": [x.to_json() for x in frozen.findings], "unreadable": unreadable}
+        "findings": [x.to_json() for x in frozen.findings], "unreadable": unreadable,
+        "local": [x.to_json() for x in frozen.local], "traced": list(frozen.traced)}
     lines = [f"{prefix}: {f.kind}, Python {f.python}, {f.platform}, glibc >= {f.glibc}, "
              f"generation {generation}" + (f", CUDA {f.cuda}" if f.cuda else ""),
              f"pinned {counts['conda']} conda and {counts['pip']} PyPI packages",
@@ -206,6 +214,8 @@ def _report(out: Output, frozen: Frozen, unreadable: list[str], *, spec_path: Pa
         lines.append(f"{len(frozen.findings)} package(s) could not be pinned (left out of "
                      "both files):")
         lines += [f"  {x.package}: {x.reason}" for x in frozen.findings]
+    lines += [f"traced: {t}" for t in frozen.traced]
+    lines += [f"{x.package}: {x.reason}" for x in frozen.local]
     if unreadable:
         lines.append(f"{len(unreadable)} record(s) could not be read:")
         lines += [f"  {u}" for u in unreadable]

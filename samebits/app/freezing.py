@@ -11,6 +11,15 @@
         cannot be pinned         an editable install, a VCS checkout, a local directory, a
                                  wheel built here from an sdist, a wheel the index does not
                                  have: a finding each, never a guess
+    trace (a wheel from elsewhere)
+        a file:// wheel          the index (--index, --extra-index, a PyTorch local version's
+                                 download.pytorch.org index) that has the same sha256: the lock
+                                 names that URL; none: the lock names the file and says, in one
+                                 line, that it is not reproducible elsewhere and why
+        a local version          (``2.13.0+cpu``) the index is not serving: looked for on the
+                                 others the same way, by the installed tags
+      A package not listed by the spec's index is pinned in the spec by its URL (``name @
+      URL``), so the spec re-locks to the same artifact.
 
 The facts a spec needs come from the same records: the Python (conda's python package, a
 venv's pyvenv.cfg), the platform (conda subdirs, wheel tags, else this machine), the glibc
@@ -21,11 +30,12 @@ targets) and the CUDA line (nvidia-cuda-runtime wheels, conda's cuda-version/cud
 
 from __future__ import annotations
 
+import functools
 import json
 import platform as _platform
 import re
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +46,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
+from samebits.app.freezetrace import Finding, Lister, trace
 from samebits.foreign.simpleindex import IndexFile, project_files
 from samebits.foreign.target import min_glibc
 from samebits.lockfile import LockedPackage, conda_dependencies
@@ -45,7 +56,6 @@ from verify.records import Package, read_records
 HOST_PLATFORMS = {"x86_64": "linux-64", "aarch64": "linux-aarch64", "arm64": "linux-aarch64"}
 CUDA_RUNTIME_WHEELS = ("nvidia-cuda-runtime", "nvidia-cuda-runtime-cu13",
                        "nvidia-cuda-runtime-cu12", "nvidia-cuda-runtime-cu11")
-Lister = Callable[[str, str], list[IndexFile]]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -56,17 +66,6 @@ class Installed:
     url: str | None = None          # conda-meta url
     depends: tuple[str, ...] = ()   # conda depends, or Requires-Dist
     direct_url: dict[str, Any] | None = None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Finding:
-    """A package that cannot be pinned to a hashed archive, and why."""
-
-    package: str  # verify's package id, e.g. pip:foo==1.0
-    reason: str
-
-    def to_json(self) -> dict[str, str]:
-        return {"package": self.package, "reason": self.reason}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -85,6 +84,13 @@ class Frozen:
     packages: tuple[LockedPackage, ...]
     findings: tuple[Finding, ...]
     channels: tuple[str, ...]
+    # pinned, but to a file on this machine that no index was found to serve: the lock is not
+    # reproducible elsewhere (each reason says why)
+    local: tuple[Finding, ...] = ()
+    # where a local file or a local version was traced to: one line each
+    traced: tuple[str, ...] = ()
+    # PyPI packages the spec pins by their URL (name @ URL): the index does not list them
+    by_url: tuple[str, ...] = ()
 
 
 # ------------------------------------------------------------------ reading the records
@@ -316,9 +322,18 @@ def _pip_deps(i: Installed, locked: set[str]) -> tuple[tuple[str, str], ...]:
     return tuple((d, "*") for d in sorted(out))
 
 
-def freeze(prefix: Path, *, kind: str, index: str,
+def _repin(i: Installed, platform: str, pip_names: set[str], offered: list[IndexFile],
+           index: str) -> LockedPackage | Finding:
+    return pin_pip(i, platform, offered, index, pip_names)
+
+
+def freeze(prefix: Path, *, kind: str, index: str, extra: Sequence[str] = (),
            lister: Lister = project_files) -> tuple[Frozen, list[str]]:
-    """Pin every installed package of ``prefix``; (the result, unreadable records)."""
+    """Pin every installed package of ``prefix``; (the result, unreadable records).
+
+    A wheel installed from a ``file://`` URL is traced to the index that serves the same
+    sha256 (``index``, ``extra``, a PyTorch local version's own index); a wheel with a local
+    version that ``index`` lacks is looked for on the others."""
     installed, problems = read_installed(prefix)
     platform = prefix_platform(installed)
     python = python_version(prefix, kind, installed) or ""
@@ -333,9 +348,23 @@ def freeze(prefix: Path, *, kind: str, index: str,
     pip_names = {str(canonicalize_name(i.package.name)) for i in pip}
     packages: list[LockedPackage] = []
     findings: list[Finding] = []
+    local: list[Finding] = []
+    traced: list[str] = []
+    by_url: list[str] = []
     for i in installed:
-        got = (pin_conda(i, platform) if i.package.manager == "conda" else
-               pin_pip(i, platform, listed.get(i.package.name, []), index, pip_names))
+        got: LockedPackage | Finding
+        if i.package.manager == "conda":
+            got = pin_conda(i, platform)
+        else:
+            t = trace(pin_pip(i, platform, listed.get(i.package.name, []), index, pip_names),
+                      package_id=i.package.id, index=index, extra=extra, lister=lister,
+                      from_index=i.direct_url is None and bool(i.package.tags),
+                      repin=functools.partial(_repin, i, platform, pip_names))
+            got = t.pin
+            local += [t.local] if t.local else []
+            traced += [t.line] if t.line else []
+            if t.by_url and isinstance(got, LockedPackage):
+                by_url.append(got.name)
         if isinstance(got, LockedPackage):
             packages.append(got)
         else:
@@ -343,4 +372,5 @@ def freeze(prefix: Path, *, kind: str, index: str,
     channels = tuple(dict.fromkeys(p.url.rsplit("/", 2)[0] for p in packages
                                    if p.manager == "conda"))
     return Frozen(facts=facts, packages=tuple(packages), findings=tuple(findings),
-                  channels=channels), problems
+                  channels=channels, local=tuple(local), traced=tuple(traced),
+                  by_url=tuple(sorted(by_url))), problems

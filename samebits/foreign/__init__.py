@@ -8,6 +8,9 @@
     target.py        the platform/Python/glibc a universal lock is resolved for: markers, tags
     simpleindex.py   the simple repository API (PEP 691/503) and find-links folders
     model.py         ReadOptions in; Conversion out (the choices made, every package dropped)
+    sources.py       not locks: what authors ship (requirements.txt; sources_files.py:
+                     environment.yml, pyproject.toml, and any lock above as pins), read into
+                     the ``Declared`` that ``samebits init`` drafts a spec from
 
 ``sniff(path, text)`` names the format from the content (the file name only breaks ties);
 ``read_foreign(path, text, options)`` converts. conda-lock files are not read here but by

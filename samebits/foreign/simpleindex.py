@@ -35,6 +35,8 @@ class IndexFile:
     filename: str
     url: str
     sha256: str | None
+    upload_time: str | None = None      # PEP 700 ``upload-time`` (JSON; HTML data-upload-time)
+    requires_python: str | None = None  # PEP 503 data-requires-python / JSON requires-python
 
 
 def is_folder(index: str) -> bool:
@@ -102,31 +104,39 @@ def _json_files(url: str, body: bytes) -> list[IndexFile]:
         if not isinstance(hashes, dict):
             hashes = {}
         out.append(IndexFile(filename=f["filename"], url=urljoin(url, str(f.get("url", ""))),
-                             sha256=hashes.get("sha256")))
+                             sha256=hashes.get("sha256"),
+                             upload_time=_text(f.get("upload-time")),
+                             requires_python=_text(f.get("requires-python"))))
     return out
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) and value.strip() else None
 
 
 class _Links(HTMLParser):
     def __init__(self) -> None:
         super().__init__()
-        self.hrefs: list[str] = []
+        self.links: list[dict[str, str | None]] = []
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         if tag == "a":
-            href = dict(attrs).get("href")
-            if href:
-                self.hrefs.append(href)
+            found = dict(attrs)
+            if found.get("href"):
+                self.links.append(found)
 
 
 def _page_files(url: str, html: str) -> list[IndexFile]:
     parser = _Links()
     parser.feed(html)
     out = []
-    for href in parser.hrefs:
-        full = urljoin(url, href)
+    for link in parser.links:
+        full = urljoin(url, link["href"] or "")
         bare, _, frag = full.partition("#")
         sha = frag[7:] if frag.startswith("sha256=") else None
-        out.append(IndexFile(filename=unquote(bare.rsplit("/", 1)[-1]), url=bare, sha256=sha))
+        out.append(IndexFile(filename=unquote(bare.rsplit("/", 1)[-1]), url=bare, sha256=sha,
+                             upload_time=_text(link.get("data-upload-time")),
+                             requires_python=_text(link.get("data-requires-python"))))
     return out
 
 

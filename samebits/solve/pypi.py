@@ -65,6 +65,16 @@ def index_args(index: str) -> list[str]:
     return ["--index-url", index]
 
 
+def extra_index_args(indexes: tuple[str, ...]) -> list[str]:
+    """``[pypi] extra-indexes``: a file:// folder of wheels is read with --find-links, anything
+    else is an --extra-index-url (which uv prefers to --index-url, in the order given)."""
+    out: list[str] = []
+    for index in indexes:
+        args = index_args(index)
+        out += args[1:] if args[0] == "--no-index" else ["--extra-index-url", index]
+    return out
+
+
 def uv_command(spec: EnvironmentSpec, target: PlatformTarget, *, fmt: str, out: Path,
                offline: bool = False, index: list[str] | None = None,
                extra: tuple[str, ...] = ()) -> list[str]:
@@ -76,6 +86,7 @@ def uv_command(spec: EnvironmentSpec, target: PlatformTarget, *, fmt: str, out: 
         "--no-config", "--no-header", "--quiet", "--color", "never",
         "--output-file", str(out),
         *(index if index is not None else index_args(spec.pypi_index)),
+        *extra_index_args(spec.pypi_extra_indexes),
     ]
     if fmt == "pylock":
         cmd += ["--format", "pylock.toml"]
@@ -146,7 +157,9 @@ async def solve_pypi(spec: EnvironmentSpec, target: PlatformTarget, *,
     answers from uv's cache alone (uv --offline).
     """
     stdin = "\n".join(spec.pypi_requirements) + "\n"
-    route = proxy.route(spec.pypi_index, exclude_newer_datetime(spec)) if proxy else None
+    # the final cache serves one index; a spec with extra indexes lets uv read them all
+    route = proxy.route(spec.pypi_index, exclude_newer_datetime(spec)) \
+        if proxy and not spec.pypi_extra_indexes else None
     if proxy is not None and route is not None:
         texts = await _solve_final(spec, target, stdin, proxy, route, timeout=timeout)
         if texts is not None:
