@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from samebits._io import compact_json, sha256_hex
+from samebits.childenv import STARTUP
 from samebits.errors import InputError
 from verify.attest import Attestation
 from verify.errorstats import OutputError
@@ -41,7 +42,10 @@ Verdict = Literal["identical", "explained", "unexplained"]
 
 # Recorded keys each sensitivity group of verify/workloads/catalog.py covers (fnmatch patterns).
 GROUPS: dict[str, tuple[str, ...]] = {
-    "build": ("device", "suite_version", "torch.version", "torch.git_version"),
+    # what code runs: the torch build, and the start-up variables that load other code or
+    # libraries than the environment's (kept by a paper's keep-env, samebits.childenv)
+    "build": ("device", "suite_version", "torch.version", "torch.git_version",
+              *(f"env.{name}" for name in STARTUP)),
     "isa": ("cpu.vendor", "cpu.isa", "gpu.name", "gpu.compute_capability",
             "env.ATEN_CPU_CAPABILITY", "env.DNNL_*", "env.ONEDNN_*"),
     "determinism": ("settings.profile", "settings.deterministic_*", "settings.cudnn_deterministic",
