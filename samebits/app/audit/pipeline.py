@@ -339,7 +339,8 @@ def compare_step(authors: Attestation, reviewer: Attestation, runtime: Runtime,
     report = compare(authors, reviewer, errors=errors)
     level, reasons, notes = judge_runtime(report, bounds)
     same = len(report.identical)
-    summary = (f"{same} of {plural(same + len(report.different), 'workload')} bit-identical; "
+    idle = f"; {len(report.not_run)} with no bits on either side" if report.not_run else ""
+    summary = (f"{same} of {plural(report.compared, 'workload')} bit-identical{idle}; "
                f"{'same' if report.same_class else 'different'} equivalence class "
                f"({report.a.class_id} vs {report.b.class_id})")
     return (Step(name="compare", status="failed" if reasons else "ok", summary=summary,
