@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Literal
 
 from samebits._io import sha256_file
+from samebits.childenv import child_environ
 from samebits.errors import InputError, ToolError, UsageError
 from samebits.lockfile import LockedPackage
 
@@ -69,7 +70,7 @@ class NixStore:
         store = ["--store", self.store] if self.store else []
         try:
             return subprocess.run([exe, *store, *args], capture_output=True, text=True,
-                                  timeout=TIMEOUT)
+                                  timeout=TIMEOUT, env=child_environ(os.environ))
         except subprocess.TimeoutExpired:
             raise ToolError(f"nix-store {args[0]} ran past {TIMEOUT:g} s") from None
 

@@ -5,7 +5,7 @@
     composition  samebits.app.* (and the ``python -m samebits`` shim): imports both
     worker       verify.workloads.*, verify.facts.*, verify.errorstats: what runs inside other
                  people's environments, so only the standard library, torch, nvidia-ml-py,
-                 itself and samebits' stdlib-only errors/_io
+                 itself and samebits' stdlib-only errors/_io/childenv
 
 Imports are read with ``ast`` from every module, including imports inside functions: a lazy
 back-edge is still a back-edge.
@@ -27,7 +27,8 @@ from verify.workloads.settings import DETERMINISTIC
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKER = ("verify.workloads", "verify.facts", "verify.errorstats")
-WORKER_MAY_IMPORT = ("torch", "pynvml", "samebits.errors", "samebits._io", *WORKER)
+WORKER_MAY_IMPORT = ("torch", "pynvml", "samebits.errors", "samebits._io", "samebits.childenv",
+                     *WORKER)
 
 
 def layer(module: str) -> str | None:
@@ -105,7 +106,7 @@ def back_edges(sources: dict[Path, str]) -> list[str]:
                                                                              "verify"):
                     bad.append(f"{path.relative_to(ROOT)}:{line}: worker module {mod} imports "
                                f"{imported} (only the standard library, torch, nvidia-ml-py "
-                               "and samebits.errors/_io)")
+                               "and samebits.errors/_io/childenv)")
     return bad
 
 

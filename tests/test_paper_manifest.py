@@ -82,6 +82,16 @@ def test_good_manifest(tmp_path: Path) -> None:
     assert ev.outputs[0].tolerance == Tolerance(atol=0.001)
 
 
+@pytest.mark.parametrize(("line", "keep"), [
+    ("", ()),
+    ("keep-env = ['PYTHONPATH', 'LD_LIBRARY_PATH']\n", ("LD_LIBRARY_PATH", "PYTHONPATH")),
+    ("keep-env = ['PYTHONNOUSERSITE']\n", ("PYTHONNOUSERSITE",)),
+])
+def test_keep_env(tmp_path: Path, line: str, keep: tuple[str, ...]) -> None:
+    """keep-env names the start-up variables the paper's processes keep (default: none)."""
+    assert read_manifest(write(tmp_path, line + GOOD)).keep_env == keep
+
+
 def test_the_example_manifest_reads() -> None:
     """examples/paper/samebits-paper.toml is valid and declares every kind it demonstrates."""
     m = read_manifest(EXAMPLE)
@@ -134,6 +144,16 @@ def test_the_example_manifest_reads() -> None:
          "M: commands[1].outputs[0].series = ['loss']: name the regex's 2 value group(s), in "
          "order (or use named groups)",
          'M: commands[1].name = "a": another command has this name']),
+    ("format = 1\nkeep-env = ['PYTHONPATH', 'OMP_NUM_THREADS', 'PYTHONPATH', '1X']\n"
+     "[[commands]]\nname = 'a'\nrun = 'x'\n", [
+         'M: keep-env[1] = "OMP_NUM_THREADS": samebits passes this variable already: keep-env '
+         "names start-up variables it drops (PYTHONPATH, PYTHONHOME, PYTHONSTARTUP, "
+         "PYTHONUSERBASE, PYTHONNOUSERSITE, LD_PRELOAD, LD_LIBRARY_PATH, any other PYTHON* or "
+         "LD_*)",
+         'M: keep-env[2] = "PYTHONPATH": named twice',
+         'M: keep-env[3] = "1X": not an environment variable name']),
+    ("format = 1\nkeep-env = 'LD_LIBRARY_PATH'\n[[commands]]\nname = 'a'\nrun = 'x'\n", [
+        'M: keep-env = "LD_LIBRARY_PATH": expected a list of environment variable names']),
 ])
 def test_every_problem_is_listed(tmp_path: Path, text: str, problems: list[str]) -> None:
     """A bad manifest lists every problem (file, key, value, why), not the first."""

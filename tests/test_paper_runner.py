@@ -32,20 +32,21 @@ def no_tensors(files):  # the tests that declare no tensors outputs
     ({}, False,
      {"HOME": "$HOME", "LANG": "C.UTF-8", "OMP_NUM_THREADS": "3", "CUDA_VISIBLE_DEVICES": "1",
       "PATH": "$BIN:/usr/local/bin:/usr/bin:/bin", "PYTHONHASHSEED": "0",
-      "PYTHONUNBUFFERED": "1"},
+      "PYTHONUNBUFFERED": "1", "PYTHONNOUSERSITE": "1"},
      ["CUDA_VISIBLE_DEVICES", "HOME", "LANG", "OMP_NUM_THREADS"]),
     ({"threads": 2, "hash_seed": 7, "env": (("PYTHONPATH", "src"), ("SEED", "1"))}, True,
      {"HOME": "$HOME", "LANG": "C.UTF-8", "OMP_NUM_THREADS": "2", "MKL_NUM_THREADS": "2",
       "CUDA_VISIBLE_DEVICES": "1", "PATH": "$BIN:/usr/local/bin:/usr/bin:/bin",
       "PYTHONHASHSEED": "7", "PYTHONUNBUFFERED": "1", "CUBLAS_WORKSPACE_CONFIG": ":4096:8",
-      "PYTHONPATH": "$HOOK:src", "SEED": "1"},
+      "PYTHONPATH": "$HOOK:src", "SEED": "1", "PYTHONNOUSERSITE": "1"},
      ["CUDA_VISIBLE_DEVICES", "HOME", "LANG"]),
 ])
 def test_command_env(tmp_path: Path, kw: dict, hook: bool, expected: dict,
                      inherited: list) -> None:
     """Built from nothing: the environment's bin first on PATH, the caller's locale, HOME and
     numerics variables (recorded as inherited), never its PATH, PYTHONPATH, PYTHONHASHSEED,
-    LD_PRELOAD or other variables; threads, seed, settings and the manifest's env on top."""
+    LD_PRELOAD, user site or other variables; threads, seed, settings and the manifest's env
+    on top."""
     env, recorded, inh = command_env(spec("python", **kw), host=Host(bin=BIN, environ=CALLER),
                                      hook_dir=tmp_path if hook else None,
                                      settings=SETTINGS if hook else None)
@@ -53,6 +54,37 @@ def test_command_env(tmp_path: Path, kw: dict, hook: bool, expected: dict,
     assert inh == inherited
     assert env["PATH"] == f"{BIN}:/usr/local/bin:/usr/bin:/bin"
     assert "SECRET_TOKEN" not in env and "LD_PRELOAD" not in env
+
+
+@pytest.mark.parametrize(("keep", "caller", "hook", "expected", "inherited"), [
+    pytest.param(("PYTHONPATH", "LD_PRELOAD"), {}, False,
+                 {"PYTHONPATH": "/elsewhere", "LD_PRELOAD": "/x.so", "PYTHONNOUSERSITE": "1"},
+                 ["LD_PRELOAD", "PYTHONPATH"], id="kept-as-the-caller-has-them"),
+    pytest.param(("PYTHONPATH",), {}, True,
+                 {"PYTHONPATH": "$HOOK:/elsewhere", "PYTHONNOUSERSITE": "1"}, ["PYTHONPATH"],
+                 id="the-hook-before-a-kept-pythonpath"),
+    pytest.param(("PYTHONNOUSERSITE",), {}, False, {"PYTHONNOUSERSITE": None}, [],
+                 id="user-site-kept-when-the-caller-allows-it"),
+    pytest.param(("PYTHONNOUSERSITE",), {"PYTHONNOUSERSITE": "1"}, False,
+                 {"PYTHONNOUSERSITE": "1"}, ["PYTHONNOUSERSITE"], id="user-site-kept-off"),
+    pytest.param((), {"LD_LIBRARY_PATH": "/opt/cuda/lib64:/usr/local/nvidia/lib64"}, False,
+                 {"LD_LIBRARY_PATH": "/usr/local/nvidia/lib64", "PYTHONPATH": None},
+                 ["LD_LIBRARY_PATH"], id="only-the-driver-folders-of-ld-library-path"),
+    pytest.param(("LD_LIBRARY_PATH",), {"LD_LIBRARY_PATH": "/opt/cuda/lib64"}, False,
+                 {"LD_LIBRARY_PATH": "/opt/cuda/lib64"}, ["LD_LIBRARY_PATH"],
+                 id="ld-library-path-kept"),
+])
+def test_command_env_keeps_what_the_manifest_names(
+        tmp_path: Path, keep: tuple, caller: dict, hook: bool, expected: dict,
+        inherited: list) -> None:
+    """keep-env: the start-up variables it names pass as the caller has them (recorded, and as
+    inherited: facts the audit compares), the others stay dropped."""
+    host = Host(bin=BIN, environ={**CALLER, **caller}, keep=keep)
+    _, recorded, inh = command_env(spec("python"), host=host,
+                                   hook_dir=tmp_path if hook else None,
+                                   settings=SETTINGS if hook else None)
+    assert {k: recorded.get(k) for k in expected} == expected
+    assert [k for k in inh if k in keep or k.startswith("LD_")] == inherited
 
 
 PROBE = ("import json, os, sys, torch; print(json.dumps({'det': "

@@ -2,7 +2,8 @@
 
 Reads two attestations (and, when given, the raw outputs saved with ``--save-outputs``), asks
 ``verify.compare.compare`` for a ``Report`` and prints it. Exit 0 when every common workload
-has the same bits, 1 when any differs, 2 on bad input.
+has the same bits, 1 when any differs (or when no workload gave bits on both sides: an
+unavailable workload on both is not compared, nor counted as identical), 2 on bad input.
 """
 
 from __future__ import annotations
@@ -26,6 +27,9 @@ VERDICT_LINE = {
 }
 
 
+NOTHING_COMPARED = "NOTHING COMPARED: no workload gave bits on both sides"
+
+
 def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
     p = sub.add_parser(
         "compare", parents=parents, help="compare two attestations from `verify gpu`",
@@ -33,7 +37,8 @@ def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
         "CUDA/cuDNN/cuBLAS, GPU model and SM count; or CPU ISA and thread count; plus settings "
         "and numerics environment variables). Same class but different bits: UNEXPLAINED. "
         "Different classes: each differing workload is attributed to the facts that differ.",
-        epilog="exit codes: 0 same bits, 1 different bits, 2 bad input",
+        epilog="exit codes: 0 same bits, 1 different bits (or no workload with bits on both "
+        "sides), 2 bad input",
     )
     p.add_argument("a", type=Path, metavar="A.json")
     p.add_argument("b", type=Path, metavar="B.json")
@@ -53,6 +58,8 @@ def run_compare(args: argparse.Namespace, out: Output) -> int:
             errors = output_errors(args.outputs_a, args.outputs_b)
     report = compare(a, b, errors=errors)
     out.emit(report.to_dict(), format_report(report))
+    if not report.compared:  # no bits to compare is no evidence of sameness
+        return EXIT_DIFFERENT
     return EXIT_OK if report.verdict == "identical" else EXIT_DIFFERENT
 
 
@@ -79,9 +86,11 @@ def format_report(r: Report) -> str:
         lines.append("same class")
     else:
         lines.append("classes differ in: " + ", ".join(_diff(d) for d in r.class_differences))
-    total = len(r.identical) + len(r.different)
-    lines.append(f"{plural(total, 'workload')} compared: {len(r.identical)} identical, "
+    lines.append(f"{plural(r.compared, 'workload')} compared: {len(r.identical)} identical, "
                  f"{len(r.different)} different")
+    if r.not_run:
+        lines.append(f"no bits on either side (the same status other than ok on both, not "
+                     f"compared): {', '.join(r.not_run)}")
     width = max((len(w.name) for w in r.different), default=10)
     for w in r.different:
         shown = ", ".join(w.outputs[:3]) + (f", +{len(w.outputs) - 3} more"
@@ -100,7 +109,7 @@ def format_report(r: Report) -> str:
     if r.only_in_a or r.only_in_b:
         lines.append(f"not compared: only in a: {', '.join(r.only_in_a) or 'none'}; "
                      f"only in b: {', '.join(r.only_in_b) or 'none'}")
-    lines.append(VERDICT_LINE[r.verdict])
+    lines.append(VERDICT_LINE[r.verdict] if r.compared else NOTHING_COMPARED)
     if r.verdict == "identical" and not r.same_class:
         lines.append("  the facts that differ changed no workload's bits on this device")
     if r.verdict == "unexplained":

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from samebits._io import atomic_write, sha256_hex
+from samebits.childenv import child_environ
 from samebits.dsse import load_signing_key, signed_bytes
 from samebits.errors import EXIT_DIFFERENT, EXIT_OK, InputError, ToolError, plural
 from samebits.lockfile import lock_digest
@@ -84,9 +86,12 @@ def device_line(facts: Facts, device: str) -> str:
 
 # verify.digest.prefix_digests(sys.prefix), run by a fresh interpreter: it reads gigabytes
 # (with its own worker processes) while the workloads compute, and it never forks this
-# process once torch's threads and the CUDA context exist.
+# process once torch's threads and the CUDA context exist. It runs in a clean environment
+# (samebits.childenv) and imports from this process's sys.path, passed as an argument: the
+# same modules as here, and no start-up code of the caller's.
 _DIGEST_CHILD = """
 import json, sys
+sys.path[:] = json.loads(sys.argv[2])
 from pathlib import Path
 from samebits.errors import SamebitsError
 from verify.digest import prefix_digests
@@ -97,19 +102,21 @@ except SamebitsError as exc:
 """
 
 
-def _start_environment_digests() -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-c", _DIGEST_CHILD, sys.prefix],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def start_environment_digests(prefix: str = sys.prefix) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-c", _DIGEST_CHILD, prefix, json.dumps(sys.path)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            stdin=subprocess.DEVNULL, env=child_environ(os.environ))
 
 
-def _environment_digests(proc: subprocess.Popen[str]) -> dict[str, str]:
+def environment_digests(proc: subprocess.Popen[str], prefix: str = sys.prefix
+                        ) -> dict[str, str]:
     stdout, stderr = proc.communicate()
     if proc.returncode != 0:
         tail = (stderr.strip().splitlines() or ["no message"])[-1]
-        raise ToolError(f"hashing the environment {sys.prefix} failed: {tail}")
+        raise ToolError(f"hashing the environment {prefix} failed: {tail}")
     doc = json.loads(stdout)
     if "error" in doc:
-        raise InputError(f"environment {sys.prefix}: {doc['error']}", hint=doc.get("hint"))
+        raise InputError(f"environment {prefix}: {doc['error']}", hint=doc.get("hint"))
     return {str(k): str(v) for k, v in doc.items()}
 
 
@@ -130,7 +137,7 @@ def run_gpu(args: argparse.Namespace, out: Output) -> int:
     settings = PROFILES[args.profile].with_precision(matmul=args.matmul_precision,
                                                      tf32=True if args.tf32 else None)
     start = time.perf_counter()
-    hashing = _start_environment_digests()  # another process: changes no bits here
+    hashing = start_environment_digests()  # another process: changes no bits here
     try:
         with out.progress(f"running {plural(len(names), 'workload')} on {device}",
                           total=len(names)) as advance:
@@ -142,7 +149,7 @@ def run_gpu(args: argparse.Namespace, out: Output) -> int:
         hashing.communicate()
         raise
     seconds = time.perf_counter() - start
-    env_digests = _environment_digests(hashing)
+    env_digests = environment_digests(hashing)
     lock = None
     if needs is not None:
         lock = LockInfo(name=Path(needs.path).name, sha256=lock_digest(Path(needs.path)),

@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
 
+from samebits.childenv import child_environ
 from samebits.errors import EXIT_DIFFERENT, EXIT_OK, InputError, ToolError, UsageError, plural
 from samebits.ui import Output
 
@@ -105,7 +107,8 @@ def _nix_file_problems(path: Path, env: Any, platform: str) -> list[str]:
         raise ToolError("nix-instantiate is not installed",
                         hint="install Nix (Debian: apt-get install nix-bin)")
     proc = subprocess.run([exe, "--eval", "--strict", "--json", str(target.absolute())],
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=120,
+                          env=child_environ(os.environ))
     if proc.returncode != 0:
         lines = [ln for ln in proc.stderr.splitlines() if not ln.startswith("warning:")]
         raise InputError(f"{target}: Nix cannot read it: {(lines or ['?'])[0][:200]}")

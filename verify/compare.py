@@ -9,9 +9,15 @@ change bits is equal (``class_facts``):
     cuda    CUDA runtime, cuDNN, cuBLAS, GPU model, compute capability, SM count
     cpu     CPU vendor, ISA (ATen's capability plus bf16/fp16/AMX/VNNI/SVE flags), torch threads
 
+A value this torch could not give (``unavailable (torch 2.0.1 has no ...)``,
+``verify.facts.torchapi``) equals any other unavailable value: ``comparable``.
+
 Verdicts (``Report.verdict``):
 
-    identical    every workload run by both gave the same status and digest
+    identical    no workload run by both differs: ``identical`` lists those with the same
+                 digest, ``not_run`` those that gave no bits on either side (the same status
+                 other than ok on both: unavailable, say, on two torch 2.0 CPUs): neither a
+                 difference nor bits compared
     unexplained  same class, different bits: "suspect a hardware fault or undeclared drift";
                  the facts outside the class that differ (driver, UUID, ...) are listed as leads
     explained    different classes: each differing workload is attributed to the class facts
@@ -32,16 +38,21 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from samebits._io import compact_json, sha256_hex
+from samebits.childenv import STARTUP
 from samebits.errors import InputError
 from verify.attest import Attestation
 from verify.errorstats import OutputError
+from verify.facts.torchapi import UNAVAILABLE, is_unavailable
 from verify.workloads.catalog import BY_NAME, NAMES
 
 Verdict = Literal["identical", "explained", "unexplained"]
 
 # Recorded keys each sensitivity group of verify/workloads/catalog.py covers (fnmatch patterns).
 GROUPS: dict[str, tuple[str, ...]] = {
-    "build": ("device", "suite_version", "torch.version", "torch.git_version"),
+    # what code runs: the torch build, and the start-up variables that load other code or
+    # libraries than the environment's (kept by a paper's keep-env, samebits.childenv)
+    "build": ("device", "suite_version", "torch.version", "torch.git_version",
+              *(f"env.{name}" for name in STARTUP)),
     "isa": ("cpu.vendor", "cpu.isa", "gpu.name", "gpu.compute_capability",
             "env.ATEN_CPU_CAPABILITY", "env.DNNL_*", "env.ONEDNN_*"),
     "determinism": ("settings.profile", "settings.deterministic_*", "settings.cudnn_deterministic",
@@ -105,10 +116,16 @@ class Report:
     same_class: bool
     class_differences: tuple[FactDiff, ...]
     other_differences: tuple[FactDiff, ...]
-    identical: tuple[str, ...]
+    identical: tuple[str, ...]  # the same digest on both sides
     different: tuple[WorkloadDiff, ...]
     only_in_a: tuple[str, ...]
     only_in_b: tuple[str, ...]
+    not_run: tuple[str, ...] = ()  # no bits on either side: the same non-ok status on both
+
+    @property
+    def compared(self) -> int:
+        """How many workloads gave bits on at least one side (identical + different)."""
+        return len(self.identical) + len(self.different)
 
     def to_dict(self) -> dict[str, Any]:
         from dataclasses import asdict
@@ -146,11 +163,17 @@ def is_class_key(key: str, device_type: str) -> bool:
     return key in _CLASS_COMMON or key in extra
 
 
+def comparable(value: Any) -> Any:
+    """A recorded value as comparisons see it: every "unavailable (torch 2.0.1 has no ...)"
+    is the same "unavailable" (two torches that both lack an API agree on it)."""
+    return UNAVAILABLE if is_unavailable(value) else value
+
+
 def class_facts(att: Attestation) -> dict[str, Any]:
     flat = flat_facts(att)
     keys = [k for k in flat if is_class_key(k, att.device_type)]
     extra = _CLASS_CUDA if att.device_type == "cuda" else _CLASS_CPU
-    return {k: flat.get(k) for k in sorted({*keys, *_CLASS_COMMON, *extra})}
+    return {k: comparable(flat.get(k)) for k in sorted({*keys, *_CLASS_COMMON, *extra})}
 
 
 def class_id(att: Attestation) -> str:
@@ -176,7 +199,7 @@ def _side(att: Attestation) -> Side:
 
 def _diffs(a: Mapping[str, Any], b: Mapping[str, Any], keys: Iterable[str]) -> list[FactDiff]:
     return [FactDiff(key=k, a=a.get(k), b=b.get(k)) for k in sorted(set(keys))
-            if a.get(k) != b.get(k)]
+            if comparable(a.get(k)) != comparable(b.get(k))]
 
 
 def _state(rec: Mapping[str, Any] | None) -> str:
@@ -208,19 +231,21 @@ def compare(a: Attestation, b: Attestation, *,
             errors: Mapping[str, tuple[OutputError, ...]] | None = None) -> Report:
     flat_a, flat_b = flat_facts(a), flat_facts(b)
     cls_a, cls_b = class_facts(a), class_facts(b)
-    class_diffs = _diffs(cls_a, cls_b, {*cls_a, *cls_b})
+    class_diffs = _diffs(flat_a, flat_b, {*cls_a, *cls_b})  # the values as recorded
     other_keys = {*flat_a, *flat_b} - {*cls_a, *cls_b}
     other_diffs = _diffs(flat_a, flat_b, other_keys)
     order = {n: i for i, n in enumerate(NAMES)}
     common = sorted(set(a.workloads) & set(b.workloads), key=lambda n: (order.get(n, 1 << 30), n))
     if not common:
         raise InputError(f"{a.source} and {b.source} have no workload in common")
-    identical, different = [], []
+    identical: list[str] = []
+    not_run: list[str] = []
+    different: list[WorkloadDiff] = []
     for name in common:
         ra, rb = a.workloads[name], b.workloads[name]
         sa, sb = _state(ra), _state(rb)
         if sa == sb:
-            identical.append(name)
+            (identical if sa.startswith("ok ") else not_run).append(name)
             continue
         outs_a = {o["name"]: o.get("sha256") for o in ra.get("outputs", ())}
         outs_b = {o["name"]: o.get("sha256") for o in rb.get("outputs", ())}
@@ -235,7 +260,7 @@ def compare(a: Attestation, b: Attestation, *,
     return Report(
         verdict=verdict, a=_side(a), b=_side(b), same_class=same,
         class_differences=tuple(class_diffs), other_differences=tuple(other_diffs),
-        identical=tuple(identical), different=tuple(different),
+        identical=tuple(identical), different=tuple(different), not_run=tuple(not_run),
         only_in_a=tuple(sorted(set(a.workloads) - set(b.workloads))),
         only_in_b=tuple(sorted(set(b.workloads) - set(a.workloads))),
     )

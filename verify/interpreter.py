@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from samebits.childenv import child_environ
 from verify.digest import stdlib_digest
 from verify.elfinfo import read_elf_info
 from verify.manifest import Entry, Manifest, PrefixKind
@@ -184,7 +185,8 @@ def probe(executable: str | None) -> Probe | None:
     try:
         proc = subprocess.run([executable, "-I", "-S", "-B", "-c",
                                PROBE.replace("NONCE", repr(nonce))],
-                              capture_output=True, timeout=PROBE_TIMEOUT, stdin=subprocess.DEVNULL)
+                              capture_output=True, timeout=PROBE_TIMEOUT, stdin=subprocess.DEVNULL,
+                              env=child_environ(os.environ))
         got = ast.literal_eval(proc.stdout.decode("utf-8", "replace").strip())
         if proc.returncode != 0 or not isinstance(got, tuple) or got[0] != nonce:
             return None

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
+from samebits.childenv import DRIVER_LIB_DIRS
 from samebits.errors import EXIT_DIFFERENT, SamebitsError, UsageError, plural
 from samebits.gpus import registry, sass_runs_on
 from verify.facts import Facts, GpuFacts
@@ -101,9 +102,6 @@ def resolve_device(facts: Facts, requested: str) -> str:
     raise UsageError(f"--device {requested!r}: expected auto, cpu, cuda or cuda:N")
 
 
-# Where the NVIDIA container runtime mounts the driver's user-space libraries: on
-# LD_LIBRARY_PATH in every CUDA image, and holding no CUDA runtime of its own.
-DRIVER_LIB_DIRS = ("/usr/local/nvidia/lib", "/usr/local/nvidia/lib64")
 
 
 def library_problems(facts: Facts, prefix: str) -> list[Problem]:

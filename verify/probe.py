@@ -14,7 +14,6 @@ Processes start through a ``Runner`` (settings, names) -> {name: record}: tests 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -23,6 +22,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from samebits.errors import ToolError
+from verify.launch import run_module
 from verify.workloads.settings import DEFAULT, DETERMINISTIC, KNOBS, Settings, knob
 
 Runner = Callable[[Settings, Sequence[str]], Mapping[str, Mapping[str, Any]]]
@@ -52,14 +52,13 @@ class ProbeReport:
 
 def subprocess_runner(*, device: str, python: str = sys.executable, timeout: float = 600,
                       environ: Mapping[str, str] | None = None) -> Runner:
-    """Each call starts ``python -m verify.workloads`` and reads its JSON."""
+    """Each call starts ``python -m verify.workloads`` (``verify.launch``: a clean
+    environment, this samebits' packages) and reads its JSON."""
     def run(settings: Settings, names: Sequence[str]) -> Mapping[str, Mapping[str, Any]]:
-        cmd = [python, "-m", "verify.workloads", "--device", device,
-               "--settings", json.dumps(settings.to_dict()), "--only", ",".join(names)]
-        env = dict(os.environ if environ is None else environ)
-        env.pop("CUBLAS_WORKSPACE_CONFIG", None)  # each profile sets its own
+        args = ["-m", "verify.workloads", "--device", device,
+                "--settings", json.dumps(settings.to_dict()), "--only", ",".join(names)]
         try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+            proc = run_module(python, args, environ=environ, timeout=timeout)
         except subprocess.TimeoutExpired:
             raise ToolError(f"probe worker ({settings.profile}) ran past {timeout:g} s") from None
         if proc.returncode != 0:

@@ -24,6 +24,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from samebits.childenv import child_environ
+
 CACHE_VERSION = 1
 CHECK_TIMEOUT = 3600.0
 
@@ -143,7 +145,7 @@ def run_checker(executable: str, batch: Sequence[tuple[bytes, bytes, int]]) -> l
     try:
         proc = subprocess.run([executable, "-I", "-S", "-B", "-W", "ignore", "-c", CHECKER],
                               input=marshal.dumps(list(batch), 4), capture_output=True,
-                              timeout=CHECK_TIMEOUT)
+                              timeout=CHECK_TIMEOUT, env=child_environ(os.environ))
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"{executable}: {exc}"
     lines = proc.stdout.decode("ascii", "replace").split("\n")

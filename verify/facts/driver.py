@@ -16,11 +16,13 @@ import contextlib
 import ctypes
 import dataclasses
 import importlib
+import os
 import re
 import shutil
 import subprocess
 from typing import Any
 
+from samebits.childenv import child_environ
 from verify.facts.model import DriverFacts
 
 
@@ -193,10 +195,12 @@ def _probe_smi() -> tuple[DriverFacts, list[dict[str, Any]]] | None:
     if smi is None:
         return None
     try:
+        env = child_environ(os.environ)
         query = subprocess.run([smi, f"--query-gpu={','.join(SMI_FIELDS)}",
-                                "--format=csv,noheader,nounits"],
+                                "--format=csv,noheader,nounits"], env=env,
                                capture_output=True, text=True, timeout=30, check=True).stdout
-        plain = subprocess.run([smi], capture_output=True, text=True, timeout=30).stdout
+        plain = subprocess.run([smi], capture_output=True, text=True, timeout=30,
+                               env=env).stdout
     except (OSError, subprocess.SubprocessError):
         return None
     rows = parse_smi_query(query)

@@ -10,17 +10,20 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+from samebits.childenv import STARTUP
 from samebits.errors import InputError, clip, quote
 
 FACTS_FORMAT = 1
 
-# Environment variables that change numerics or which device and kernels run: prefixes, then
-# exact names. Recorded verbatim, so never add a prefix that carries credentials.
+# Environment variables that change numerics or which device, kernels and code run: prefixes,
+# then exact names. Recorded verbatim, so never add a prefix that carries credentials. The
+# start-up variables (PYTHONPATH ... LD_LIBRARY_PATH) reach a process samebits starts only when
+# a paper manifest keeps them (samebits.childenv): recorded, they are what audit compares.
 NUMERIC_ENV_PREFIXES = ("CUBLAS_", "CUBLASLT_", "CUDNN_", "CUDA_", "NCCL_", "TORCH_",
                         "PYTORCH_", "OMP_", "KMP_", "GOMP_", "MKL_", "DNNL_", "ONEDNN_",
                         "OPENBLAS_", "NVIDIA_TF32_OVERRIDE")
 NUMERIC_ENV_NAMES = ("ATEN_CPU_CAPABILITY", "PYTHONHASHSEED", "NVIDIA_VISIBLE_DEVICES",
-                     "LD_PRELOAD", "LD_LIBRARY_PATH")
+                     *STARTUP)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -5,9 +5,11 @@ devices with the driver's by UUID."""
 from __future__ import annotations
 
 import ctypes
+import re
 from typing import Any
 
 from verify.facts.model import GpuFacts, TorchFacts
+from verify.facts.torchapi import find, unavailable
 
 
 def cudnn_str(v: int) -> str:
@@ -33,9 +35,29 @@ def torch_facts(torch: Any, *, cuda_ok: bool) -> TorchFacts:
         nccl=_nccl(torch) if cuda_ok else None,
         cublas=_cublas_version() if cuda_ok else None,
         arch_list=tuple(torch.cuda.get_arch_list()),
-        cpu_capability=torch.backends.cpu.get_cpu_capability(),
+        cpu_capability=cpu_capability(torch),
         cuda_available=cuda_ok,
     )
+
+
+# torch.__config__.show()'s words for a capability where get_cpu_capability's differ.
+_SHOWN = {"NO AVX": "DEFAULT", "Z VECTOR": "ZVECTOR"}
+
+
+def cpu_capability(torch: Any) -> str:
+    """The ISA ATen dispatches to, "AVX512": ``torch.backends.cpu.get_cpu_capability()``
+    (2.1 and later), else the line ATen writes into ``torch.__config__.show()``, "CPU
+    capability usage: AVX2" (the same value, in the words of older torch for DEFAULT)."""
+    get = find(torch, "torch.backends.cpu.get_cpu_capability")
+    if get is not None:
+        return str(get())
+    return shown_cpu_capability(torch.__config__.show()) or unavailable(
+        torch, "torch.backends.cpu.get_cpu_capability")
+
+
+def shown_cpu_capability(config: str) -> str | None:
+    m = re.search(r"CPU capability usage: *([^\n]+?) *$", config, re.MULTILINE)
+    return _SHOWN.get(m.group(1), m.group(1)) if m else None
 
 
 def _nccl(torch: Any) -> str | None:

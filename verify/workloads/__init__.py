@@ -16,7 +16,8 @@ Each output is hashed as sha256 of its raw bytes (native layout, contiguous, lit
 a workload's digest is sha256 of its outputs' bytes concatenated in the order it returns them.
 
 A workload ends in one of four states: ``ok`` (digests), ``unavailable`` (no kernel here, e.g.
-cuDNN attention on a CPU), ``refused`` (deterministic mode has no deterministic kernel, e.g.
+cuDNN attention on a CPU, fp16 GEMMs on the CPU of torch 2.0, or an API this torch lacks:
+``verify.facts.torchapi``), ``refused`` (deterministic mode has no deterministic kernel, e.g.
 AdaptiveAvgPool2d backward on CUDA, or PyTorch turns a backend down as nondeterministic, e.g.
 cuDNN attention: the detail quotes PyTorch's reason and names the profile that runs it) or
 ``error`` (anything else; the message is kept).
@@ -33,6 +34,7 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import importlib
+import re
 import time
 import warnings
 from collections.abc import Callable, Iterable, Mapping
@@ -168,14 +170,28 @@ def _run_one(name: str, fn: Any, ctx: Any) -> tuple[WorkloadResult, dict[str, An
         msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         refused = isinstance(exc, RuntimeError) and (
             "deterministic" in msg or "CUBLAS_WORKSPACE_CONFIG" in msg)
-        return WorkloadResult(name=name, status="refused" if refused else "error",
-                              detail=msg[:300]), {}
+        status: Status = ("refused" if refused else
+                          "unavailable" if no_kernel_for_dtype(exc, msg) else "error")
+        return WorkloadResult(name=name, status=status, detail=msg[:300]), {}
     raw = {k: tensor_bytes(t) for k, t in tensors.items()}
     outputs = tuple(OutputDigest(name=k, dtype=str(t.dtype).removeprefix("torch."),
                                  shape=tuple(t.shape), sha256=hashlib.sha256(raw[k]).hexdigest())
                     for k, t in tensors.items())
     whole = hashlib.sha256(b"".join(raw.values())).hexdigest()
     return WorkloadResult(name=name, status="ok", sha256=whole, outputs=outputs), raw
+
+
+# ATen's words when an operator has no kernel for a dtype or a device: torch 2.0 on a CPU,
+# '"addmm_impl_cpu_" not implemented for 'Half'' (torch 2.2.2 has fp16 GEMMs and convolutions);
+# "Could not run 'aten::...' with arguments from the 'CPU' backend" (NotImplementedError).
+_NO_KERNEL = (re.compile(r"\" not implemented for '[A-Za-z0-9]+'"),
+              re.compile(r"^Could not run '[^']+' with arguments from the '[^']+' backend"))
+
+
+def no_kernel_for_dtype(exc: Exception, msg: str) -> bool:
+    """Whether ``exc`` says this torch has no kernel for the op here: ``unavailable``."""
+    return isinstance(exc, RuntimeError) and any(  # NotImplementedError is one
+        p.search(msg) for p in _NO_KERNEL)
 
 
 def tensor_bytes(t: Any) -> bytes:

@@ -30,6 +30,7 @@ from dataclasses import MISSING, asdict, dataclass, fields, replace
 from typing import Any, Literal
 
 from samebits.errors import InputError
+from verify.facts.torchapi import find, unavailable
 
 Precision = Literal["highest", "high", "medium"]
 PRECISIONS: tuple[str, ...] = ("highest", "high", "medium")
@@ -112,26 +113,35 @@ def apply(settings: Settings, *, environ: Any = None) -> None:
     torch.backends.cudnn.allow_tf32 = settings.cudnn_allow_tf32
 
 
-def readback() -> dict[str, Any]:
-    """What torch reports now: the settings as recorded in an attestation."""
-    import torch
+def readback(torch: Any = None) -> dict[str, Any]:
+    """What torch (``torch``: the module, by default the one imported) reports now: the
+    settings as recorded in an attestation. A setting this torch cannot report is
+    ``unavailable (torch 2.2.2 has no ...)`` (``verify.facts.torchapi``)."""
+    if torch is None:
+        import torch
 
-    cuda_matmul = torch.backends.cuda.matmul
+    def ask(name: str, *, call: bool = True, form: Any = bool) -> Any:
+        got = find(torch, name)
+        if got is None:
+            return unavailable(torch, name)
+        return form(got() if call else got)
+
     return {
-        "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
-        "deterministic_warn_only": torch.is_deterministic_algorithms_warn_only_enabled(),
+        "deterministic_algorithms": ask("torch.are_deterministic_algorithms_enabled"),
+        "deterministic_warn_only": ask("torch.is_deterministic_algorithms_warn_only_enabled"),
         "cudnn_deterministic": bool(torch.backends.cudnn.deterministic),
         "cudnn_benchmark": bool(torch.backends.cudnn.benchmark),
         "cublas_workspace_config": os.environ.get("CUBLAS_WORKSPACE_CONFIG"),
-        "float32_matmul_precision": torch.get_float32_matmul_precision(),
-        "cuda_matmul_allow_tf32": bool(cuda_matmul.allow_tf32),
-        "cudnn_allow_tf32": bool(torch.backends.cudnn.allow_tf32),
+        "float32_matmul_precision": ask("torch.get_float32_matmul_precision", form=str),
+        "cuda_matmul_allow_tf32": ask("torch.backends.cuda.matmul.allow_tf32", call=False),
+        "cudnn_allow_tf32": ask("torch.backends.cudnn.allow_tf32", call=False),
         "cuda_matmul_allow_fp16_reduced_precision_reduction":
-            bool(cuda_matmul.allow_fp16_reduced_precision_reduction),
+            ask("torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction", call=False),
         "cuda_matmul_allow_bf16_reduced_precision_reduction":
-            bool(cuda_matmul.allow_bf16_reduced_precision_reduction),
+            ask("torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction", call=False),
         "mkldnn_enabled": bool(torch.backends.mkldnn.enabled),
-        "blas_library": str(torch.backends.cuda.preferred_blas_library()).rsplit(".", 1)[-1],
+        "blas_library": ask("torch.backends.cuda.preferred_blas_library",
+                            form=lambda v: str(v).rsplit(".", 1)[-1]),
         **cublas_workspace(torch),
     }
 

@@ -25,8 +25,9 @@ from samebits.app.audit.common import (
     run_suite,
     statement_of,
     unhashed,
+    workers,
 )
-from samebits.app.audit.runtime import Interpreter, Measured
+from samebits.app.audit.runtime import Measured
 from samebits.app.paper.manifest import PaperManifest
 from samebits.errors import EXIT_DIFFERENT, LockfileError, SamebitsError, UsageError, plural
 from samebits.lockread import ReadOptions, read_lock
@@ -72,7 +73,7 @@ class Attested:
     paper: Mapping[str, Any] | None = None  # the attestation's paper section
 
 
-def run_attest(req: AttestRequest, *, runtime_for: RuntimeFactory = Interpreter,
+def run_attest(req: AttestRequest, *, runtime_for: RuntimeFactory | None = None,
                progress: Callable[[str], None] = lambda s: None) -> Attested:
     from samebits.app.paper.runner import Host
     from samebits.app.paper.session import (
@@ -99,7 +100,8 @@ def run_attest(req: AttestRequest, *, runtime_for: RuntimeFactory = Interpreter,
     progress("verify env")
     report = _attest_env(where, req.lockfile, platform, read)  # drift refuses first
     python = interpreter_for(where, req.python)
-    runtime = runtime_for(python)
+    keep = req.paper.keep_env if req.paper is not None else ()
+    runtime = (runtime_for or workers(keep))(python)
     progress("preflight")
     facts = runtime.facts()
     device = resolve_device(facts, req.device)
@@ -117,7 +119,8 @@ def run_attest(req: AttestRequest, *, runtime_for: RuntimeFactory = Interpreter,
         # a refused attestation leaves the previous outputs as they were.
         with staged_dir(req.paper.outputs / COMMANDS, replace=True) as stage:
             records = run_commands(
-                req.paper, host=Host(bin=Path(python).parent, environ=dict(os.environ)),
+                req.paper, host=Host(bin=Path(python).parent, environ=dict(os.environ),
+                                     keep=keep),
                 settings=req.settings.to_dict(), runtime=runtime, save=stage,
                 skip=[req.out, where.prefix], progress=progress)
             failures = attest_problems(records)

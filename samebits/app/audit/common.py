@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from samebits.app.audit import envcheck
-from samebits.app.audit.runtime import Measured, Runtime
+from samebits.app.audit.runtime import Interpreter, Measured, Runtime
 from samebits.lockfile import Lock, lock_digest
 from verify.attest import LockInfo, build_statement
 from verify.workloads.catalog import SUITE_VERSION
@@ -22,6 +22,12 @@ REVIEWER_ATTESTATION = "reviewer.attestation.json"
 OUTPUTS = "outputs"
 HOST_PLATFORMS = {"x86_64": "linux-64", "aarch64": "linux-aarch64", "arm64": "linux-aarch64"}
 RuntimeFactory = Callable[[str], Runtime]
+
+
+def workers(keep: tuple[str, ...] = ()) -> RuntimeFactory:
+    """The real runtime: ``Interpreter(python)``, keeping the start-up variables ``keep``
+    (a paper manifest's ``keep-env``) of this process's environment."""
+    return lambda python: Interpreter(python, keep=keep)
 
 
 def host_platform() -> str:

@@ -42,8 +42,9 @@ from samebits.app.audit.common import (
     statement_of,
     suite_bounds,
     unhashed,
+    workers,
 )
-from samebits.app.audit.runtime import Interpreter, Measured, Runtime, settings_of
+from samebits.app.audit.runtime import Measured, Runtime, settings_of
 from samebits.app.audit.trust import read_authors, signature_step
 from samebits.app.audit.verdict import Level, Step, Verdict, decide, failed, judge_runtime, skipped
 from samebits.app.paper.judge import CommandVerdict
@@ -107,7 +108,7 @@ class Audit:
     paper: tuple[CommandVerdict, ...] | None = None  # None: no paper audited
 
 
-def run_audit(req: AuditRequest, *, runtime_for: RuntimeFactory = Interpreter,
+def run_audit(req: AuditRequest, *, runtime_for: RuntimeFactory | None = None,
               progress: Callable[[str], None] = lambda s: None) -> Audit:
     # Bad input fails before any step: exit 2, no report.
     if req.prefix is not None and req.install is not None:
@@ -140,7 +141,8 @@ def run_audit(req: AuditRequest, *, runtime_for: RuntimeFactory = Interpreter,
     progress("environment")
     env_step, where = _environment(req, platform)
     python = interpreter_for(where, req.python) if where else None
-    runtime = runtime_for(python) if python else None
+    keep = req.paper.keep_env if req.paper is not None else ()
+    runtime = (runtime_for or workers(keep))(python) if python else None
     if req.install is not None:
         steps.append(env_step)
     progress("preflight")
@@ -342,7 +344,8 @@ def compare_step(authors: Attestation, reviewer: Attestation, runtime: Runtime,
     report = compare(authors, reviewer, errors=errors)
     level, reasons, notes = judge_runtime(report, bounds)
     same = len(report.identical)
-    summary = (f"{same} of {plural(same + len(report.different), 'workload')} bit-identical; "
+    idle = f"; {len(report.not_run)} with no bits on either side" if report.not_run else ""
+    summary = (f"{same} of {plural(report.compared, 'workload')} bit-identical{idle}; "
                f"{'same' if report.same_class else 'different'} equivalence class "
                f"({report.a.class_id} vs {report.b.class_id})")
     return (Step(name="compare", status="failed" if reasons else "ok", summary=summary,

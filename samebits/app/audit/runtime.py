@@ -6,12 +6,14 @@ whatever torch ``samebits`` itself happens to import. Each call starts::
 
     PYTHON -m verify.workloads --facts --device D --settings JSON --only NAMES [--save-outputs]
 
-(the same worker ``verify gpu --probe`` uses; ``--only ""`` only probes the facts) with
-``PYTHONPATH`` pointing at a folder that holds just this samebits' ``samebits/`` and
-``verify/`` packages, so the environment needs torch and nothing else. The error statistics
-of saved outputs (``verify.errorstats.output_errors``, torch again) and the paper audit's
-tensor records, tensor comparisons and fingerprints (``python -m verify.errorstats --request``)
-run the same way.
+(the same worker ``verify gpu --probe`` uses; ``--only ""`` only probes the facts) through
+``verify.launch``: from a folder that holds just this samebits' ``samebits/`` and ``verify/``
+packages, so the environment needs torch and nothing else, in a clean environment
+(``samebits.childenv``: no caller's PYTHONPATH, user site, LD_PRELOAD, ...; ``keep``: the
+start-up variables a paper manifest's ``keep-env`` keeps, which the facts then record). The
+error statistics of saved outputs (``verify.errorstats.output_errors``, torch again) and the
+paper audit's tensor records, tensor comparisons and fingerprints (``python -m
+verify.errorstats --request``) run the same way.
 
 ``Runtime`` is the interface the pipeline takes; tests may pass another.
 """
@@ -19,7 +21,6 @@ run the same way.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -31,6 +32,7 @@ from samebits.errors import InputError, ToolError, quote
 from verify.attest import Attestation
 from verify.errorstats import OutputError
 from verify.facts import Facts
+from verify.launch import run_module
 from verify.workloads.settings import DETERMINISTIC, PROFILES, Settings
 
 TIMEOUT = 3600.0
@@ -82,23 +84,15 @@ def settings_of(att: Attestation) -> Settings:
                    cudnn_allow_tf32=bool(s.get("cudnn_allow_tf32", False)))
 
 
-def package_dirs() -> dict[str, Path]:
-    """This samebits' ``samebits/`` and ``verify/`` folders (from modules, not packages:
-    an editable install may present ``verify`` as a namespace package without a file)."""
-    import samebits._io
-    import verify.attest
-
-    return {"samebits": Path(samebits._io.__file__).resolve().parent,
-            "verify": Path(verify.attest.__file__).resolve().parent}
-
-
 @dataclass(frozen=True, slots=True)
 class Interpreter:
-    """A Python interpreter that runs the workers; ``environ`` is passed through as it is."""
+    """A Python interpreter that runs the workers. ``environ``: the caller's environment (this
+    process's by default), cleaned before a worker gets it; ``keep``: what stays of it."""
 
     python: str
     environ: Mapping[str, str] | None = None
     timeout: float = TIMEOUT
+    keep: tuple[str, ...] = ()
 
     def facts(self) -> Facts:
         doc = self._worker(["-m", "verify.workloads", "--facts", "--only", "", "--settings",
@@ -129,21 +123,14 @@ class Interpreter:
                                 what="comparing outputs")
 
     def _worker(self, args: list[str], *, what: str) -> dict[str, Any]:
-        env = dict(os.environ if self.environ is None else self.environ)
-        env.pop("CUBLAS_WORKSPACE_CONFIG", None)  # the settings set their own
-        with tempfile.TemporaryDirectory(prefix="samebits-path.") as shim:
-            for name, folder in package_dirs().items():
-                os.symlink(folder, Path(shim) / name)
-            env["PYTHONPATH"] = os.pathsep.join(p for p in (shim, env.get("PYTHONPATH")) if p)
-            cmd = [self.python, *args]
-            try:
-                proc = subprocess.run(cmd, capture_output=True, text=True, env=env,
-                                      timeout=self.timeout, cwd=shim)
-            except FileNotFoundError:
-                raise ToolError(f"{self.python}: no such interpreter",
-                                hint="pass --python with the environment's interpreter") from None
-            except subprocess.TimeoutExpired:
-                raise ToolError(f"{self.python}: {what} ran past {self.timeout:g} s") from None
+        try:
+            proc = run_module(self.python, args, environ=self.environ, keep=self.keep,
+                              timeout=self.timeout)
+        except FileNotFoundError:
+            raise ToolError(f"{self.python}: no such interpreter",
+                            hint="pass --python with the environment's interpreter") from None
+        except subprocess.TimeoutExpired:
+            raise ToolError(f"{self.python}: {what} ran past {self.timeout:g} s") from None
         if proc.returncode != 0:
             lines = proc.stderr.strip().splitlines()
             tail = lines[-1] if lines else f"no message (stdout: {proc.stdout[-200:]!r})"

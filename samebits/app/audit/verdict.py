@@ -13,8 +13,9 @@ In the spirit of ACM's artifact badges, strongest first:
                                  to (device, CPU ISA, thread count, library versions, settings);
                                  a paper output beyond its tolerance, where such facts differ;
                                  every difference with its magnitude
-    environment-identical  0     the environment is the lock's, file for file; the workloads
-                                 were not run (``--no-workloads``)
+    environment-identical  0     the environment is the lock's, file for file; no workload's
+                                 bits were compared (``--no-workloads``, or none gave bits on
+                                 both sides: unavailable on both is no evidence)
     not-reproduced         1     at least one reason, every one listed: lockfile integrity,
                                  preflight, install, environment drift, a workload that differs
                                  where no recorded fact explains it, a paper command that fails,
@@ -33,7 +34,10 @@ audit cannot reach a positive level; ``decide`` is pure: any reason -> not-repro
 ``judge_runtime`` reads ``verify.compare``'s report: a difference is explained only when
 every differing workload is attributed to a fact it is known to be sensitive to
 (``expected``); ``compare``'s weaker "explained" (attributed to a fact outside the workload's
-sensitivities) is a reason here, because a badge must not rest on a guess.
+sensitivities) is a reason here, because a badge must not rest on a guess. A workload with no
+bits on either side (``Report.not_run``: unavailable on both, say) is neither a difference nor
+identical: it is named in a note, and when no workload is left to compare the level is
+environment-identical, never bit-identical.
 """
 
 from __future__ import annotations
@@ -76,7 +80,8 @@ LEVELS: dict[Level, LevelInfo] = {i.level: i for i in (
               "a recorded fact that differs and that it is known to be sensitive to"),
     LevelInfo(level="environment-identical", exit_code=EXIT_OK, colour="#1565c0",
               title="Environment identical (runtime not checked)",
-              meaning="the environment is the lock's, file for file; the workloads were not run"),
+              meaning="the environment is the lock's, file for file; no workload's bits were "
+              "compared (not run, or none gave bits on both sides)"),
     LevelInfo(level="not-reproduced", exit_code=EXIT_DIFFERENT, colour="#c62828",
               title="Not reproduced",
               meaning="at least one check failed; every reason is listed"),
@@ -194,6 +199,16 @@ def judge_runtime(report: Any, bounds: Mapping[str, Mapping[str, Any]] | None = 
                          f"{d.name} ({', '.join(d.attributed_to)}: "
                          f"{magnitude(d, (bounds or {}).get(d.name))})"
                          for d in report.different))
+    not_run = tuple(getattr(report, "not_run", ()))
+    if not_run:
+        notes.append(f"{plural(len(not_run), 'workload')} gave no bits on either side (the "
+                     "same status other than ok on both, e.g. unavailable on this torch), so "
+                     "neither differs nor counts as identical: " + ", ".join(not_run))
     if reasons:
         return "not-reproduced", tuple(reasons), tuple(notes)
-    return ("explained" if report.different else "bit-identical"), (), tuple(notes)
+    if report.different:
+        return "explained", (), tuple(notes)
+    if not report.identical:
+        notes.append("no workload gave bits on both sides: the runtime was not compared")
+        return "environment-identical", (), tuple(notes)
+    return "bit-identical", (), tuple(notes)

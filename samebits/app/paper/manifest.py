@@ -5,6 +5,7 @@
     lockfile = "conda-lock.yml"                    # relative to this file (the default)
     attestation = "reference.attestation.json"     # the default
     outputs = "outputs"                            # attest saves commands' outputs here
+    keep-env = ["LD_LIBRARY_PATH"]                 # start-up variables to keep (default none)
 
     [run]                                          # defaults for every command
     python-hash-seed = 0                           # PYTHONHASHSEED (default 0)
@@ -51,7 +52,8 @@ METRIC_FORMATS = {".json": "json", ".csv": "csv", ".yaml": "yaml", ".yml": "yaml
 CURVE_FORMATS = ("jsonl", "csv", "regex")
 STREAMS = ("stdout", "stderr")
 DEFAULT_TIMEOUT = 600.0
-TOP_KEYS = ("format", "title", "lockfile", "attestation", "outputs", "run", "commands")
+TOP_KEYS = ("format", "title", "lockfile", "attestation", "outputs", "keep-env", "run",
+            "commands")
 RUN_KEYS = ("python-hash-seed", "threads", "deterministic", "timeout", "env")
 COMMAND_KEYS = ("name", "run", "cwd", *RUN_KEYS, "outputs")
 OUTPUT_KEYS = ("path", "stream", "kind", "rtol", "atol", "save", "format", "metrics", "regex",
@@ -147,6 +149,10 @@ class PaperManifest:
     attestation: Path
     outputs: Path
     commands: tuple[CommandSpec, ...]
+    # Start-up variables (samebits.childenv: PYTHONPATH, LD_LIBRARY_PATH, ...) that every
+    # process samebits starts for this paper (the facts probe, the workload worker, the
+    # commands) takes from the caller instead of dropping; recorded, and compared by audit.
+    keep_env: tuple[str, ...] = ()
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any], *, file: Path) -> PaperManifest:

@@ -50,6 +50,7 @@ def validate(data: Mapping[str, Any], *, file: Path) -> PaperManifest:
     paths = {k: v.relpath(data, k, k, default=d) for k, d in (
         ("lockfile", "conda-lock.yml"), ("attestation", "reference.attestation.json"),
         ("outputs", "outputs"))}
+    keep_env = _keep_env(v, data.get("keep-env", []))
     run = data.get("run", {})
     if not isinstance(run, Mapping):
         v.add("run", run, "expected a table")
@@ -75,7 +76,28 @@ def validate(data: Mapping[str, Any], *, file: Path) -> PaperManifest:
         file=file, folder=folder, title=title,
         lockfile=folder / (paths["lockfile"] or "conda-lock.yml"),
         attestation=folder / (paths["attestation"] or "reference.attestation.json"),
-        outputs=folder / (paths["outputs"] or "outputs"), commands=tuple(out))
+        outputs=folder / (paths["outputs"] or "outputs"), commands=tuple(out),
+        keep_env=keep_env)
+
+
+def _keep_env(v: _Validator, value: Any) -> tuple[str, ...]:
+    """``keep-env``: names of variables samebits drops from (or sets in) what it starts."""
+    from samebits.childenv import keepable
+
+    if not isinstance(value, list) or not all(isinstance(n, str) for n in value):
+        v.add("keep-env", value, "expected a list of environment variable names")
+        return ()
+    for i, name in enumerate(value):
+        if not ENV_NAME.match(name):
+            v.add(f"keep-env[{i}]", name, "not an environment variable name")
+        elif not keepable(name):
+            v.add(f"keep-env[{i}]", name, "samebits passes this variable already: keep-env "
+                  "names start-up variables it drops (PYTHONPATH, PYTHONHOME, PYTHONSTARTUP, "
+                  "PYTHONUSERBASE, PYTHONNOUSERSITE, LD_PRELOAD, LD_LIBRARY_PATH, any other "
+                  "PYTHON* or LD_*)")
+        elif name in value[:i]:
+            v.add(f"keep-env[{i}]", name, "named twice")
+    return tuple(sorted(set(value)))
 
 
 class _Validator:

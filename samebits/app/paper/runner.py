@@ -9,9 +9,12 @@ for a fresh one, and the paper folder itself is never written), one after anothe
     cwd        the manifest's ``cwd`` inside the scratch copy
     env        built from nothing (``command_env``): PATH = $BIN:/usr/local/bin:/usr/bin:/bin,
                HOME, the locale and TZ and every numerics variable (OMP_*, MKL_*, CUDA_*, ...)
-               of the caller, PYTHONHASHSEED, PYTHONUNBUFFERED=1, OMP/MKL_NUM_THREADS when the
-               manifest says threads, CUBLAS_WORKSPACE_CONFIG and the settings hook on
-               PYTHONPATH when it says deterministic (``hook``), then the manifest's env
+               of the caller's clean environment (``samebits.childenv``: no PYTHONPATH,
+               LD_PRELOAD, LD_LIBRARY_PATH, ... of the caller's unless the manifest's
+               ``keep-env`` names them), PYTHONNOUSERSITE=1, PYTHONHASHSEED,
+               PYTHONUNBUFFERED=1, OMP/MKL_NUM_THREADS when the manifest says threads,
+               CUBLAS_WORKSPACE_CONFIG and the settings hook on PYTHONPATH when it says
+               deterministic (``hook``; before a kept PYTHONPATH), then the manifest's env
     stdin      /dev/null; stdout and stderr to files; killed (its whole process group) at
                the timeout; the last ``TAIL`` lines kept for the reason when it fails
 
@@ -39,6 +42,7 @@ from typing import Any
 from samebits._io import read_json
 from samebits.app.paper import hook, values
 from samebits.app.paper.manifest import CommandSpec, OutputSpec, PaperManifest
+from samebits.childenv import NO_USER_SITE, child_environ
 from verify.facts.model import is_numeric_env
 
 SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
@@ -49,10 +53,12 @@ TensorRecords = Callable[[Sequence[Path]], Mapping[str, Mapping[str, Any]]]
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Host:
-    """Where the commands run: the environment's interpreter folder and the caller's env."""
+    """Where the commands run: the environment's interpreter folder, the caller's env and the
+    start-up variables of it the manifest keeps (``keep-env``)."""
 
     bin: Path
     environ: Mapping[str, str]
+    keep: tuple[str, ...] = ()
 
 
 def command_env(spec: CommandSpec, *, host: Host, hook_dir: Path | None,
@@ -60,10 +66,13 @@ def command_env(spec: CommandSpec, *, host: Host, hook_dir: Path | None,
                                                                list[str]]:
     """(the process's environment, the same as recorded, the names taken from the caller)."""
     caller = host.environ
+    clean = child_environ(caller, keep=host.keep)
     env: dict[str, str] = {}
-    inherited = [k for k in sorted(caller) if k in PASSED or (
-        is_numeric_env(k) and k not in ("PYTHONHASHSEED", "LD_PRELOAD"))]
-    env.update({k: caller[k] for k in inherited})
+    inherited = [k for k in sorted(clean) if k in caller and (
+        k in PASSED or k in host.keep or (is_numeric_env(k) and k != "PYTHONHASHSEED"))]
+    env.update({k: clean[k] for k in inherited})
+    if NO_USER_SITE in clean and NO_USER_SITE not in env:
+        env[NO_USER_SITE] = clean[NO_USER_SITE]
     env["PATH"] = f"{host.bin}:{SYSTEM_PATH}"
     env["PYTHONHASHSEED"] = str(spec.hash_seed)
     env["PYTHONUNBUFFERED"] = "1"
@@ -73,10 +82,13 @@ def command_env(spec: CommandSpec, *, host: Host, hook_dir: Path | None,
         workspace = settings.get("cublas_workspace_config")
         if workspace:
             env["CUBLAS_WORKSPACE_CONFIG"] = workspace
-        env["PYTHONPATH"] = str(hook_dir)
+        env["PYTHONPATH"] = ":".join([str(hook_dir), *([env["PYTHONPATH"]]
+                                                        if env.get("PYTHONPATH") else [])])
     for k, v in spec.env:
         env[k] = f"{env['PYTHONPATH']}:{v}" if k == "PYTHONPATH" and "PYTHONPATH" in env else v
-    inherited = [k for k in inherited if env.get(k) == caller.get(k)]
+    hooked = f"{hook_dir}:{clean.get('PYTHONPATH')}"  # the hook before a kept PYTHONPATH
+    inherited = [k for k in inherited if env.get(k) == clean.get(k)
+                 or (k == "PYTHONPATH" and hook_dir is not None and env.get(k) == hooked)]
     recorded = {k: _placeholders(v, host=host, hook_dir=hook_dir) for k, v in env.items()}
     return env, recorded, inherited
 

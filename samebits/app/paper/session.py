@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -73,8 +73,22 @@ def section(manifest: PaperManifest | None, records: Mapping[str, Any]) -> dict[
     """The attestation's ``paper`` value."""
     if manifest is None:
         return {"format": SECTION_FORMAT, "commands": dict(records)}
-    return {"format": SECTION_FORMAT, "title": manifest.title, "manifest": manifest.file.name,
-            "commands": dict(records)}
+    out = {"format": SECTION_FORMAT, "title": manifest.title, "manifest": manifest.file.name,
+           "commands": dict(records)}
+    if manifest.keep_env:  # what the processes kept of the caller's start-up variables
+        out["keep_env"] = list(manifest.keep_env)
+    return out
+
+
+def keep_env_reason(manifest: PaperManifest, paper: Mapping[str, Any] | None) -> str | None:
+    """Why the reviewer's processes do not start as the authors' did, if they do not: the
+    manifest keeps other start-up variables (``keep-env``) than the attestation records."""
+    attested = tuple((paper or {}).get("keep_env") or ())
+    if tuple(manifest.keep_env) == attested:
+        return None
+    return (f"{manifest.file}: keep-env = {list(manifest.keep_env)}, the attestation records "
+            f"keep-env = {list(attested)}: the paper's processes would not start as the "
+            "authors' did")
 
 
 def attest_problems(records: Mapping[str, Mapping[str, Any]]) -> list[str]:
@@ -213,7 +227,8 @@ def audit_paper(manifest: PaperManifest | None, authors: Any, *, runtime: Any, p
     try:
         with staged_dir(root, replace=True) as stage:  # no file of an earlier audit remains
             records = run_commands(manifest, host=Host(bin=Path(python).parent,
-                                                       environ=dict(os.environ)),
+                                                       environ=dict(os.environ),
+                                                       keep=manifest.keep_env),
                                    settings=settings, runtime=runtime, save=stage,
                                    save_all=True, skip=skip, progress=progress)
         compared: dict[tuple[str, str], dict[str, Any]] = {}
@@ -230,4 +245,9 @@ def audit_paper(manifest: PaperManifest | None, authors: Any, *, runtime: Any, p
     facts = [d.key for d in comparison.class_differences] if comparison else []
     result = paper_step(manifest, theirs, records, class_facts=facts, compared=compared,
                         attestation=str(authors.source))
-    return result.step, result.commands, records, result.level
+    step, level = result.step, result.level
+    kept = keep_env_reason(manifest, authors.paper) if theirs is not None else None
+    if kept is not None:
+        step = replace(step, status="failed", reasons=(*step.reasons, kept))
+        level = None
+    return step, result.commands, records, level
