@@ -163,6 +163,38 @@ def wheel_pythons(pin: Requested, files: Sequence[IndexFile], *, platforms: Sequ
     return PinWheels(pin=pin, state="wheels", pythons=ok, files=tuple(rel))
 
 
+def range_pythons(req: Requested, files: Sequence[IndexFile], *, platforms: Sequence[str],
+                  glibc: str, before: dt.datetime | None) -> PinWheels | None:
+    """For a requirement that pins no release (``torch>=2.3.0``, ``numpy``): the Pythons for
+    which some release it allows, uploaded before ``before`` (the spec's exclude-newer), has a
+    wheel on every platform; None when nothing can be said (no release matches, or one is
+    sdist-only: it builds on any Python)."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    try:
+        spec = Requirement(req.text).specifier
+    except InvalidRequirement:
+        return None
+    releases: dict[Version, list[IndexFile]] = {}
+    for f in files:
+        got = _file_version(f.filename)
+        if got is None or got[0] != req.name or got[1].is_prerelease \
+                or not spec.contains(got[1]):
+            continue
+        uploaded = parse_upload_time(f.upload_time)
+        if before is not None and (uploaded is None or uploaded >= before):
+            continue
+        releases.setdefault(got[1], []).append(f)
+    if not releases or any(not any(f.filename.endswith(".whl") for f in rel)
+                           for rel in releases.values()):
+        return None
+    ok = tuple(p for p in KNOWN_PYTHONS
+               if any(all(any(f.filename.endswith(".whl") and fits(
+                   f.filename, f.requires_python, Target(platform=pl, python=p, glibc=glibc))
+                   for f in rel) for pl in platforms) for rel in releases.values()))
+    return PinWheels(pin=req, state="wheels", pythons=ok)
+
+
 def _unquote(name: str) -> str:
     from urllib.parse import unquote
 

@@ -25,6 +25,7 @@ from samebits.specdraft import (
     choose_python,
     newest_upload,
     pytorch_index,
+    range_pythons,
     wheel_pythons,
 )
 from samebits.torchcuda import CudaEvidence, choose_generation, cuda_evidence
@@ -270,6 +271,24 @@ def test_python_is_newest_with_every_wheel() -> None:
                         where="linux-64")
     assert (got.value, got.why) == ("3.11", "the newest of 3.10, 3.11, 3.12, 3.13 with a wheel "
                                     "of every pinned package (3.12: no wheel of numpy==1.24.4)")
+
+
+TORCH_RANGE = [*TORCH, *(_f(f"torch-2.5.0-cp{v}-cp{v}-manylinux1_x86_64.whl",
+                             "2024-10-17T16:38:59Z", ">=3.8.0") for v in ("311", "312", "313"))]
+
+
+@pytest.mark.parametrize(("before", "python"), [(None, "3.13"), ("2024-07-03", "3.12")])
+def test_unpinned_requirement_constrains_the_python(before: str | None, python: str) -> None:
+    """torch>=2.2 as of 2024-07-03 has no cp313 wheel (2.5.0 came later): 3.12, not 3.13."""
+    import datetime as dt
+
+    (req,) = read_requirements("torch>=2.2\n", source="pyproject.toml").pypi
+    cut = dt.datetime.fromisoformat(before).replace(tzinfo=dt.timezone.utc) if before else None
+    got = range_pythons(req, TORCH_RANGE, platforms=("linux-64",), glibc="2.28", before=cut)
+    assert got is not None
+    chosen = choose_python([got], requested=None, pinned=None, requires_python=None,
+                           where="linux-64")
+    assert chosen.value == python
 
 
 def test_python_without_wheel_names_package_and_pythons() -> None:

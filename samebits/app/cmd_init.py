@@ -52,6 +52,7 @@ from samebits.specdraft import (
     choose_python,
     newest_upload,
     pytorch_index,
+    range_pythons,
     wheel_pythons,
 )
 from samebits.specwrite import spec_mapping, spec_toml
@@ -168,7 +169,8 @@ def make_draft(declared: Declared, *, args: argparse.Namespace,
             notes.append(f"{r.where}: {r.text} is a PyTorch build: its index {own} is an extra "
                          "index")
     pins = [r for r in declared.pins if r.url is None]
-    found = offers([index, *extra], sorted({r.name for r in pins}))
+    ranges = [r for r in declared.pypi if not r.pinned and not r.url]
+    found = offers([index, *extra], sorted({r.name for r in (*pins, *ranges)}))
     notes += [f"index {i} did not answer ({why}): its releases were not checked"
               for i, why in sorted(found.unreachable.items())]
     wheels = [wheel_pythons(r, found.files.get(r.name, []), platforms=platforms, glibc=glibc)
@@ -182,7 +184,13 @@ def make_draft(declared: Declared, *, args: argparse.Namespace,
                               f"{', '.join([index, *extra])}",
                               hint="fix the pin, or pass --index with the index that has it")
     where = f"{', '.join(platforms)} (glibc {glibc})"
-    python = choose_python(wheels, requested=args.python, pinned=declared.python,
+    # an unpinned requirement constrains the Python too: some release it allows, as of the
+    # exclude-newer given, must have a wheel (torch>=2.3.0 as of 2024-07 has none for 3.13)
+    before = parse_instant(args.exclude_newer) if args.exclude_newer else None
+    ranged = [w for r in ranges
+              if (w := range_pythons(r, found.files.get(r.name, []), platforms=platforms,
+                                     glibc=glibc, before=before)) is not None]
+    python = choose_python([*wheels, *ranged], requested=args.python, pinned=declared.python,
                            requires_python=declared.requires_python, where=where)
     chosen = [Target(platform=p, python=python.value, glibc=glibc) for p in platforms]
     pypi, more_left = applicable(declared.pypi, chosen)

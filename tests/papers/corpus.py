@@ -4,6 +4,7 @@ For each paper of ``tests/papers/corpus.toml``, in a fresh folder under ``build/
 with the installed ``samebits`` console script and nothing edited by hand:
 
     init     samebits init NAME --from <the authors' requirements.txt or pyproject.toml>
+             --generation cpu    (the corpus runs on CPUs; a CUDA build of torch runs there)
     lock     samebits lock NAME                    (real uv against the index)
     install  samebits install LOCK --prefix env    (the lock's archives, hash-checked)
     verify   samebits verify env --prefix env --lockfile LOCK
@@ -111,7 +112,7 @@ def one(paper: dict, out: Path, *, keep: bool, min_free_gb: float) -> Result:
     print(f"{name} ({paper['repo']} @ {paper['commit'][:7]}): from {paper['from']}", flush=True)
     steps = [
         ("init", ["init", name, "--from", str(folder / paper["from"]), "--root", str(project),
-                  *paper.get("init", [])]),
+                  "--generation", "cpu", *paper.get("init", [])]),
         ("lock", ["lock", name, "--root", str(project)]),
         ("install", ["install", str(lock), "--prefix", str(env)]),
         ("verify", ["verify", "env", "--prefix", str(env), "--lockfile", str(lock)]),
