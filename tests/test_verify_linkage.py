@@ -164,7 +164,8 @@ def test_rpath_of_the_loading_chain(tmp_path: Path, old_dtags: bool, resolves: b
         [] if resolves else [("libs/libx.so", "liby.so")])
 
 
-def shared(tmp_path: Path, out: Path, soname: str, *needs: str) -> None:
+def shared(tmp_path: Path, out: Path, soname: str, *needs: str, runpath: str | None = None
+           ) -> None:
     """A shared library ``out`` with DT_NEEDED ``needs`` (stubs made for linking only)."""
     stubs = tmp_path / "stubs"
     stubs.mkdir(exist_ok=True)
@@ -174,7 +175,8 @@ def shared(tmp_path: Path, out: Path, soname: str, *needs: str) -> None:
             cwd=tmp_path)
     out.parent.mkdir(parents=True, exist_ok=True)
     gcc("-shared", "-fPIC", f"-Wl,-soname,{soname}", "-o", str(out), "s.c", f"-L{stubs}",
-        "-Wl,--no-as-needed", *(f"-l:{n}" for n in needs), cwd=tmp_path)
+        "-Wl,--no-as-needed", *(f"-l:{n}" for n in needs),
+        *([f"-Wl,--enable-new-dtags,-rpath,{runpath}"] if runpath else []), cwd=tmp_path)
 
 
 SP = "lib/python3.11/site-packages"
@@ -240,6 +242,34 @@ def test_libraries_torch_preloads_resolve(tmp_path: Path, folder: str, with_torc
         (link,) = report.preloaded
         assert (link.file, link.found) == (f"{SP}/torch/lib/libtorch_cuda.so",
                                            f"{SP}/{folder}/libcudart.so.13")
+
+
+@pytest.mark.parametrize(("needs", "with_torch", "unresolved"), [
+    (("libtorch.so", "libc10.so"), True, []),
+    (("libtorch.so", "libtorch_cuda_linalg.so"), True, ["libtorch_cuda_linalg.so"]),
+    (("libtorch.so",), False, ["libtorch.so"])],
+    ids=["what import torch loaded", "a torch/lib library torch loads lazily", "no torch"])
+def test_extension_beside_torch_uses_the_libraries_import_torch_loaded(
+        tmp_path: Path, needs: tuple[str, ...], with_torch: bool, unresolved: list[str]) -> None:
+    """torchvision/_C.so needs libtorch.so and libc10.so with no RUNPATH to torch/lib: import
+    torchvision imports torch first, whose _C loaded them (its DT_NEEDED closure), so they
+    resolve; a torch/lib library outside that closure does not."""
+    prefix = venv(tmp_path / "env")
+    lib = prefix / SP / "torch" / "lib"
+    shared(tmp_path, lib / "libc10.so", "libc10.so")
+    shared(tmp_path, lib / "libtorch_cuda_linalg.so", "libtorch_cuda_linalg.so")
+    shared(tmp_path, lib / "libtorch.so", "libtorch.so", "libc10.so", runpath="$ORIGIN")
+    shared(tmp_path, prefix / SP / "torch/_C.cpython-311-x86_64-linux-gnu.so", "_C.so",
+           "libtorch.so", runpath="$ORIGIN/lib")
+    if with_torch:
+        (prefix / SP / "torch/__init__.py").write_text("# torch\n")
+    shared(tmp_path, prefix / SP / "torchvision/_C.so", "_C.so", *needs)
+    report = check_linkage(build_manifest(prefix, jobs=1), host_dirs=())
+    assert sorted(lk.needed for lk in report.unresolved) == unresolved
+    assert report.ok is (not unresolved)
+    if not unresolved:
+        assert {(lk.file, lk.found) for lk in report.preloaded} == {
+            (f"{SP}/torchvision/_C.so", f"{SP}/torch/lib/{n}") for n in needs}
 
 
 @pytest.mark.parametrize(("ships_lib", "status"), [(True, "off_path"), (False, "unresolved")],

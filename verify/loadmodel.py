@@ -7,6 +7,10 @@ uses the environment does not:
   ``site-packages/nvidia/<folder>/lib`` (or ``nvidia/cuXX/lib``, ``<folder>/lib``) before
   libtorch (``torch/__init__.py`` ``_preload_cuda_deps``, torch 2.13); once one is loaded, ld.so
   satisfies every later DT_NEEDED of that name: ``preloaded``.
+  The libraries of ``torch/lib`` that ``import torch`` loads (the DT_NEEDED closure of
+  ``torch/_C*.so``) satisfy, the same way, an extension module of another package beside it
+  (torchvision's ``_C.so`` needs ``libtorch.so`` and has no RUNPATH to it: it runs because
+  ``import torchvision`` imports torch first): ``preloaded``.
 - ``plugins``: a shared library nothing in the environment needs and that is no Python
   extension module is only ever dlopen'ed (nvshmem's MPI/UCX bootstraps, cufile's RDMA
   plugin); when every library it lacks is an optional transport (``TRANSPORTS``), it loads on
@@ -55,12 +59,13 @@ def torch_preloads(links: list[Link], entries: dict[str, Entry], manifest: Manif
     sps = [sp for sp in site_packages(manifest.prefix) if f"{sp}/torch/__init__.py" in entries]
     if not sps or not links:
         return [], links
+    loaded = {name: path for sp in sps for name, path in _torch_closure(sp, entries).items()}
     found: list[Link] = []
     rest: list[Link] = []
     for link in links:
-        where = None
+        where = loaded.get(link.needed) if _extension_beside_torch(link.file, sps) else None
         folders = [f for f, stem in TORCH_PRELOADS if link.needed.startswith(stem)]
-        for sp in sps if folders else ():
+        for sp in sps if folders and where is None else ():
             pattern = re.compile(rf"^{re.escape(sp)}/(nvidia/([^/]+)|([^/]+))/lib/"
                                  rf"{re.escape(link.needed)}$")
             for path in entries:
@@ -77,6 +82,31 @@ def torch_preloads(links: list[Link], entries: dict[str, Entry], manifest: Manif
         else:
             rest.append(link)
     return found, rest
+
+
+def _torch_closure(sp: str, entries: dict[str, Entry]) -> dict[str, str]:
+    """soname -> path of every library of ``torch/lib`` that ``import torch`` loads: the
+    DT_NEEDED closure of torch's own extension modules (``torch/_C*.so``) within torch/lib."""
+    lib = f"{sp}/torch/lib/"
+    todo = [p for p in entries
+            if p.startswith(f"{sp}/torch/_C") and p.endswith(".so") and "/" not in p[len(sp) + 7:]]
+    out: dict[str, str] = {}
+    while todo:
+        e = entries.get(todo.pop())
+        for name in (e.elf.needed if e is not None and e.elf is not None else ()):
+            if name not in out and lib + name in entries:
+                out[name] = lib + name
+                todo.append(lib + name)
+    return out
+
+
+def _extension_beside_torch(file: str, sps: list[str]) -> bool:
+    """A Python extension module of another package in torch's site-packages (torchvision's
+    ``_C.so``, ``image.so``): such packages import torch before they load their extensions, so
+    libtorch's libraries are already in the process and ld.so satisfies their DT_NEEDED."""
+    name = posixpath.basename(file)
+    return EXTENSION.match(name) is not None and any(
+        file.startswith(f"{sp}/") and not file.startswith(f"{sp}/torch/") for sp in sps)
 
 
 def plugins(links: list[Link], loaders: dict[str, set[str]]
