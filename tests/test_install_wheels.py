@@ -131,20 +131,27 @@ def test_lockfile_tells_a_swapped_wheel(tmp_path: Path) -> None:
     assert [(f["kind"], f["package"]) for f in doc["findings"]] == [("package-hash", "richpkg")]
 
 
-@pytest.mark.parametrize(("second", "error"), [
-    (b"", None),
-    (b"# mine\n", "1 file written by two packages with different contents: "
-                  "lib/python{line}/site-packages/nvidia/__init__.py"),
-], ids=["the same bytes (CUDA 12 nvidia-* wheels)", "different bytes"])
-def test_a_file_two_wheels_write(tmp_path: Path, second: bytes, error: str | None) -> None:
+@pytest.mark.parametrize(("second", "depends", "error"), [
+    (b"", False, None),
+    (b"# mine\n", False, "1 file written by two packages with different contents: "
+                         "lib/python{line}/site-packages/nvidia/__init__.py"),
+    (b"# mine\n", True, None),
+], ids=["the same bytes (CUDA 12 nvidia-* wheels)", "different bytes",
+        "different bytes, the second needs the first (sktime and scikit-base's docs/)"])
+def test_a_file_two_wheels_write(tmp_path: Path, second: bytes, depends: bool,
+                                 error: str | None) -> None:
     """Two wheels shipping one path: placed once when the bytes are the same (as pip leaves
-    it), and verify env says identical; different bytes stop the install, naming the path."""
+    it), and verify env says identical; different bytes: the file of the package that needs
+    the other is placed, as pip's install order leaves it (verify env: identical); with no
+    such order the install stops, naming the path."""
     folder = tmp_path / "wheels"
     one = wheel(folder, "nvidia-one", "1.0", {"nvidia/__init__.py": b"",
                                              "nvidia/one/lib.txt": b"1\n"})
     two = wheel(folder, "nvidia-two", "1.0", {"nvidia/__init__.py": second,
                                              "nvidia/two/lib.txt": b"2\n"})
-    env = write_lock(tmp_path / "t.conda-lock.yml", [locked_wheel(one), locked_wheel(two)],
+    needs = (("nvidia-one", "*"),) if depends else ()
+    env = write_lock(tmp_path / "t.conda-lock.yml",
+                     [locked_wheel(one), dataclasses.replace(locked_wheel(two), dependencies=needs)],
                      python=LINE)
     prefix = tmp_path / "env"
     if error is not None:
@@ -165,3 +172,4 @@ def test_a_file_two_wheels_write(tmp_path: Path, second: bytes, error: str | Non
         assert (proc.returncode, doc["identical"]) == (0, True), doc["findings"]
     assert report.bytecode is not None
     assert (report.bytecode.compiled, report.bytecode.reused) == (0, 2)
+    assert (prefix / f"lib/python{LINE}/site-packages/nvidia/__init__.py").read_bytes() == second

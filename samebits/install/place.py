@@ -51,6 +51,7 @@ class Copy(NamedTuple):
     executable: bool
     size: int = 0
     linkable: bool = True   # False: never hardlinked (a conda file marked no_link)
+    package: str = ""       # the package whose file it is (wheels), for who writes last
 
 
 class Placer:
@@ -230,24 +231,41 @@ class PlaceError(InputError):
         self.problems = problems
 
 
-def one_copy_per_path(copies: list[Copy]) -> list[Copy]:
+def one_copy_per_path(copies: list[Copy],
+                      depends: Callable[[str, str], bool] | None = None) -> list[Copy]:
     """A path several packages write is placed once when every copy has the same bytes and
     mode, as pip and installer leave it (each later wheel overwrites it): every CUDA 12
     ``nvidia-*`` wheel ships the same empty ``nvidia/__init__.py`` (and so the same pyc).
-    Different bytes are an error naming the path: which package's file would win is not the
-    lock's to decide."""
+
+    Different bytes: pip installs a package after the packages it depends on, so the file of
+    the one that depends on every other writer is the one left (sktime 0.34.0 and its
+    dependency scikit-base 0.11.0 both ship a top-level ``docs/source/conf.py``: sktime's
+    stays). ``depends(a, b)``: package ``a`` needs ``b``, directly or not. Where no writer
+    depends on all the others (or no ``depends`` is given) the order would be arbitrary: an
+    error naming the path. verify env accepts a file that matches any of its claims, so the
+    package whose file was overwritten is not drift."""
     by_rel: dict[str, list[Copy]] = {}
     for c in copies:
         by_rel.setdefault(c.rel, []).append(c)
     if len(by_rel) == len(copies):
         return copies
-    differ = sorted(rel for rel, group in by_rel.items()
-                    if any(c.executable != group[0].executable
-                           or not filecmp.cmp(c.src, group[0].src, shallow=False)
-                           for c in group[1:]))
+    chosen: dict[str, Copy] = {}
+    differ = []
+    for rel, group in by_rel.items():
+        if all(c.executable == group[0].executable
+               and filecmp.cmp(c.src, group[0].src, shallow=False) for c in group[1:]):
+            chosen[rel] = group[0]
+            continue
+        last = next((c for c in group if depends is not None and c.package and all(
+            o is c or (o.package and depends(c.package, o.package)) for o in group)), None)
+        if last is None:
+            differ.append(rel)
+        else:
+            chosen[rel] = last
+    differ.sort()
     if differ:
         raise InputError(f"{plural(len(differ), 'file')} written by two packages with "
                          "different contents: " + ", ".join(differ[:10]),
                          hint="the lock holds packages that overwrite each other's files; "
                          "re-lock without one of them")
-    return [group[0] for group in by_rel.values()]
+    return list(chosen.values())

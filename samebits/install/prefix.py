@@ -303,6 +303,26 @@ def _has(entries: dict[str, Entry], conda: Sequence[LockedPackage], path: str) -
 
 # ---------------------------------------------------------------------------------- place
 
+def _depends(packages: Sequence[LockedPackage]) -> Callable[[str, str], bool]:
+    """``depends(a, b)``: the locked package ``a`` needs ``b``, directly or not (the lock's
+    dependency edges), as pip's install order has it (``b`` installed first)."""
+    edges = {p.name: {d for d, _ in p.dependencies} for p in packages}
+    closure: dict[str, set[str]] = {}
+
+    def reach(name: str) -> set[str]:
+        if name not in closure:
+            todo, seen = list(edges.get(name, ())), set()
+            while todo:
+                d = todo.pop()
+                if d not in seen:
+                    seen.add(d)
+                    todo.extend(edges.get(d, ()))
+            closure[name] = seen
+        return closure[name]
+
+    return lambda a, b: b in reach(a)
+
+
 def _place(plan: _Plan, stage: Path, placer: Placer, venv: str | None, line: str | None,
            progress: Progress) -> dict[str, str]:
     """Everything into ``stage``; the placed-from map (prefix-relative path -> entry key)."""
@@ -334,7 +354,7 @@ def _place(plan: _Plan, stage: Path, placer: Placer, venv: str | None, line: str
         key = f"{UNPACKED}/{plan.key(plan_)}"
         for copy in plan_.copies:
             sources[copy.rel] = key
-    copies = one_copy_per_path(copies)
+    copies = one_copy_per_path(copies, depends=_depends([w.package for w in plan.wheels]))
     total = sum(c.size for c in copies) + sum(len(d) for _, d, _ in writes)
     count = len(copies) + len(writes) + len(links)
     stage.mkdir(parents=True, exist_ok=True)

@@ -136,7 +136,7 @@ def plan_wheel(entry: Entry, p: LockedPackage, *, stage: Path, layout: Layout) -
             generated(scheme, rel, data, m.exec)
             continue
         target = dest(scheme, rel)
-        copies.append(Copy(entry.source(m.path), target, m.exec, m.size))
+        copies.append(Copy(entry.source(m.path), target, m.exec, m.size, package=p.name))
         records.append((scheme, rel, f"sha256={_b64(m.sha256 or '')}", str(m.size)))
         if scheme in ("purelib", "platlib") and rel.endswith(".py"):
             sources.append(target)
