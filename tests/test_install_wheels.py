@@ -151,7 +151,8 @@ def test_a_file_two_wheels_write(tmp_path: Path, second: bytes, depends: bool,
                                              "nvidia/two/lib.txt": b"2\n"})
     needs = (("nvidia-one", "*"),) if depends else ()
     env = write_lock(tmp_path / "t.conda-lock.yml",
-                     [locked_wheel(one), dataclasses.replace(locked_wheel(two), dependencies=needs)],
+                     [locked_wheel(one),
+                      dataclasses.replace(locked_wheel(two), dependencies=needs)],
                      python=LINE)
     prefix = tmp_path / "env"
     if error is not None:
