@@ -26,15 +26,14 @@ from typing import Literal
 from packaging.requirements import Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import (
-    InvalidSdistFilename,
     InvalidWheelFilename,
     canonicalize_name,
-    parse_sdist_filename,
     parse_wheel_filename,
 )
 from packaging.version import InvalidVersion, Version
 
 from samebits.errors import NoWheelError, Problem, SourceError, plural
+from samebits.foreign.requirements import file_version
 from samebits.foreign.simpleindex import IndexFile
 from samebits.foreign.sources import Left, Requested
 from samebits.foreign.target import Target
@@ -105,21 +104,10 @@ def release_files(name: str, version: str, files: Iterable[IndexFile]) -> list[I
     want = Version(version)
     out = []
     for f in files:
-        got = _file_version(f.filename)
+        got = file_version(f.filename)
         if got and got[0] == name and got[1] == want:
             out.append(f)
     return out
-
-
-def _file_version(filename: str) -> tuple[str, Version] | None:
-    try:
-        if filename.endswith(".whl"):
-            name, version, _, _ = parse_wheel_filename(filename)
-        else:
-            name, version = parse_sdist_filename(filename)
-    except (InvalidWheelFilename, InvalidSdistFilename, InvalidVersion):
-        return None
-    return str(name), version
 
 
 def fits(filename: str, requires_python: str | None, target: Target) -> bool:
@@ -177,7 +165,7 @@ def range_pythons(req: Requested, files: Sequence[IndexFile], *, platforms: Sequ
         return None
     releases: dict[Version, list[IndexFile]] = {}
     for f in files:
-        got = _file_version(f.filename)
+        got = file_version(f.filename)
         if got is None or got[0] != req.name or got[1].is_prerelease \
                 or not spec.contains(got[1]):
             continue

@@ -260,7 +260,8 @@ def _offered(indexes: list[str], names: list[str]) -> dict[str, list[IndexFile]]
     return out
 
 
-def _file_version(filename: str) -> tuple[str, str] | None:
+def file_version(filename: str) -> tuple[str, Version] | None:
+    """(canonical name, version) a wheel's or an sdist's file name says, or None."""
     try:
         if filename.endswith(".whl"):
             name, version, _, _ = parse_wheel_filename(filename)
@@ -268,7 +269,7 @@ def _file_version(filename: str) -> tuple[str, str] | None:
             name, version = parse_sdist_filename(filename)
     except (InvalidWheelFilename, InvalidSdistFilename, InvalidVersion):
         return None
-    return str(name), str(version)
+    return str(name), version
 
 
 def _choose(p: Pinned, offered: list[IndexFile], target: Target,
@@ -279,14 +280,14 @@ def _choose(p: Pinned, offered: list[IndexFile], target: Target,
             return Dropped(platform=target.platform, name=name, version=None, source=p.url,
                            reason="a direct URL that is not a wheel: it would be built on "
                            "install, so no artifact is locked")
-        version = _file_version(p.url.rsplit("/", 1)[-1])
-        return LockedPackage(name=name, version=version[1] if version else "", manager="pip",
+        version = file_version(p.url.rsplit("/", 1)[-1])
+        return LockedPackage(name=name, version=str(version[1]) if version else "", manager="pip",
                              platform=target.platform, url=p.url, sha256=min(p.hashes))
     want = Version(p.version)
     matching = []
     for f in offered:
-        fv = _file_version(f.filename)
-        if fv and fv[0] == name and Version(fv[1]) == want and f.sha256 \
+        fv = file_version(f.filename)
+        if fv and fv[0] == name and fv[1] == want and f.sha256 \
                 and f.sha256.lower() in p.hashes:
             matching.append(f)
     best = target.best((f, f.filename) for f in matching)
