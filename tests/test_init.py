@@ -24,6 +24,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 PAPERS = Path(__file__).parent / "data" / "papers-inputs"
+ROOT = Path(__file__).resolve().parents[1]
 LINUX = 'platform_system == "Linux"'
 UPLOADS = {
     "numpy": "2023-06-26T13:22:33.184535Z",
@@ -219,6 +220,25 @@ def test_real_paper_requirements_lock_keeps_pins(capsys: pytest.CaptureFixture[s
             "pandas": "2.0.1"}
     assert {k: locked.get(k) for k in pins} == pins
     assert locked["nvidia-cuda-runtime-cu12"] == "12.1.105" and "seaborn" in locked
+
+
+@pytest.mark.network
+@pytest.mark.slow
+def test_exclude_newer_moves_until_the_pins_resolve(capsys: pytest.CaptureFixture[str],
+                                                   tmp_path: Path) -> None:
+    """iTransformer's requirements.txt (torch==2.0.0, uploaded 2023-03-15): at one second after
+    that upload the cp311 triton 2.0.0 wheel torch needs was not on PyPI yet (2023-03-20), so
+    the spec would not lock; init moves exclude-newer 7 days on, says why, and it locks."""
+    source = ROOT / "tests" / "papers" / "itransformer" / "requirements.txt"
+    rc, doc = run(capsys, "init", "it", "--from", str(source), "--root", str(tmp_path),
+                  "--generation", "cpu")
+    assert rc == 0, doc
+    assert doc["exclude_newer"]["value"] == "2023-03-22T16:01:04Z"
+    assert "at 2023-03-15T16:01:04Z the index could not yet satisfy the pins" \
+        in doc["exclude_newer"]["why"] and "triton" in doc["exclude_newer"]["why"]
+    rc = main(["lock", "it", "--root", str(tmp_path), "--cache-dir", str(tmp_path / "c")])
+    capsys.readouterr()
+    assert rc == 0
 
 
 @pytest.mark.network

@@ -126,7 +126,9 @@ def run_init(args: argparse.Namespace, out: Output) -> int:
                            python=args.python)
     draft = make_draft(declared, args=args, platforms=platforms)
     display = os.path.relpath(spec_path, project.root)
-    EnvironmentSpec.from_mapping(draft.mapping, file=display)  # SpecError: nothing written
+    spec = EnvironmentSpec.from_mapping(draft.mapping, file=display)  # SpecError: nothing written
+    if not args.exclude_newer and spec.pypi_requirements and spec.exclude_newer:
+        draft = _settle_exclude_newer(draft, spec, display)
     text = spec_toml(draft.mapping, draft.comments)
     atomic_write(spec_path, text)
     return _report(out, draft, spec_path=spec_path, name=name)
@@ -231,6 +233,66 @@ def _description(declared: Declared) -> str:
     base = Path(declared.source).name
     what = base if base == declared.format else f"{base} ({declared.format})"
     return f"from {what} by samebits init"
+
+
+# How far past the newest pinned upload exclude-newer may move, tried in order, when the index
+# at that instant cannot satisfy the pins: a dependency of a pinned release was often uploaded
+# later (torch 2.0.0 on 2023-03-15, the triton 2.0.0 wheel it needs for cp311 on 2023-03-20).
+SETTLE_DAYS = (1, 7, 30, 90, 365)
+
+
+def _settle_exclude_newer(draft: Draft, spec: EnvironmentSpec, display: str) -> Draft:
+    """The first instant of ``SETTLE_DAYS`` after the drafted exclude-newer at which the PyPI
+    part resolves (uv, metadata only, through the final cache), when it does not at the
+    drafted one; the draft unchanged when it does, or when no instant helps (then
+    ``samebits lock`` says why)."""
+    import asyncio
+
+    from samebits.errors import SamebitsError, UnsatisfiableError
+    from samebits.solve.indexcache import default_cache_root
+    from samebits.solve.indexproxy import IndexProxy
+    from samebits.solve.pypi import solve_pypi
+
+    start = parse_instant(spec.exclude_newer or "")
+    now = dt.datetime.now(dt.timezone.utc)
+    assert start is not None
+
+    def resolves(when: dt.datetime, proxy: IndexProxy) -> str | None:
+        """None when the requirements resolve as of ``when``, else uv's first line."""
+        mapping = {**draft.mapping, "exclude-newer": when.strftime("%Y-%m-%dT%H:%M:%SZ")}
+        candidate = EnvironmentSpec.from_mapping(mapping, file=display)
+        try:
+            for target in candidate.platforms:
+                asyncio.run(solve_pypi(candidate, target, timeout=60.0, proxy=proxy))
+        except UnsatisfiableError as exc:
+            lines = [ln.strip() for ln in exc.message.splitlines()[1:] if ln.strip()]
+            return next((ln for ln in lines if ln.startswith("cause:")), lines[0] if lines
+                        else "unsatisfiable")
+        return None
+
+    try:
+        with IndexProxy(root=default_cache_root(), timeout=60.0, now=now) as proxy:
+            why = resolves(start, proxy)
+            if why is None:
+                return draft
+            for days in SETTLE_DAYS:
+                when = start + dt.timedelta(days=days)
+                if when >= now:
+                    break
+                if resolves(when, proxy) is None:
+                    value = when.strftime("%Y-%m-%dT%H:%M:%SZ")
+                    because = (f"{days} day{'s' if days > 1 else ''} after the newest pinned "
+                               f"upload: at {spec.exclude_newer} the index could not yet "
+                               f"satisfy the pins ({why})")
+                    mapping = {**draft.mapping, "exclude-newer": value}
+                    comments = tuple(
+                        f"exclude-newer: {because}." if c.startswith("exclude-newer:") else c
+                        for c in draft.comments)
+                    return replace(draft, mapping=mapping, comments=comments,
+                                   exclude_newer=Choice(value=value, why=because))
+    except SamebitsError:  # the index did not answer: lock will say so, with its own words
+        return draft
+    return draft
 
 
 def _exclude_newer(given: str | None, wheels: list[PinWheels], targets: list[Target],

@@ -46,8 +46,10 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 BUILD_TIMEOUT = 900.0
-# PEP 517: a tree without [build-system] is built by setuptools' legacy backend
-DEFAULT_REQUIRES = ("setuptools>=40.8.0",)
+# PEP 517/518: a tree without [build-system] is built by setuptools' legacy backend with
+# requires = ["setuptools>=40.8.0", "wheel"], as pip and uv build it (uv build asks for both:
+# lit 16.0.3, a dependency of triton 2.0, has no pyproject.toml)
+DEFAULT_REQUIRES = ("setuptools>=40.8.0", "wheel")
 DEFAULT_BACKEND = "setuptools.build_meta:__legacy__"
 Requirements = Sequence[tuple[BuildRequirement, Path]]
 
