@@ -26,9 +26,12 @@ def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
     p = sub.add_parser(
         "fleet", parents=parents,
         help="every rank: facts, environment digest, workloads, collectives; rank 0 reports",
-        description="Run under torchrun, srun or a Kubernetes job (RANK, WORLD_SIZE, LOCAL_RANK, "
-        "MASTER_ADDR, MASTER_PORT). Each rank runs the preflight, then the verify-gpu suite on "
-        "its own device (cuda:LOCAL_RANK, or the CPU) and an all_reduce/reduce_scatter "
+        description="Run under torchrun or a Kubernetes job (RANK, WORLD_SIZE, LOCAL_RANK, "
+        "MASTER_ADDR, MASTER_PORT), srun alone (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID; rank "
+        "0's host is the step's first node, the port derived from the job and step ids) or "
+        "mpirun (OMPI_COMM_WORLD_*, with MASTER_ADDR given). Each rank runs the preflight, "
+        "then the verify-gpu suite on its own device (cuda:LOCAL_RANK, or the CPU) and an "
+        "all_reduce/reduce_scatter "
         "workload (NCCL or gloo); rank 0 collects the results rank by rank with a deadline and "
         "writes the report.",
         epilog="exit codes: 0 consistent or explained; 1 a suspect rank, an undecided class, a "
@@ -81,7 +84,10 @@ def run_fleet(args: argparse.Namespace, out: Output) -> int:
     from verify.workloads import select
 
     only = list(select(args.only)) if args.only else None
-    rank0 = int(os.environ.get("RANK", "0")) == 0
+    from verify.fleet_run import RankEnv
+
+    me = RankEnv.from_environ()  # which launcher, which rank: a bad environment fails here
+    rank0 = me.rank == 0
     key = load_signing_key(args.sign) if args.sign and rank0 else None  # before the run
     with out.phase("running the workloads on every rank") if rank0 else contextlib.nullcontext():
         outcome = run_rank(device_request=args.device, only=only,
@@ -91,7 +97,7 @@ def run_fleet(args: argparse.Namespace, out: Output) -> int:
         return EXIT_OK
     if outcome.refused is not None:
         report = refused_report(outcome.checkins, outcome.refused,
-                                world_size=int(os.environ.get("WORLD_SIZE", "0")),
+                                world_size=me.world_size,
                                 backend=outcome.backend)
     else:
         report = analyse(outcome.records, missing=outcome.missing)

@@ -1,7 +1,8 @@
 """The distributed edge of ``verify fleet``: one process per rank, over torch.distributed.
 
-Launched by torchrun, srun or a Kubernetes job (anything that sets RANK, WORLD_SIZE,
-LOCAL_RANK, MASTER_ADDR and MASTER_PORT). Each rank probes its machine and runs its preflight,
+Launched by torchrun, a Kubernetes job (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR,
+MASTER_PORT), srun alone or mpirun (``verify.launcher``: the ranks and the rendezvous host
+from their own variables). Each rank probes its machine and runs its preflight,
 runs the workload suite on its own device (``cuda:LOCAL_RANK`` when torch sees GPUs, else the
 CPU) and the collective workload (NCCL on GPUs, gloo on CPUs). Records travel as JSON through
 the process group's store (``Exchange``), rank by rank with a deadline: a hung rank is named in
@@ -45,17 +46,17 @@ class RankEnv:
     world_size: int
     local_rank: int
     host: str
+    launcher: str = "torchrun"
+    init_method: str = "env://"
 
     @classmethod
     def from_environ(cls, environ: dict[str, str] | None = None) -> RankEnv:
-        env = dict(os.environ if environ is None else environ)
-        missing = [k for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT") if k not in env]
-        if missing:
-            raise UsageError(
-                f"verify fleet runs under a launcher; {', '.join(missing)} not set",
-                hint="torchrun --nproc-per-node N -m verify fleet --out fleet.json")
-        return cls(rank=int(env["RANK"]), world_size=int(env["WORLD_SIZE"]),
-                   local_rank=int(env.get("LOCAL_RANK", "0")), host=socket.gethostname())
+        from verify.launcher import rendezvous
+
+        meet = rendezvous(os.environ if environ is None else environ)
+        return cls(rank=meet.rank, world_size=meet.world_size, local_rank=meet.local_rank,
+                   host=socket.gethostname(), launcher=meet.launcher,
+                   init_method=meet.init_method())
 
 
 def pick_device(facts: Facts, local_rank: int, requested: str) -> str:
@@ -196,7 +197,9 @@ def run_rank(*, device_request: str = "auto", only: list[str] | None = None,
         import torch
 
         torch.cuda.set_device(device)
-    tdist.init_process_group(backend=backend, timeout=dt.timedelta(seconds=rank_timeout))
+    tdist.init_process_group(backend=backend, init_method=me.init_method, rank=me.rank,
+                             world_size=me.world_size,
+                             timeout=dt.timedelta(seconds=rank_timeout))
     ex = Exchange(_default_store())
     slow = 3 * rank_timeout  # how long the others wait for rank 0's decisions
     try:
