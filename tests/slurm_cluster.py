@@ -108,17 +108,13 @@ class SlurmCluster:
         return res
 
     def stop(self) -> None:
+        if self.started_munge:
+            self.pids.append(Path("/run/munge/munged.pid"))
         for pid_file in self.pids:
             try:
                 os.kill(int(pid_file.read_text().strip()), signal.SIGTERM)
             except (OSError, ValueError):
                 continue
-        if self.started_munge:
-            self.pids.append(Path("/run/munge/munged.pid"))
-            try:
-                os.kill(int(self.pids[-1].read_text().strip()), signal.SIGTERM)
-            except (OSError, ValueError):
-                pass
         deadline = time.monotonic() + 15
         for pid_file in self.pids:
             while time.monotonic() < deadline and pid_file.exists():
