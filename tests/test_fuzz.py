@@ -265,7 +265,9 @@ def test_envelope_reader_never_crashes(statement: dict[str, Any], data: st.DataO
     """A mutated DSSE envelope (samebits.dsse) opens or gives an InputError naming its source."""
     import base64
 
-    envelope = {"payload": base64.b64encode(json.dumps(statement).encode()).decode(),
+    from samebits._io import canonical_json
+
+    envelope = {"payload": base64.b64encode(canonical_json(statement)).decode(),
                 "payloadType": "application/vnd.in-toto+json",
                 "signatures": [{"keyid": "k" * 64, "sig": base64.b64encode(b"s" * 64).decode()}]}
     doc = _mutate(envelope, data)

@@ -30,6 +30,7 @@ anything runs. README "The paper manifest" documents every key.
 
 from __future__ import annotations
 
+import math
 import re
 import sys
 from collections.abc import Mapping
@@ -51,6 +52,10 @@ METRIC_FORMATS = {".json": "json", ".csv": "csv", ".yaml": "yaml", ".yml": "yaml
 CURVE_FORMATS = ("jsonl", "csv", "regex")
 STREAMS = ("stdout", "stderr")
 DEFAULT_TIMEOUT = 600.0
+# A curve's regex runs in samebits' own process, after the command: all of its searches over
+# one output get this many seconds together (README "The paper manifest"), past which the
+# output is unreadable, so a pattern that backtracks without end cannot hang attest or audit.
+REGEX_SECONDS = 10.0
 TOP_KEYS = ("format", "title", "lockfile", "attestation", "outputs", "run", "commands")
 RUN_KEYS = ("python-hash-seed", "threads", "deterministic", "timeout", "env")
 COMMAND_KEYS = ("name", "run", "cwd", *RUN_KEYS, "outputs")
@@ -80,17 +85,29 @@ class ManifestError(SamebitsError):
         return out
 
 
+def usable(x: object) -> bool:
+    """A tolerance's rtol or atol: a finite number >= 0 (not a bool)."""
+    return (isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
+            and x >= 0)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Tolerance:
-    """``|a - b| <= atol + rtol * |a|``, ``a`` the authors' value (numpy's ``isclose``)."""
+    """``|a - b| <= atol + rtol * |a|``, ``a`` the authors' value (numpy's ``isclose``), for
+    finite values. A non-finite value is within tolerance only of the same value (``inf`` of
+    ``inf``, ``-inf`` of ``-inf``) and NaN of nothing: ``rtol * inf`` would otherwise allow
+    any reviewer value. A tolerance that is itself not a finite number >= 0 (the manifest
+    refuses one; a hand-written attestation may carry one) allows nothing."""
 
     rtol: float = 0.0
     atol: float = 0.0
 
     def allows(self, a: float, b: float) -> bool:
-        if a == b or (a != a and b != b):  # equal, or both NaN
-            return True
-        return abs(a - b) <= self.atol + self.rtol * abs(a)
+        if not usable(self.rtol) or not usable(self.atol):
+            return False
+        if not (math.isfinite(a) and math.isfinite(b)):
+            return a == b  # inf of inf, -inf of -inf; NaN is never equal
+        return a == b or abs(a - b) <= self.atol + self.rtol * abs(a)
 
     def to_json(self) -> dict[str, float]:
         return {"rtol": self.rtol, "atol": self.atol}

@@ -8,11 +8,13 @@ default) and records a ``Problem`` naming the file, the dotted key
 from __future__ import annotations
 
 import difflib
-import re
+import math
 import shlex
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any
+
+import regex as _regex
 
 from samebits.app.paper.manifest import (
     COMMAND_KEYS,
@@ -33,6 +35,7 @@ from samebits.app.paper.manifest import (
     OutputSpec,
     PaperManifest,
     Tolerance,
+    usable,
 )
 from samebits.errors import Problem
 
@@ -122,9 +125,11 @@ class _Validator:
 
     def number(self, data: Mapping[str, Any], key: str, where: str, default: float) -> float:
         value = data.get(key, default)
-        if isinstance(value, bool) or not isinstance(value, int | float) or value < 0 or (
-                value != value):
-            self.add(where, value, "expected a number >= 0")
+        if not usable(value):
+            infinite = isinstance(value, float) and not math.isfinite(value)
+            self.add(where, value, "expected a finite number >= 0" + (
+                " (inf and nan are not tolerances: nothing would be beyond them)"
+                if infinite and key in ("rtol", "atol") else ""))
             return default
         return float(value)
 
@@ -300,8 +305,8 @@ def _curve(v: _Validator, data: Mapping[str, Any], where: str, spec: OutputSpec)
         series = []
     if regex:
         try:
-            groups = re.compile(regex)
-        except re.error as exc:
+            groups = _regex.compile(regex)
+        except (_regex.error, ValueError, OverflowError) as exc:
             v.add(f"{where}.regex", regex, f"not a regular expression: {exc}")
         else:
             named = [n for n in groups.groupindex if n != step]
