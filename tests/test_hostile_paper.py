@@ -1,0 +1,163 @@
+"""Hostile paper folders: what the authors ship cannot pass for a result, nor run unbidden.
+
+Each case is an attack tried against samebits (issue 24): a signature that fails ``--trust``,
+declared outputs that are links out of the scratch copy, a command that writes outside it.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from samebits import dsse
+from samebits.app.paper.manifest import read_manifest
+from tests.install_fixtures import locked_wheel, wheel, write_lock
+from tests.test_facts import sample_facts
+from verify.attest import build_statement, statement_bytes
+
+
+def _keys(root: Path) -> dict[str, Path]:
+    out = {}
+    for name in ("authors", "forger"):
+        private, public = dsse.generate_keypair()
+        (root / name).write_bytes(private)
+        (root / f"{name}.pub").write_bytes(public)
+        out[name] = root / name
+    return out
+
+
+def _paper(root: Path, manifest: str) -> Path:
+    """A paper folder: a one-wheel lock and ``manifest`` as samebits-paper.toml."""
+    root.mkdir(parents=True, exist_ok=True)
+    whl = wheel(root / "wheels", "tiny", "1.0", {"tiny/__init__.py": b""})
+    write_lock(root / "conda-lock.yml", [locked_wheel(whl)], python="3.11")
+    (root / "samebits-paper.toml").write_text(manifest)
+    return root
+
+
+def test_a_failed_trust_stops_the_audit_before_anything_of_the_paper_runs(
+        tmp_path: Path) -> None:
+    """audit --trust KEY.pub of an attestation signed by another key: the signature step
+    fails, and nothing is installed, no interpreter of the environment is started, no paper
+    command runs; every later step is skipped saying why, the verdict is not-reproduced."""
+    from samebits.app.audit.document import build_document
+    from samebits.app.audit.pipeline import UNTRUSTED, AuditRequest, run_audit
+    from samebits.app.cmd_audit import audit_text
+
+    keys = _keys(tmp_path)
+    marker = tmp_path / "the-paper-ran"
+    paper = _paper(tmp_path / "paper", f"""format = 1
+[[commands]]
+name = "evil"
+run = ["{sys.executable}", "-c", "open('{marker}', 'w')"]
+""")
+    statement = build_statement(facts=sample_facts(), device="cpu",
+                                settings={"profile": "deterministic"},
+                                workloads={}, suite_version=1,
+                                environment={"environment": "e" * 64})
+    att = paper / "reference.attestation.json"
+    att.write_bytes(dsse.signed_bytes(statement_bytes(statement),
+                                      dsse.load_signing_key(keys["forger"])))
+    started: list[str] = []
+
+    def runtime_for(python: str) -> object:
+        started.append(python)
+        raise AssertionError(f"an interpreter of the paper's environment started: {python}")
+
+    req = AuditRequest(lockfile=paper / "conda-lock.yml", attestation=att, out=tmp_path / "out",
+                       install=tmp_path / "env", cache=tmp_path / "cache",
+                       paper=read_manifest(paper),
+                       trust=dsse.load_public_key(Path(f"{keys['authors']}.pub")))
+    result = run_audit(req, runtime_for=runtime_for)
+    assert started == [] and not marker.exists() and not (tmp_path / "env").exists()
+    assert not (tmp_path / "cache").exists()
+    steps = {s.name: s for s in result.steps}
+    assert steps["signature"].status == "failed"
+    assert [(n, s.status, s.summary) for n, s in steps.items() if n not in (
+        "signature", "lockfile")] == [(n, "skipped", UNTRUSTED) for n in (
+            "environment", "preflight", "verify-env", "workloads", "compare", "paper")]
+    assert result.verdict.level == "not-reproduced"
+    text = audit_text(build_document(result), {}, 1)
+    assert f"environment  skipped  {UNTRUSTED}" in text
+    assert "not signed by" in text
+
+
+# ------------------------------------------------------------ outputs that are links out
+
+STALE = b'{"acc": 0.99}\n'
+
+
+def _link_paper(root: Path, how: str, stale: Path) -> Path:
+    """A paper whose one command writes nothing (or a link) and declares out/m.json; the
+    authors' stale result lies outside the paper, reached by ``how``."""
+    stale.mkdir(parents=True)
+    (stale / "m.json").write_bytes(STALE)
+    run = "pass" if how != "written by the command" else (
+        f"import os; os.makedirs('out'); os.symlink('{stale / 'm.json'}', 'out/m.json')")
+    paper = _paper(root, f"""format = 1
+[run]
+deterministic = false
+[[commands]]
+name = "train"
+run = ["{sys.executable}", "-c", "{run}"]
+[[commands.outputs]]
+path = "out/m.json"
+kind = "metrics"
+""")
+    if how == "the output is a link":
+        (paper / "out").mkdir()
+        (paper / "out" / "m.json").symlink_to(stale / "m.json")
+    elif how == "a folder on its path is a link":
+        (paper / "out").symlink_to(stale)
+    return paper
+
+
+def _run(paper: Path) -> dict:
+    from samebits.app.paper.runner import Host
+    from samebits.app.paper.session import run_commands
+
+    return run_commands(read_manifest(paper), host=Host(bin=Path(sys.executable).parent,
+                                                        environ={}),
+                        settings={}, runtime=None, save=None)["train"]
+
+
+@pytest.mark.parametrize("how", ["the output is a link", "written by the command"])
+def test_a_link_to_a_stale_file_never_passes_for_an_output(tmp_path: Path, how: str) -> None:
+    """A declared output that is a link out of the scratch copy (shipped in the paper, or
+    made by the command) is not read through: missing or an error naming the link, so the
+    judge cannot call the stale file bit-identical."""
+    import hashlib
+
+    from samebits.app.paper.judge import judge_output
+
+    stale = tmp_path / "elsewhere"
+    rec = _run(_link_paper(tmp_path / "paper", how, stale))
+    (out,) = rec["outputs"]
+    assert "sha256" not in out, out
+    if how == "the output is a link":
+        assert out.get("missing") is True   # left out of the copy by its place: not run
+    else:
+        assert out["error"] == (
+            f"out/m.json: is a symbolic link to {stale / 'm.json'}, outside the paper's "
+            "scratch copy: samebits reads a command's outputs only as plain files inside the "
+            "scratch copy, never through a link")
+    authors = {**out, "sha256": hashlib.sha256(STALE).hexdigest(), "missing": None,
+               "error": None, "values": {"acc": 0.99}}
+    assert judge_output(authors, out).level in ("missing", "unreadable")
+
+
+def test_a_folder_on_an_outputs_path_that_links_out_is_refused_before_running(
+        tmp_path: Path) -> None:
+    """out -> a folder outside the paper: refused before any command runs, naming it."""
+    from samebits.app.paper.confine import UnsafeOutput
+
+    stale = tmp_path / "elsewhere"
+    paper = _link_paper(tmp_path / "paper", "a folder on its path is a link", stale)
+    with pytest.raises(UnsafeOutput) as info:
+        _run(paper)
+    assert info.value.message == (
+        f"out/m.json: the folder out on its path is a symbolic link to {stale}, outside the "
+        "paper's scratch copy: samebits reads a command's outputs only as plain files inside "
+        "the scratch copy, never through a link")
