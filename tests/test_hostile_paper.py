@@ -6,6 +6,7 @@ declared outputs that are links out of the scratch copy, a command that writes o
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -161,3 +162,101 @@ def test_a_folder_on_an_outputs_path_that_links_out_is_refused_before_running(
         f"out/m.json: the folder out on its path is a symbolic link to {stale}, outside the "
         "paper's scratch copy: samebits reads a command's outputs only as plain files inside "
         "the scratch copy, never through a link")
+
+
+# ------------------------------------------------------------------------- the sandbox
+
+def _one_command(root: Path, code: str, *, network: bool = False) -> Path:
+    return _paper(root, f"""format = 1
+[run]
+deterministic = false
+network = {str(network).lower()}
+[[commands]]
+name = "train"
+run = ["{sys.executable}", "-c", {code!r}]
+[[commands.outputs]]
+path = "out.txt"
+kind = "file"
+""")
+
+
+@pytest.mark.requires("bwrap")
+def test_a_command_cannot_write_outside_its_scratch_copy(tmp_path: Path) -> None:
+    """A paper command that writes beside the paper, and into /tmp: the first write fails,
+    /tmp is its own; it still runs the environment's interpreter
+    (this one, under ~/.pyenv), reads the paper copy and writes inside it; the record says
+    which sandbox ran."""
+    outside = tmp_path / "outside.txt"
+    spy = Path("/tmp") / f"samebits-hostile-{os.getpid()}.txt"
+    code = ("import sys\n"
+            f"open('{spy}', 'w').write('x')\n"
+            "open('out.txt', 'w').write(open('samebits-paper.toml').read()[:6])\n"
+            f"try:\n    open('{outside}', 'w').write('x')\nexcept OSError as e:\n"
+            "    print(e.strerror, file=sys.stderr); sys.exit(3)\n")
+    rec = _run(_one_command(tmp_path / "paper", code))
+    assert not outside.exists() and not spy.exists()
+    here = Path(__file__).resolve().parent / f".hostile-probe-{os.getpid()}"  # not under /tmp
+    try:
+        code = f"open('out.txt', 'w')\nopen('{here}', 'w').write('x')\n"
+        ro = _run(_one_command(tmp_path / "paper2", code))
+        assert not here.exists()
+        assert (ro["status"], ro["tail"][-1]) == (
+            "failed", f"OSError: [Errno 30] Read-only file system: '{here}'")
+    finally:
+        here.unlink(missing_ok=True)
+    # beside the paper is under the host's /tmp, which the sandbox does not show (ENOENT);
+    # anywhere else the file system is read-only (EROFS)
+    assert (rec["status"], rec["exit_code"]) == ("failed", 3)
+    assert rec["tail"] in (["No such file or directory"], ["Read-only file system"])
+    box = rec["sandbox"]
+    assert (box["kind"], box["network"]) == ("bubblewrap", False) and box["version"]
+
+
+@pytest.mark.requires("bwrap")
+@pytest.mark.parametrize("network", [False, True])
+def test_the_network_is_off_unless_the_manifest_asks(tmp_path: Path, network: bool) -> None:
+    """A server on this machine's loopback: out of reach of a command in the sandbox,
+    reachable with ``network = true``."""
+    import socket
+
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(1)
+        port = server.getsockname()[1]
+        code = ("import socket\n"
+                f"try:\n    socket.create_connection(('127.0.0.1', {port}), timeout=5)\n"
+                "    r = 'reached'\nexcept OSError:\n    r = 'unreachable'\n"
+                "open('out.txt', 'w').write(r)\n")
+        paper = _one_command(tmp_path / "paper", code, network=network)
+        from samebits.app.paper.runner import Host
+        from samebits.app.paper.session import run_commands
+
+        save = tmp_path / "saved"
+        rec = run_commands(read_manifest(paper), host=Host(bin=Path(sys.executable).parent,
+                                                           environ={}),
+                           settings={}, runtime=None, save=save)["train"]
+    assert rec["status"] == "ok" and rec["sandbox"]["network"] is network
+    assert (save / "train" / "files" / "." / "out.txt").read_text() == (
+        "reached" if network else "unreachable")
+
+
+def test_without_a_sandbox_the_record_says_so(tmp_path: Path) -> None:
+    """No sandbox (here: SAMEBITS_SANDBOX=none): the command runs, and its record and the
+    audit's notes carry the warning."""
+    from samebits.app.paper.sandbox import detect
+    from samebits.app.paper.session import sandbox_notes
+
+    box = detect({"SAMEBITS_SANDBOX": "none", "PATH": os.environ["PATH"]})
+    assert box.kind == "none"
+    from samebits.app.paper.runner import Host
+    from samebits.app.paper.session import run_commands
+
+    rec = run_commands(read_manifest(_one_command(tmp_path / "paper", "open('out.txt','w')")),
+                       host=Host(bin=Path(sys.executable).parent, environ={}), settings={},
+                       runtime=None, save=None, sandbox=box)["train"]
+    assert rec["status"] == "ok" and rec["sandbox"] == {
+        "kind": "none", "network": True, "warning": (
+            "no sandbox: SAMEBITS_SANDBOX=none; the paper's commands ran with the caller's "
+            "rights (they could write outside the scratch copy and reach the network)")}
+    assert sandbox_notes({}, {"train": rec}) == [
+        f"paper commands of this audit ran in: {rec['sandbox']['warning']}"]

@@ -11,6 +11,7 @@
     threads = 4                                    # OMP/MKL_NUM_THREADS; unset: inherited
     deterministic = true                           # the attested torch settings (default)
     timeout = 600                                  # seconds (default 600)
+    network = false                                # the sandbox's network (default off)
     env = { SEED = "0" }
 
     [[commands]]
@@ -57,7 +58,7 @@ DEFAULT_TIMEOUT = 600.0
 # output is unreadable, so a pattern that backtracks without end cannot hang attest or audit.
 REGEX_SECONDS = 10.0
 TOP_KEYS = ("format", "title", "lockfile", "attestation", "outputs", "run", "commands")
-RUN_KEYS = ("python-hash-seed", "threads", "deterministic", "timeout", "env")
+RUN_KEYS = ("python-hash-seed", "threads", "deterministic", "timeout", "network", "env")
 COMMAND_KEYS = ("name", "run", "cwd", *RUN_KEYS, "outputs")
 OUTPUT_KEYS = ("path", "stream", "kind", "rtol", "atol", "save", "format", "metrics", "regex",
                "step", "series")
@@ -152,6 +153,7 @@ class CommandSpec:
     deterministic: bool = True
     hash_seed: int = 0
     timeout: float = DEFAULT_TIMEOUT
+    network: bool = False      # the sandbox shares the network only when the manifest asks
     outputs: tuple[OutputSpec, ...] = ()
 
 

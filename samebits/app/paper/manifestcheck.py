@@ -138,7 +138,7 @@ def _run_settings(v: _Validator, data: Mapping[str, Any], where: str,
                   base: Mapping[str, Any]) -> dict[str, Any]:
     """The run settings of ``data`` over ``base`` (the [run] table's, for a command)."""
     out = dict(base) or {"hash_seed": 0, "threads": None, "deterministic": True,
-                         "timeout": DEFAULT_TIMEOUT, "env": {}}
+                         "timeout": DEFAULT_TIMEOUT, "network": False, "env": {}}
     if "python-hash-seed" in data:
         seed = data["python-hash-seed"]
         if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= 4294967295:
@@ -157,6 +157,11 @@ def _run_settings(v: _Validator, data: Mapping[str, Any], where: str,
             v.add(f"{where}.deterministic", data["deterministic"], "expected true or false")
         else:
             out["deterministic"] = data["deterministic"]
+    if "network" in data:
+        if not isinstance(data["network"], bool):
+            v.add(f"{where}.network", data["network"], "expected true or false")
+        else:
+            out["network"] = data["network"]
     if "timeout" in data:
         t = v.number(data, "timeout", f"{where}.timeout", DEFAULT_TIMEOUT)
         if t == 0:
@@ -224,7 +229,8 @@ def _command(v: _Validator, data: Any, where: str,
     return CommandSpec(name=name, argv=argv, cwd=str(PurePosixPath(cwd)),
                        env=tuple(sorted(settings["env"].items())), threads=settings["threads"],
                        deterministic=settings["deterministic"], hash_seed=settings["hash_seed"],
-                       timeout=settings["timeout"], outputs=tuple(specs))
+                       timeout=settings["timeout"], network=settings["network"],
+                       outputs=tuple(specs))
 
 
 def _output(v: _Validator, data: Any, where: str) -> OutputSpec | None:

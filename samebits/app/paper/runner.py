@@ -14,6 +14,9 @@ for a fresh one, and the paper folder itself is never written), one after anothe
                PYTHONPATH when it says deterministic (``hook``), then the manifest's env
     stdin      /dev/null; stdout and stderr to files; killed (its whole process group) at
                the timeout; the last ``TAIL`` lines kept for the reason when it fails
+    sandbox    bubblewrap where it runs here (``sandbox``): writes only inside the scratch
+               copy, a private /tmp, no network unless the manifest says ``network = true``;
+               elsewhere none, and the record's ``sandbox`` says so with a warning
 
 The record (``CommandRecord`` as JSON, what the attestation's ``paper`` key holds per
 command) says everything that can change a result: the command, its cwd relative to the paper
@@ -25,6 +28,7 @@ sha256 and comparable values (``values``; tensors through the worker,
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import shutil
@@ -39,6 +43,8 @@ from typing import Any
 from samebits._io import read_json
 from samebits.app.paper import confine, hook, values
 from samebits.app.paper.manifest import CommandSpec, OutputSpec, PaperManifest
+from samebits.app.paper.sandbox import Sandbox
+from samebits.app.paper.sandbox import detect as detect_sandbox
 from verify.facts.model import is_numeric_env
 
 SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
@@ -124,16 +130,19 @@ def _tail(*texts: str) -> list[str]:
 
 def run_command(spec: CommandSpec, *, workdir: Path, host: Host,
                 settings: Mapping[str, Any] | None, tensor_records: TensorRecords,
-                save: Path | None = None, save_all: bool = False) -> dict[str, Any]:
+                save: Path | None = None, save_all: bool = False,
+                sandbox: Sandbox | None = None) -> dict[str, Any]:
     """Run ``spec`` in ``workdir`` (a prepared copy of the paper folder) and record it;
     ``save``: copy its outputs there (``saved_path``), all of them with ``save_all``, else
-    those declared with ``save = true``."""
+    those declared with ``save = true``. ``sandbox``: where it runs (``sandbox.detect()``
+    when not given), recorded as the record's ``sandbox``."""
+    sandbox = sandbox if sandbox is not None else detect_sandbox()
     cwd = workdir / spec.cwd
     record: dict[str, Any] = {
         "run": list(spec.argv), "cwd": spec.cwd, "python_hash_seed": spec.hash_seed,
         "threads": spec.threads, "deterministic": spec.deterministic,
         "settings": dict(settings) if settings is not None and spec.deterministic else None,
-        "timeout": spec.timeout}
+        "timeout": spec.timeout, "sandbox": sandbox.record(network=spec.network)}
     with tempfile.TemporaryDirectory(prefix="samebits-paper.") as tmp:
         hook_dir = Path(tmp) / "hook" if spec.deterministic and settings is not None else None
         if hook_dir is not None:
@@ -145,7 +154,10 @@ def run_command(spec: CommandSpec, *, workdir: Path, host: Host,
                                                settings=settings if hook_dir else None)
         record.update(env=recorded, inherited=inherited)
         out_path, err_path = Path(tmp) / "stdout", Path(tmp) / "stderr"
-        status, code = _execute(spec, cwd=cwd, env=env, stdout=out_path, stderr=err_path)
+        argv = functools.partial(sandbox.argv, spec.argv, cwd=cwd, env=env,
+                                 writable=(workdir, Path(tmp)), network=spec.network)
+        status, code = _execute(spec, cwd=cwd, env=env, stdout=out_path, stderr=err_path,
+                                argv=argv)
         stdout = out_path.read_text(errors="replace")
         stderr = err_path.read_text(errors="replace")
         record["status"], record["exit_code"] = status, code
@@ -167,10 +179,12 @@ def run_command(spec: CommandSpec, *, workdir: Path, host: Host,
 
 
 def _execute(spec: CommandSpec, *, cwd: Path, env: Mapping[str, str], stdout: Path,
-             stderr: Path) -> tuple[str, int | None]:
+             stderr: Path, argv: Callable[[], list[str]] | None = None
+             ) -> tuple[str, int | None]:
     with open(stdout, "wb") as out, open(stderr, "wb") as err:
         try:
-            proc = subprocess.Popen(list(spec.argv), cwd=cwd, env=dict(env), stdout=out,
+            command = argv() if argv is not None else list(spec.argv)
+            proc = subprocess.Popen(command, cwd=cwd, env=dict(env), stdout=out,
                                     stderr=err, stdin=subprocess.DEVNULL,
                                     start_new_session=True)
         except OSError as exc:  # no such program, no such cwd, not executable
