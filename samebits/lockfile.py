@@ -50,6 +50,9 @@ class LockedPackage:
     dependencies: tuple[tuple[str, str], ...] = ()
     commit: str | None = None   # a pip VCS package (``git+https://...@<commit>``): no archive
     categories: tuple[str, ...] = ("main",)  # conda-lock's; see DEFAULT_CATEGORIES
+    # the archive's size in bytes, where the lock states one (pixi.lock, pylock, uv.lock; a
+    # conda-lock v1 file has no such field): a fetch never writes more (install.fetch)
+    size: int | None = field(default=None, compare=False)
 
     @property
     def vcs(self) -> bool:
