@@ -222,12 +222,12 @@ def _output(o: OutputSpec, *, root: Path, cwd: str, streams: Mapping[str, str],
         data = streams[o.stream].encode()
     else:
         try:
-            got = confine.read_output(root, f"{cwd}/{o.path}")
+            read = confine.read_output(root, f"{cwd}/{o.path}")
         except confine.UnsafeOutput as exc:
             return {**rec, "error": exc.message}
-        if got is None:
+        if read is None:
             return {**rec, "missing": True}
-        data = got
+        data = read
     rec.update(sha256=hashlib.sha256(data).hexdigest(), size=len(data))
     try:
         if o.kind == "metrics":
