@@ -260,3 +260,40 @@ def test_without_a_sandbox_the_record_says_so(tmp_path: Path) -> None:
             "rights (they could write outside the scratch copy and reach the network)")}
     assert sandbox_notes({}, {"train": rec}) == [
         f"paper commands of this audit ran in: {rec['sandbox']['warning']}"]
+
+
+@pytest.mark.parametrize("what", ["manifest", "lockfile", "attestation"])
+def test_a_fifo_in_a_paper_is_refused_not_read(tmp_path: Path, what: str) -> None:
+    """A paper whose manifest, lock or attestation is a FIFO nobody writes: refused at once
+    with an error naming it, never a reader blocked for ever."""
+    import threading
+
+    from samebits.app.paper.manifest import ManifestError
+    from samebits.errors import SamebitsError
+    from samebits.lockfile import parse_lock
+    from verify.attest import read_attestation
+
+    name = {"manifest": "samebits-paper.toml", "lockfile": "conda-lock.yml",
+            "attestation": "reference.attestation.json"}[what]
+    os.mkfifo(tmp_path / name)
+    read = {"manifest": lambda: read_manifest(tmp_path),
+            "lockfile": lambda: parse_lock(tmp_path / name),
+            "attestation": lambda: read_attestation(tmp_path / name)}[what]
+    got: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            read()
+        except BaseException as exc:  # noqa: BLE001  (handed to the test's thread)
+            got.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(10)
+    if thread.is_alive():  # unblock it: open the FIFO for writing and close it
+        os.close(os.open(tmp_path / name, os.O_WRONLY | os.O_NONBLOCK))
+        pytest.fail(f"reading a FIFO {name} blocked")
+    (exc,) = got
+    assert isinstance(exc, SamebitsError | ManifestError)
+    assert f"{tmp_path / name}: " in exc.message and "cannot read: not a regular file" in \
+        exc.message

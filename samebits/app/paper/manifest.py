@@ -24,6 +24,13 @@
     kind = "metrics"                               # file | tensors | metrics | curve
     metrics = { test_accuracy = { atol = 0.01 } }
 
+A curve's ``regex`` is read with the ``regex`` package under a time limit (``REGEX_SECONDS``
+for all of one output's lines together; past it the output is unreadable), so no pattern can
+hang samebits. ``rtol`` and ``atol`` are finite numbers >= 0; a non-finite value compares
+equal only to the same value (NaN to nothing). Commands run in a sandbox
+(``samebits.app.paper.sandbox``): writes only inside the scratch copy, a private /tmp, the
+network only with ``network = true``.
+
 ``read_manifest`` is the I/O edge; ``PaperManifest.from_mapping`` validates, pure
 (``manifestcheck``), and lists every problem (``ManifestError``: file, key, value) before
 anything runs. README "The paper manifest" documents every key.
@@ -39,6 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from samebits._io import read_regular
 from samebits.errors import Problem, SamebitsError
 
 if sys.version_info >= (3, 11):
@@ -185,7 +193,7 @@ def read_manifest(given: Path) -> PaperManifest:
     path = manifest_path(Path(given))
     where = str(path)
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = tomllib.loads(read_regular(path).decode("utf-8"))
     except FileNotFoundError:
         raise ManifestError([Problem(file=where, key="", value=None, message="no such file")]
                             ) from None
@@ -198,4 +206,7 @@ def read_manifest(given: Path) -> PaperManifest:
     except IsADirectoryError:
         raise ManifestError([Problem(file=where, key="", value=None,
                                      message="is a folder, not a manifest")]) from None
+    except OSError as exc:  # a FIFO, a device: refused unread (``read_regular``)
+        raise ManifestError([Problem(file=where, key="", value=None,
+                                     message=f"cannot read: {exc.strerror}")]) from None
     return PaperManifest.from_mapping(data, file=path)
