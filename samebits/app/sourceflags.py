@@ -29,7 +29,9 @@ def add_source_flags(p: argparse.ArgumentParser) -> None:
                    "DIR/<sha256>/<name>, whatever host the lock's URL names: a file is used "
                    "only when its sha256 is the lock's, and one of the locked name with "
                    "another hash is refused (repeatable; searched before the spec's "
-                   f"[install] find-links and ${FIND_LINKS_ENV})")
+                   f"[install] find-links and ${FIND_LINKS_ENV}). The lock's own file:// "
+                   "URLs are read only from below such folders, the cache, the lock's "
+                   "folder and a project spec's file:// channels and indexes")
     p.add_argument("--mirror", action="append", default=[], metavar="FROM=TO",
                    help="fetch URLs that start with FROM from TO instead (a URL prefix "
                    "rewrite; hashes are still checked; repeatable, the longest FROM wins)")

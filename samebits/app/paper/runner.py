@@ -43,7 +43,7 @@ from typing import Any
 from samebits._io import read_json
 from samebits.app.paper import confine, hook, values
 from samebits.app.paper.manifest import CommandSpec, OutputSpec, PaperManifest
-from samebits.app.paper.sandbox import Sandbox
+from samebits.app.paper.sandbox import Sandbox, readable_for
 from samebits.app.paper.sandbox import detect as detect_sandbox
 from verify.facts.model import is_numeric_env
 
@@ -155,7 +155,8 @@ def run_command(spec: CommandSpec, *, workdir: Path, host: Host,
         record.update(env=recorded, inherited=inherited)
         out_path, err_path = Path(tmp) / "stdout", Path(tmp) / "stderr"
         argv = functools.partial(sandbox.argv, spec.argv, cwd=cwd, env=env,
-                                 writable=(workdir, Path(tmp)), network=spec.network)
+                                 writable=(workdir, Path(tmp)), network=spec.network,
+                                 readable=readable_for(host.bin))
         status, code = _execute(spec, cwd=cwd, env=env, stdout=out_path, stderr=err_path,
                                 argv=argv)
         stdout = out_path.read_text(errors="replace")

@@ -46,10 +46,13 @@ class Sandbox:
     devices: tuple[str, ...] = ()
 
     def argv(self, argv: Sequence[str], *, cwd: Path, env: Mapping[str, str],
-             writable: Sequence[Path], network: bool) -> list[str]:
-        """The command line that runs ``argv`` in ``cwd`` in this sandbox. The program is
-        looked up first, on ``env``'s PATH, so one that does not exist (or cannot run) is
-        the ``OSError`` a plain start would raise: the command did not start."""
+             writable: Sequence[Path], network: bool,
+             readable: Sequence[Path] = ()) -> list[str]:
+        """The command line that runs ``argv`` in ``cwd`` in this sandbox; ``readable``:
+        folders to show read-only even where they lie under the host's /tmp (the
+        environment, its base interpreter: ``readable_for``). The program is looked up
+        first, on ``env``'s PATH, so one that does not exist (or cannot run) is the
+        ``OSError`` a plain start would raise: the command did not start."""
         _resolve(argv[0], cwd=cwd, path=env.get("PATH", ""))
         if self.kind == "none" or self.program is None:
             return list(argv)
@@ -60,6 +63,8 @@ class Sandbox:
         for dev in self.devices:
             out += ["--dev-bind", dev, dev]
         out += ["--proc", "/proc", "--tmpfs", "/tmp"]
+        for folder in dict.fromkeys(readable):
+            out += ["--ro-bind-try", str(folder), str(folder)]
         for folder in writable:
             out += ["--bind", str(folder), str(folder)]
         out += ["--chdir", str(cwd), "--", *argv]
@@ -71,6 +76,26 @@ class Sandbox:
             return {"kind": "none", "network": True, "warning": self.warning}
         return {"kind": "bubblewrap", "version": self.version, "network": network,
                 "writes": "the scratch copy only; a private /tmp"}
+
+
+def readable_for(bin_dir: Path) -> tuple[Path, ...]:
+    """What a command needs to see of the environment whose interpreters are in
+    ``bin_dir``: the environment itself and, for a venv, the installation its ``python``
+    links to (``~/.pyenv/versions/3.11.7``, a base that may lie under /tmp too)."""
+    prefix = Path(bin_dir).absolute().parent
+    out = [prefix]
+    for name in ("python", "python3"):
+        real = Path(os.path.realpath(Path(bin_dir) / name))
+        if real.is_file():
+            out.append(real.parent.parent)
+    try:
+        for line in (prefix / "pyvenv.cfg").read_text().splitlines():
+            key, _, value = line.partition("=")
+            if key.strip() == "home" and value.strip():
+                out.append(Path(value.strip()).parent)
+    except OSError:
+        pass
+    return tuple(dict.fromkeys(out))
 
 
 def _resolve(program: str, *, cwd: Path, path: str) -> str:
