@@ -4,8 +4,7 @@ In order (each step ends in a ``verdict.Step``; a failed step blocks the ones th
 need it and every reason reaches the verdict, so one run reports every problem):
 
     signature    with ``--trust KEY.pub`` (or a signed attestation): the authors' DSSE
-                 signature against the trusted key (``trust``); one that fails stops the
-                 audit here: nothing of the paper is installed or run (``_untrusted``)
+                 signature against the trusted key (``trust``)
     lockfile     parse (bad input: exit 2) and integrity: every package of the platform
                  hashed; the file's sha256 is the one the attestation names
     preflight    this machine against the lock (``verify.preflight.check``) with the facts of
@@ -47,16 +46,7 @@ from samebits.app.audit.common import (
 )
 from samebits.app.audit.runtime import Measured, Runtime, settings_of
 from samebits.app.audit.trust import read_authors, signature_step
-from samebits.app.audit.verdict import (
-    Level,
-    Step,
-    StepName,
-    Verdict,
-    decide,
-    failed,
-    judge_runtime,
-    skipped,
-)
+from samebits.app.audit.verdict import Level, Step, Verdict, decide, failed, judge_runtime, skipped
 from samebits.app.paper.judge import CommandVerdict
 from samebits.app.paper.manifest import PaperManifest
 from samebits.app.paper.session import audit_paper, section
@@ -146,9 +136,6 @@ def run_audit(req: AuditRequest, *, runtime_for: RuntimeFactory | None = None,
     signature = signature_step(authors, req.trust)
     steps: list[Step] = [signature] if signature is not None else []
     steps.append(lockfile_step(req.lockfile, lock, digest, platform, authors))
-    if req.trust is not None and signature is not None and signature.status == "failed":
-        return _untrusted(req, lock=lock, digest=digest, platform=platform, authors=authors,
-                          steps=steps)
     needs = LockNeeds.read(req.lockfile)
 
     progress("environment")
@@ -239,25 +226,6 @@ def run_audit(req: AuditRequest, *, runtime_for: RuntimeFactory | None = None,
                  prefix=where.prefix if where else Path(req.install or ".").absolute(),
                  python=python, device=device, env_report=report, reviewer=reviewer,
                  reviewer_data=data, comparison=comparison, bounds=bounds, paper=verdicts)
-
-
-UNTRUSTED = ("the authors' signature did not verify with --trust: nothing of the paper ran "
-             "(no install, no environment, no workloads, no paper command)")
-
-
-def _untrusted(req: AuditRequest, *, lock: Lock, digest: str, platform: str,
-               authors: Attestation, steps: list[Step]) -> Audit:
-    """The audit of an attestation whose signature failed ``--trust``: it stops there. The
-    paper is untrusted code, so its lock is not installed and nothing of it runs; every later
-    step is skipped, saying so, and the verdict is not-reproduced by the signature's reason."""
-    names: list[StepName] = ["environment", "preflight", "verify-env", "workloads", "compare"]
-    if req.paper is not None or authors.paper is not None:
-        names.append("paper")
-    steps = [*steps, *(skipped(n, UNTRUSTED) for n in names)]
-    return Audit(request=req, lock=lock, lock_sha256=digest, platform=platform,
-                 authors=authors, steps=tuple(steps),
-                 verdict=decide(steps, runtime=None, paper=None),
-                 prefix=Path(req.install or req.prefix or ".").absolute())
 
 
 def lockfile_step(path: Path, lock: Lock, digest: str, platform: str,

@@ -27,8 +27,6 @@ from samebits.app.audit.verdict import Level, Step
 from samebits.app.paper.judge import CommandVerdict, judge_command
 from samebits.app.paper.manifest import PaperManifest
 from samebits.app.paper.runner import Host, prepare_workdir, run_command, saved_path
-from samebits.app.paper.sandbox import Sandbox
-from samebits.app.paper.sandbox import detect as detect_sandbox
 from samebits.errors import EXIT_DIFFERENT, InputError, SamebitsError
 
 SECTION_FORMAT = 1
@@ -52,18 +50,14 @@ class PaperResult:
 
 def run_commands(manifest: PaperManifest, *, host: Host, settings: Mapping[str, Any],
                  runtime: Any, save: Path | None, save_all: bool = False,
-                 skip: Sequence[Path] = (), sandbox: Sandbox | None = None,
+                 skip: Sequence[Path] = (),
                  progress: Callable[[str], None] = lambda s: None) -> dict[str, dict[str, Any]]:
-    """Every command, in order, in one scratch copy of the paper folder, each in ``sandbox``
-    (this machine's, ``sandbox.detect()``, when not given); name -> record."""
+    """Every command, in order, in one scratch copy of the paper folder; name -> record."""
 
     def tensor_records(files: Sequence[Path]) -> Mapping[str, Mapping[str, Any]]:
         return runtime.errorstats({"records": [str(f) for f in files]})["records"]
 
     records: dict[str, dict[str, Any]] = {}
-    box = sandbox if sandbox is not None else detect_sandbox()  # probed once per paper
-    if box.warning:
-        progress(f"paper: {box.warning}")
     with tempfile.TemporaryDirectory(prefix="samebits-paper-run.") as tmp:
         work = Path(tmp) / "paper"
         prepare_workdir(manifest, work, skip=skip)
@@ -71,7 +65,7 @@ def run_commands(manifest: PaperManifest, *, host: Host, settings: Mapping[str, 
             progress(f"paper: {cmd.name}: {' '.join(cmd.argv)}")
             records[cmd.name] = run_command(
                 cmd, workdir=work, host=host, settings=settings,
-                tensor_records=tensor_records, save=save, save_all=save_all, sandbox=box)
+                tensor_records=tensor_records, save=save, save_all=save_all)
     return records
 
 
@@ -186,7 +180,7 @@ def paper_step(manifest: PaperManifest | None, authors: Mapping[str, Mapping[str
         compared={label: c for (cmd, label), c in compared.items() if cmd == n})
         for n in names if n in mine)
     reasons += [r for v in verdicts for r in v.reasons]
-    notes = [n for v in verdicts for n in v.notes] + sandbox_notes(authors, mine)
+    notes = [n for v in verdicts for n in v.notes]
     levels = {v.level for v in verdicts}
     level: Level | None
     if reasons:
@@ -202,29 +196,6 @@ def paper_step(manifest: PaperManifest | None, authors: Mapping[str, Mapping[str
     return PaperResult(step=Step(name="paper", status="failed" if reasons else "ok",
                                  summary=summary, reasons=tuple(reasons), notes=tuple(notes)),
                        level=level, commands=verdicts, records=mine)
-
-
-def sandbox_text(rec: Mapping[str, Any] | None) -> str:
-    """How one record says its command ran: "bubblewrap 0.8.0 (network off)", or the
-    warning of a run without a sandbox; "not recorded" for records older than the key."""
-    box = (rec or {}).get("sandbox")
-    if not isinstance(box, Mapping):
-        return "not recorded"
-    if box.get("kind") == "bubblewrap":
-        return (f"bubblewrap {box.get('version') or ''}".rstrip() + " (writes only inside the "
-                f"scratch copy, network {'on' if box.get('network') else 'off'})")
-    return str(box.get("warning") or "no sandbox")
-
-
-def sandbox_notes(authors: Mapping[str, Mapping[str, Any]],
-                  mine: Mapping[str, Mapping[str, Any]]) -> list[str]:
-    """The sandbox of each side's commands, once per distinct way they ran."""
-    out = []
-    for whose, records in (("this audit", mine), ("the authors", authors)):
-        ways = sorted({sandbox_text(r) for r in records.values()})
-        if ways:
-            out.append(f"paper commands of {whose} ran in: {'; '.join(ways)}")
-    return out
 
 
 def _counts(v: CommandVerdict) -> str:
