@@ -187,8 +187,8 @@ def make_draft(declared: Declared, *, args: argparse.Namespace,
     # an unpinned requirement constrains the Python too: some release it allows, as of the
     # exclude-newer given, must have a wheel (torch>=2.3.0 as of 2024-07 has none for 3.13)
     before = parse_instant(args.exclude_newer) if args.exclude_newer else None
-    ranged = [w for r in ranges
-              if (w := range_pythons(r, found.files.get(r.name, []), platforms=platforms,
+    ranged = [rw for r in ranges
+              if (rw := range_pythons(r, found.files.get(r.name, []), platforms=platforms,
                                      glibc=glibc, before=before)) is not None]
     python = choose_python([*wheels, *ranged], requested=args.python, pinned=declared.python,
                            requires_python=declared.requires_python, where=where)
