@@ -15,12 +15,18 @@ of examples/paper whose conda-lock.yml is the pristine lock.
     same-again   the same command from another folder: byte-identical reports
     threads      OMP_NUM_THREADS=1: within tolerance or explained, with numbers
     strict       the same with --require bit-identical: exit 1
-    seed         a copy of the paper whose manifest sets SEED = "1": not reproduced, exit 1
+    seed         a copy of the paper whose manifest sets SEED = "1": not reproduced, exit 1,
+                 one reason (the changed variable) with the diverged outputs under it
+    code         a copy whose train.py has one character changed (lr=0.01 -> 0.02): not
+                 reproduced, the first reason names train.py
+    input        a copy whose data/stripes.json says another noise level: not reproduced,
+                 the first reason names the input
     no-manifest  --lockfile and --attestation only: the commands are not rerun (a note)
     trusted      a copy of the paper whose attestation the authors signed (``dsse.signed_bytes``,
                  what ``attest --sign`` writes; keys from ``samebits keygen`` in ``keys/``),
                  audited with ``--trust keys/authors.pub --sign keys/reviewer``
-    broken       ``attest`` of a copy whose command fails: refused, exit 1, nothing written
+    broken       ``attest`` of a copy whose command fails: refused, exit 1, nothing written,
+                 before the suite ran
 """
 # ruff: noqa: F811  (pytest fixtures are imported by name and requested by name)
 
@@ -82,13 +88,14 @@ def paper(tmp_path_factory: pytest.TempPathFactory, pristine: Installed) -> Pape
                  lambda: make_paper(tmp_path_factory.mktemp("paper-example"), pristine))
 
 
-def variant(paper: PaperFolder, dest: Path, old: str, new: str) -> Path:
-    """A copy of the attested paper folder with one edit to its manifest."""
+def variant(paper: PaperFolder, dest: Path, old: str, new: str,
+            file: str = "samebits-paper.toml") -> Path:
+    """A copy of the attested paper folder with one edit to one file (its manifest)."""
     shutil.copytree(paper.folder, dest)
-    manifest = dest / "samebits-paper.toml"
-    text = manifest.read_text()
-    assert old in text
-    manifest.write_text(text.replace(old, new))
+    path = dest / file
+    text = path.read_text()
+    assert text.count(old) == 1, (file, old)
+    path.write_text(text.replace(old, new))
     return dest
 
 
@@ -108,6 +115,9 @@ def sign_copy(paper: PaperFolder, dest: Path, keys: Path) -> Path:
 
 def run_all(root: Path, paper: PaperFolder) -> dict[str, Run]:
     seed = variant(paper, root / "seed-paper", 'SEED = "0"', 'SEED = "1"')
+    code = variant(paper, root / "code-paper", "lr=0.01", "lr=0.02", "train.py")
+    data = variant(paper, root / "input-paper", '"noise": 1.0', '"noise": 1.5',
+                   "data/stripes.json")
     signed = sign_copy(paper, root / "signed-paper", root / "keys")
     broken = variant(paper, root / "broken-paper", "--steps 200", "--steps oops")
     (broken / "reference.attestation.json").unlink()
@@ -121,6 +131,8 @@ def run_all(root: Path, paper: PaperFolder) -> dict[str, Run]:
         "threads": (audit, root, "1", "threads"),
         "strict": ([*audit, "--require", "bit-identical"], root, "1", "strict"),
         "seed": (["audit", str(seed), *here], root, "2", "seed"),
+        "code": (["audit", str(code), *here], root, "2", "code"),
+        "input": (["audit", str(data), *here], root, "2", "input"),
         "no-manifest": (["audit", "--lockfile", str(paper.folder / "conda-lock.yml"),
                          "--attestation", str(paper.attestation), *here], root, "2",
                         "no-manifest"),

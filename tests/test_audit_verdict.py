@@ -9,7 +9,7 @@ from samebits.app.audit.verdict import LEVELS, ORDER, Step, Verdict, decide, jud
 from samebits.errors import InputError
 from tests.test_facts import sample_facts
 from verify.attest import Attestation, build_statement, parse_attestation
-from verify.compare import compare
+from verify.compare import GROUP_WHY, compare
 from verify.errorstats import OutputError
 
 DET = {"profile": "deterministic", "deterministic_algorithms": True,
@@ -22,6 +22,7 @@ def ok(digest: str) -> dict:
 
 
 BASE = {"gemm_fp32": ok("1"), "sum_fp32": ok("2"), "randn": ok("3")}
+PARALLEL = GROUP_WHY["parallel"] + " (parallel)"
 
 
 def att(*, changed: dict | None = None, settings: dict = DET, source: str = "a.json",
@@ -72,7 +73,7 @@ STEP_BAD = Step(name="verify-env", status="failed", summary="drift", reasons=("x
 def test_decide(steps, runtime, level, reasons) -> None:
     """Any step's reason makes it not-reproduced; else the runtime's level, else environment."""
     v = decide(steps, runtime=runtime)
-    assert (v.level, v.reasons, v.notes) == (level, reasons, ("a note",))
+    assert (v.level, tuple(r.text for r in v.reasons), v.notes) == (level, reasons, ("a note",))
 
 
 @pytest.mark.parametrize(("runtime", "paper", "level"), [
@@ -101,8 +102,8 @@ def test_judge_thread_count_explains_sum() -> None:
         att(), att(changed={"sum_fp32": ok("f")}, threads_intra_op=1)))
     assert (level, reasons) == ("explained", ())
     assert notes == ("1 workload differs, each explained by recorded facts: sum_fp32 "
-                     "(threads.intra_op: magnitude unknown: no saved outputs or fingerprints on "
-                     "both sides)",)
+                     f"(threads.intra_op 2 → 1: {PARALLEL}; magnitude unknown: no saved outputs "
+                     "or fingerprints on both sides)",)
 
 
 @pytest.mark.parametrize(("errors", "bounds", "text"), [
@@ -121,7 +122,7 @@ def test_explained_differences_carry_magnitudes(errors: tuple, bounds: dict | No
                      errors={"sum_fp32": errors} if errors else None)
     _, _, notes = judge_runtime(report, {"sum_fp32": bounds} if bounds else None)
     assert notes == ("1 workload differs, each explained by recorded facts: sum_fp32 "
-                     f"(threads.intra_op: {text})",)
+                     f"(threads.intra_op 2 → 1: {PARALLEL}; {text})",)
 
 
 def test_judge_thread_count_does_not_explain_randn() -> None:
@@ -129,24 +130,25 @@ def test_judge_thread_count_does_not_explain_randn() -> None:
     level, reasons, _ = judge_runtime(compare(
         att(), att(changed={"randn": ok("f")}, threads_intra_op=1)))
     assert level == "not-reproduced"
-    assert reasons == ("randn differs, but none of the recorded facts that differ "
-                       "(threads.intra_op) is one it is known to be sensitive to",)
+    assert [r.alone for r in reasons] == ["randn differs, but none of the recorded facts that "
+                                          "differ (threads.intra_op) is one it is known to be "
+                                          "sensitive to"]
 
 
 def test_judge_same_class_is_unexplained() -> None:
     """Same class, different bits: suspect a fault or undeclared drift."""
     level, reasons, _ = judge_runtime(compare(att(), att(changed={"gemm_fp32": ok("f")})))
     assert level == "not-reproduced"
-    assert reasons[0].startswith("different bits with no recorded fact to explain them: "
-                                 "gemm_fp32")
+    assert (reasons[0].alone or "").startswith("different bits with no recorded fact to "
+                                               "explain them: gemm_fp32")
 
 
 def test_judge_unknown_workload() -> None:
     """A workload only the authors ran (unknown here) is a reason."""
     authors = att(changed={"gemm_fp64": ok("9")})
     _, reasons, _ = judge_runtime(compare(authors, att(source="b")))
-    assert reasons == ("the authors ran workloads this samebits does not know: gemm_fp64 "
-                       "(another suite version?)",)
+    assert [r.text for r in reasons] == ["the authors ran workloads this samebits does not "
+                                         "know: gemm_fp64 (another suite version?)"]
 
 
 @pytest.mark.parametrize(("settings", "expected"), [
@@ -166,3 +168,50 @@ def test_settings_of_unknown_profile() -> None:
     with pytest.raises(InputError, match=r"a\.json: predicate\.settings\.profile = "
                                          r'"default\+cudnn\.deterministic"'):
         settings_of(att(settings={**DET, "profile": "default+cudnn.deterministic"}))
+
+
+def test_compare_summary_counts() -> None:
+    """The compare step's summary names what it counts: 2 unavailable on both sides are not
+    counted as bit-identical."""
+    from samebits.app.audit.pipeline import counts_text
+
+    both = {"randn": {"status": "unavailable"}}
+    report = compare(att(changed=both), att(changed={**both, "sum_fp32": ok("f")},
+                                            threads_intra_op=1))
+    assert counts_text(report) == ("2 of 3 workloads ran on both sides: 1 bit-identical, "
+                                   "1 explained, 0 differing; 1 unavailable (no bits on a side)")
+
+
+def test_story_one_reason_per_cause() -> None:
+    """A known cause lists the divergences it can explain under it; a divergence no cause
+    explains stands alone, worded as such; order is the steps' order."""
+    from samebits.app.audit.verdict import cause, divergence, story
+
+    seed = cause("manifest", "train: env SEED = '1' (attested: '0')",
+                 covers=("paper:train", "paper:eval"))
+    reasons = story([
+        seed,
+        divergence("train diverged: loss", scope="paper:train", alone="train diverged alone"),
+        divergence("eval diverged: acc", scope="paper:eval"),
+        divergence("sum_fp32 differs", scope="suite", alone="sum_fp32 differs, unexplained"),
+    ])
+    assert [(r.cause, r.text, r.explains) for r in reasons] == [
+        ("manifest", seed.text, ("train diverged: loss", "eval diverged: acc")),
+        ("none", "sum_fp32 differs, unexplained", ())]
+
+
+def test_decide_tells_one_story() -> None:
+    """The code step's cause explains the paper step's divergences: the verdict lists one
+    reason, the code, with the divergence under it, never the divergence beside it."""
+    from samebits.app.audit.verdict import cause, divergence, step
+
+    code = step("code", "1 of 2 files differ", [cause("code", "code differs: train.py",
+                                                      covers=("paper:*",))])
+    paper = step("paper", "1 command", [divergence("train diverged: loss", scope="paper:train",
+                                                   alone="train diverged with no recorded "
+                                                   "fact to explain it")])
+    v = decide((STEP_OK, code, paper), runtime="bit-identical", paper=None)
+    assert [(r.cause, r.text, r.explains) for r in v.reasons] == [
+        ("code", "code differs: train.py", ("train diverged: loss",))]
+    assert v.to_json()["reasons"] == [{"cause": "code", "text": "code differs: train.py",
+                                       "explains": ["train diverged: loss"]}]

@@ -94,9 +94,6 @@ def test_same_class_different_bits_is_unexplained() -> None:
                                             "settings.profile"), True, id="refused-vs-ok"),
     pytest.param(att(threads_intra_op=1), att(changed={"randn": ok("f")}),
                  "randn", ("threads.intra_op",), False, id="not-a-known-sensitivity"),
-    pytest.param(att(), att(settings={**DET, "cudnn_allow_tf32": True},
-                            changed={"gemm_fp32": ok("f")}),
-                 "gemm_fp32", ("settings.cudnn_allow_tf32",), False, id="gpu-setting-on-cpu"),
 ])
 def test_attribution(a: Attestation, b: Attestation, workload: str,
                      attributed: tuple[str, ...], expected: bool) -> None:
@@ -108,12 +105,11 @@ def test_attribution(a: Attestation, b: Attestation, workload: str,
 
 
 def test_classes_differ_but_bits_do_not() -> None:
-    """TF32 switched on for a CPU run: different class, same bits, and the settings are named."""
+    """TF32 switched on for a CPU run: different class (the float32 matmul precision, which a
+    CPU run reads), same bits; the CUDA TF32 switches are no class fact where no CUDA ran."""
     report = compare(att(), att(settings=TF32))
     assert (report.verdict, report.same_class) == ("identical", False)
-    assert [d.key for d in report.class_differences] == [
-        "settings.cuda_matmul_allow_tf32", "settings.cudnn_allow_tf32",
-        "settings.float32_matmul_precision"]
+    assert [d.key for d in report.class_differences] == ["settings.float32_matmul_precision"]
 
 
 @pytest.mark.parametrize(("changes", "keys"), [
@@ -201,3 +197,66 @@ def test_output_errors(tmp_path: Path) -> None:
     assert output_errors(tmp_path / "a", tmp_path / "c") == {}
     with pytest.raises(InputError, match="no such saved-outputs index"):
         output_errors(tmp_path / "a", tmp_path / "missing")
+
+
+MKL = "PyTorch built with:\n  - Build settings: BLAS_INFO=mkl, LAPACK_INFO=mkl, USE_MKL=ON, "
+OPENBLAS = "PyTorch built with:\n  - Build settings: BLAS_INFO=open, LAPACK_INFO=open, "
+
+
+@pytest.mark.parametrize(("config", "a", "b", "keys"), [
+    # a cuBLAS setting on a machine with no CUDA: "—" (not recorded) and "no CUDA in use"
+    # are one meaning, and no CUDA setting is a class fact of a CPU run anyway
+    (MKL, {}, {"settings": {**DET, "cublas_workspace_source": "no CUDA in use"}}, set()),
+    (MKL, {}, {"settings": {**DET, "blas_library": "Cublas", "cudnn_allow_tf32": True}},
+     set()),
+    (MKL, {}, {"env": (("CUBLAS_WORKSPACE_CONFIG", ":16:8"),)}, set()),
+    # a BLAS variable counts only for the BLAS torch uses (torch.__config__)
+    (MKL, {}, {"env": (("OPENBLAS_CORETYPE", "Haswell"), ("OPENBLAS_L2_SIZE", "1"))}, set()),
+    (MKL, {}, {"env": (("MKL_CBWR", "AVX2"),)}, {"env.MKL_CBWR"}),
+    (OPENBLAS, {}, {"env": (("OPENBLAS_CORETYPE", "Haswell"),)}, {"env.OPENBLAS_CORETYPE"}),
+    (OPENBLAS, {}, {"env": (("MKL_CBWR", "AVX2"),)}, set()),
+    ("", {}, {"env": (("OPENBLAS_CORETYPE", "Haswell"),)}, {"env.OPENBLAS_CORETYPE"}),
+])
+def test_relevance(config: str, a: dict, b: dict, keys: set[str]) -> None:
+    """A fact is in a run's class, and so can explain a difference, only if the run could
+    have used it: no CUDA fact where no CUDA ran, no variable of a BLAS torch does not use
+    (an unknown BLAS keeps them all)."""
+    sa = {"settings": DET, **a}
+    sb = {"settings": DET, **b}
+    report = compare(att(torch_build_config=config, **sa),
+                     att(torch_build_config=config, changed={"gemm_fp32": ok("f")}, **sb))
+    assert {d.key for d in report.class_differences} == keys
+    (diff,) = report.different
+    assert set(diff.attributed_to) == keys
+
+
+def test_cpu_attribution_names_no_cuda_fact() -> None:
+    """A CPU run with another thread count and stray CUDA and OpenBLAS values: each difference
+    is attributed to the thread count alone, with why it is plausible."""
+    b = att(torch_build_config=MKL, threads_intra_op=1,
+            settings={**DET, "cublas_workspace_source": "no CUDA in use"},
+            env=(("OPENBLAS_CORETYPE", "Haswell"),),
+            changed={n: ok("f") for n in ("gemm_fp32", "sum_fp32")})
+    report = compare(att(torch_build_config=MKL), b)
+    assert [(d.name, d.attributed_to, d.expected) for d in report.different] == [
+        ("gemm_fp32", ("threads.intra_op",), True), ("sum_fp32", ("threads.intra_op",), True)]
+    assert report.different[1].why == (
+        "threads.intra_op 2 → 1: it adds partial results across threads (or SMs), whose number "
+        "sets the order of the additions (parallel)",)
+
+
+def test_counts_name_what_they_count() -> None:
+    """Each workload counted once: ran on both sides (identical, explained, differing), or by
+    the status that kept its bits from a side."""
+    a = att(changed={"randn": {"status": "unavailable"}, "adaptive_avgpool2d_bwd":
+                     {"status": "error"}})
+    b = att(threads_intra_op=1, changed={"randn": {"status": "unavailable"},
+                                         "adaptive_avgpool2d_bwd": {"status": "error"},
+                                         "sum_fp32": ok("f")})
+    assert compare(a, b).counts() == {
+        "workloads": 4, "both_ran": 2, "identical": 1, "explained": 1, "differing": 0,
+        "unavailable": 1, "error": 1, "refused": 0, "other": 0}
+    one_sided = att(changed={"gemm_fp32": {"status": "error"}})
+    assert compare(att(), one_sided).counts() == {
+        "workloads": 4, "both_ran": 3, "identical": 3, "explained": 0, "differing": 0,
+        "unavailable": 0, "error": 1, "refused": 0, "other": 0}

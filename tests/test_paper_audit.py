@@ -62,6 +62,13 @@ def test_attest_records_the_command(paper: PaperFolder) -> None:
         "files/out/train_log.jsonl", "stdout.txt"]
     assert "paper command train: `python train.py --steps 200 --out out` in .: 5 output(s) " \
            "recorded" in paper.stdout
+    doc = json.loads(paper.attestation.read_text())
+    subjects = {s["name"]: s["digest"]["sha256"] for s in doc["subject"]}
+    assert {k for k in subjects if k.startswith(("paper/", "input/"))} == {
+        "paper/train.py", "input/data/stripes.json"}
+    assert pred["paper"]["tree"]["rule"] == "every file under the paper folder"
+    assert pred["paper"]["inputs"] == [{"path": "data/stripes.json", "sha256": subjects[
+        "input/data/stripes.json"], "url": None}]
 
 
 def test_same_machine_is_bit_identical(paper_audits: dict[str, Run]) -> None:
@@ -105,6 +112,11 @@ def test_thread_count_within_tolerance_with_numbers(paper_audits: dict[str, Run]
                      r"final \|Δ\| [0-9.e-]+ at step 200", log["summary"])
     notes = " ".join(doc["verdict"]["notes"])
     assert "sum_fp32 (" in notes and "max |Δ|" in notes  # the suite's difference, with size
+    # a CPU audit's explanations name no CUDA setting, each says why it is plausible
+    said = json.dumps([notes, c["facts"], c["notes"], [w["attributed_to"] + w["why"]
+                                                       for w in doc["workloads"]]])
+    assert "cuda" not in said.lower() and "cublas" not in said.lower()
+    assert "threads.intra_op 2 → 1: " in notes
 
 
 def test_html_draws_both_curves(paper_audits: dict[str, Run], tmp_path: Path) -> None:
@@ -141,22 +153,56 @@ def test_require_bit_identical(paper_audits: dict[str, Run]) -> None:
 
 
 def test_perturbed_seed_is_not_reproduced(paper_audits: dict[str, Run]) -> None:
-    """Another seed through the manifest's environment: not reproduced, exit 1; the reasons
-    name the changed variable, the metric beyond its tolerance and the step the curve leaves
-    it."""
+    """Another seed through the manifest's environment: not reproduced, exit 1; one reason,
+    the changed variable, with the outputs beyond their tolerance listed under it (the metric,
+    the step the curve leaves it), not beside it."""
     run = paper_audits["seed"]
     assert run.rc == 1, run.stderr
     v = run.doc()["verdict"]
     assert v["level"] == "not-reproduced"
-    reasons = "\n".join(v["reasons"])
-    assert "train: the command is not the one the authors ran: env SEED = '1' (attested: " \
-           "'0')" in reasons
-    assert re.search(r"train diverged with no recorded fact to explain it \(same equivalence "
-                     r"class as the authors' run\): out/metrics\.json: .*test_loss = [0-9.e-]+, "
-                     r"the authors' [0-9.e-]+ \(\|Δ\| ", reasons)
+    (reason,) = v["reasons"]
+    assert (reason["cause"], reason["text"]) == (
+        "manifest", "train: the command is not the one the authors ran: env SEED = '1' "
+        "(attested: '0')")
+    under = "\n".join(reason["explains"])
+    assert re.search(r"train diverged: out/metrics\.json: .*test_loss = [0-9.e-]+, "
+                     r"the authors' [0-9.e-]+ \(\|Δ\| ", under)
     assert re.search(r"out/train_log\.jsonl: grad_norm: first differs at step 1, .*"
-                     r"beyond tolerance from step \d+", reasons)
+                     r"beyond tolerance from step \d+", under)
+    assert "no recorded fact" not in json.dumps(v)
     assert command(run)["level"] == "diverged"
+    assert "reason (a manifest setting): train: the command is not the one the authors ran: " \
+           "env SEED = '1'" in run.stdout
+    assert "    which explains: train diverged: " in run.stdout
+
+
+def test_code_change_names_the_file(paper_audits: dict[str, Run]) -> None:
+    """One character of train.py changed (lr=0.01 -> 0.02): not reproduced; the first reason
+    is the code, naming train.py and the line, with the diverged outputs under it."""
+    run = paper_audits["code"]
+    assert run.rc == 1, run.stderr
+    v = run.doc()["verdict"]
+    (reason,) = v["reasons"]
+    assert reason["cause"] == "code"
+    assert re.fullmatch(r"code differs: train\.py \(sha256 [0-9a-f]{12}, the authors' "
+                        r"[0-9a-f]{12}\): 1 line changed \(at line \d+\)", reason["text"])
+    assert reason["explains"] and all(e.startswith("train diverged: ")
+                                      for e in reason["explains"])
+    assert "no recorded fact" not in json.dumps(v)
+
+
+def test_input_change_names_the_input(paper_audits: dict[str, Run]) -> None:
+    """Another noise level in data/stripes.json: not reproduced; the first reason names the
+    input, with the diverged outputs under it."""
+    run = paper_audits["input"]
+    assert run.rc == 1, run.stderr
+    steps = {s["name"]: s for s in run.doc()["steps"]}
+    assert steps["code"]["status"] == "ok" and steps["inputs"]["status"] == "failed"
+    (reason,) = run.doc()["verdict"]["reasons"]
+    assert reason["cause"] == "input"
+    assert re.fullmatch(r"input differs: data/stripes\.json \(sha256 [0-9a-f]{12}, the "
+                        r"authors' [0-9a-f]{12}\)", reason["text"])
+    assert all(e.startswith("train diverged: ") for e in reason["explains"])
 
 
 def test_signed_paper_trusted_and_countersigned(paper_audits: dict[str, Run]) -> None:
@@ -202,8 +248,9 @@ def test_attest_refuses_a_failing_command(paper_audits: dict[str, Run],
     run = paper_audits["broken"]
     assert run.rc == 1
     assert "1 problem(s) running the paper's commands:\n  train: `python train.py --steps oops " \
-           "--out out` failed (exit 2): " in run.stderr
-    assert "invalid int value: 'oops'" in run.stderr
+           "--out out` failed (exit 2); its last lines:\n    usage: train.py " in run.stderr
+    assert "\n    train.py: error: argument --steps: invalid int value: 'oops'" in run.stderr
+    assert "attest: workloads" not in run.stderr  # the paper runs first, and fails fast
     assert not run.out.exists()
     saved = Path("outputs/commands/train/files/out/model.pt")
     assert (run.out.parent / saved).read_bytes() == (paper.folder / saved).read_bytes()

@@ -95,9 +95,9 @@ def test_reviewer_cannot_loosen_the_tolerance() -> None:
     b = record(metrics_out({"acc": 0.5}, sha="b", rtol=1.0))
     v = judge_command("train", a, b, class_facts=())
     assert v.level == "diverged"
-    assert v.reasons[0].startswith("train: the command is not the one the authors ran: output "
+    assert v.changes[0].startswith("train: the command is not the one the authors ran: output "
                                    "m.json: declared as {")
-    assert "acc = 0.5, the authors' 0.9" in v.reasons[1]
+    assert "acc = 0.5, the authors' 0.9" in v.reasons[0]
 
 
 def test_curve_names_the_step() -> None:
@@ -139,21 +139,27 @@ def test_changed_seed_is_named() -> None:
     b = record(curve_out(LOSS), env={"PATH": "$BIN:/usr/bin", "SEED": "1",
                                      "OMP_NUM_THREADS": "2"})
     v = judge_command("train", record(curve_out(LOSS)), b, class_facts=())
-    assert v.reasons == ("train: the command is not the one the authors ran: env SEED = '1' "
-                         "(attested: '0')",)
+    assert (v.changes, v.reasons) == (("train: the command is not the one the authors ran: "
+                                       "env SEED = '1' (attested: '0')",), ())
+
+
+TRACE = ["Traceback (most recent call last):", '  File "train.py", line 3, in <module>',
+         "    main()", "ValueError: boom"]
 
 
 @pytest.mark.parametrize(("status", "extra", "text"), [
-    ("failed", {"exit_code": 3, "tail": ["Traceback", "ValueError: boom"]},
-     "train: `python train.py` failed (exit 3); its last lines: Traceback | ValueError: boom"),
+    ("failed", {"exit_code": 3, "tail": TRACE},
+     "train: `python train.py` failed (exit 3): ValueError: boom (4 lines of its output in "
+     "audit.json)"),
     ("timed-out", {"exit_code": None, "tail": ["step 5"]},
-     "train: `python train.py` ran past its timeout of 60 s; its last lines: step 5"),
+     "train: `python train.py` ran past its timeout of 60 s: step 5"),
 ])
 def test_failed_command(status: str, extra: dict, text: str) -> None:
-    """A command that fails or times out is a reason with its last lines."""
+    """A command that fails or times out is a reason quoting its last line short; its last
+    lines are kept whole, each as printed (a traceback is not flattened onto one line)."""
     b = record(curve_out(LOSS), status=status, **extra)
     v = judge_command("train", record(curve_out(LOSS)), b, class_facts=())
-    assert (v.level, v.reasons) == ("failed", (text,))
+    assert (v.level, v.reasons, v.tail) == ("failed", (text,), tuple(extra["tail"]))
 
 
 def tensor_out(tensors: dict, sha: str) -> dict:

@@ -128,6 +128,10 @@ def test_interpreter_seed_and_hash(tmp_path: Path) -> None:
     assert recs[0] == recs[1], "equal runs give equal records"
 
 
+DEEP = "".join(f"def f{i}(): f{i + 1}()\n" for i in range(24)) + \
+    "def f24(): open(__import__('os').getcwd() + '/none')\nf0()\n"
+
+
 @pytest.mark.parametrize(("argv", "timeout", "status", "tail"), [
     (("python", "-c", "import sys; print('half way'); sys.exit(3)"), 60.0, "failed",
      ["half way"]),
@@ -137,6 +141,13 @@ def test_interpreter_seed_and_hash(tmp_path: Path) -> None:
      "timed-out", ["started"]),
     (("no-such-program-xyz",), 60.0, "not-started",
      ["no-such-program-xyz: No such file or directory (cwd .)"]),
+    # a traceback deeper than the tail is kept whole, each line as printed; the scratch
+    # copy's path is $PAPER, so the record does not depend on where the copy was made
+    (("python", "-c", DEEP), 60.0, "failed",
+     ["Traceback (most recent call last):", '  File "<string>", line 26, in <module>',
+      *[f'  File "<string>", line {i + 1}, in f{i}' for i in range(24)],
+      '  File "<string>", line 25, in f24',
+      "FileNotFoundError: [Errno 2] No such file or directory: '$PAPER/none'"]),
 ])
 def test_failures_keep_their_last_lines(tmp_path: Path, argv: tuple, timeout: float,
                                         status: str, tail: list) -> None:

@@ -4,7 +4,8 @@
       "_type": "https://in-toto.io/Statement/v1",
       "subject": [{"name": "environment", "digest": {"sha256": ...}},   # verify env's digest
                   {"name": "packages", "digest": {"sha256": ...}},
-                  {"name": "<lockfile name>", "digest": {"sha256": ...}}],   # with --lockfile
+                  {"name": "<lockfile name>", "digest": {"sha256": ...}},    # with --lockfile
+                  {"name": "paper/<path>", ...}, {"name": "input/<path>", ...}],  # a paper
       "predicateType": "https://samebits.dev/verify-gpu/v1",
       "predicate": {"format": 1, "device": "cpu" | "cuda:0", "suite_version": 1,
                     "samebits": "0.1.0", "lock": {...} | null,
@@ -90,13 +91,17 @@ def build_statement(*, facts: Facts, device: str, settings: Mapping[str, Any],
                     samebits_version: str = __version__,
                     fingerprints: Mapping[str, Any] | None = None,
                     paper: Mapping[str, Any] | None = None,
-                    coverage: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                    coverage: Mapping[str, Any] | None = None,
+                    artifacts: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The Statement as a dict. ``environment`` is ``verify.digest.prefix_digests``'s answer;
-    ``coverage`` (``verify.coverage_report.summary``) what the environment's kernels run on."""
+    ``coverage`` (``verify.coverage_report.summary``) what the environment's kernels run on;
+    ``artifacts`` more subjects, name -> sha256 (a paper's files and inputs), sorted."""
     subjects = [{"name": name, "digest": {"sha256": digest}}
                 for name, digest in sorted((environment or {}).items())]
     if lock is not None:
         subjects.append({"name": lock.name, "digest": {"sha256": lock.sha256}})
+    subjects += [{"name": name, "digest": {"sha256": digest}}
+                 for name, digest in sorted((artifacts or {}).items())]
     if not subjects:
         raise InputError("an attestation needs a subject: the environment digest or a lockfile",
                          hint="pass --lockfile, or run inside an environment `verify env` reads")

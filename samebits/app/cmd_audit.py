@@ -66,6 +66,8 @@ def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
     a.add_argument("--save-outputs", type=Path, metavar="DIR",
                    help="keep every output's raw bytes: reviewers then get max errors")
     _sign_arg(a, "the attestation")
+    a.add_argument("--cache-dir", type=Path,
+                   help="where fetched [[inputs]] are kept (default: ~/.cache/samebits)")
     a.add_argument("--only", action="append", metavar="NAMES",
                    help=f"comma-separated workloads (default: all {len(NAMES)})")
     a.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
@@ -154,7 +156,8 @@ def run_attest(args: argparse.Namespace, out: Output) -> int:
                         python=args.python, platform=args.platform, device=args.device,
                         names=select(args.only), settings=settings,
                         save_outputs=args.save_outputs, paper=manifest,
-                        lock_env=args.lock_env, lock_python=args.lock_python)
+                        lock_env=args.lock_env, lock_python=args.lock_python,
+                        cache=args.cache_dir)
     start = time.perf_counter()
     with out.steps("attest: ") as step:
         result = attest(req, progress=step)
@@ -317,18 +320,26 @@ def write_reports(result: Any, doc: dict[str, Any], folder: Path, *,
 
 def audit_text(doc: dict[str, Any], files: dict[str, str], code: int) -> str:
     v = doc["verdict"]
+    from samebits.app.audit.verdict import CAUSES
+
     lines = [f"verdict: {v['level']}: {v['title']} (exit {code})"]
-    lines += [f"  reason: {r}" for r in v["reasons"]]
+    for r in v["reasons"]:
+        lines.append(f"  reason ({CAUSES.get(r['cause'], r['cause'])}): {r['text']}")
+        lines += [f"    which explains: {e}" for e in r.get("explains") or ()]
     lines += [f"  note: {n}" for n in v["notes"]]
     lines.append("steps:")
     for i, s in enumerate(doc["steps"], 1):
         lines.append(f"  {i}. {s['name']:<12} {s['status']:<8} {s['summary']}")
         if s["status"] == "failed":  # what to try next, e.g. --find-links for a lost host
             lines += [f"     {n}" for n in s.get("notes") or () if n.startswith("hint: ")]
-    cells: dict[str, int] = {}
-    for w in doc["workloads"]:
-        cells[w["cell"]] = cells.get(w["cell"], 0) + 1
-    lines.append("workloads: " + ", ".join(f"{n} {c}" for c, n in sorted(cells.items())))
+    check = (doc.get("checks") or {}).get("workloads") or {}
+    if check.get("checked") is False:
+        lines.append(f"workloads: not checked ({check.get('why')})")
+    else:
+        cells: dict[str, int] = {}
+        for w in doc["workloads"]:
+            cells[w["cell"]] = cells.get(w["cell"], 0) + 1
+        lines.append("workloads: " + ", ".join(f"{n} {c}" for c, n in sorted(cells.items())))
     for c in (doc.get("paper") or {}).get("commands") or ():
         lines.append(f"paper command {c['name']}: {c['level']} (`{c['run']}`)")
         lines += [f"  {o['level']:<16} {o['summary']}" for o in c["outputs"]]

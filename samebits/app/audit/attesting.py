@@ -1,11 +1,15 @@
-"""``samebits attest``: the authors' side, in order.
+"""``samebits attest``: the authors' side, in order, cheapest failure first.
 
-The lock's integrity; ``verify env`` (drift refuses, before anything runs: an attestation of an
-environment that is not its lock's would not match what reviewers install); the preflight; the
-suite, with its outputs' fingerprints; with a paper manifest, the paper's commands
-(``samebits.app.paper.session``: a command that fails refuses); and the in-toto Statement,
+The lock's integrity; with a paper manifest, its ``[[inputs]]`` read or fetched and checked
+against their sha256 (``samebits.app.paper.inputs``: one that is not refuses, before anything
+runs); ``verify env`` (drift refuses: an attestation of an environment that is not its lock's
+would not match what reviewers install); the preflight; the paper's commands
+(``samebits.app.paper.session``, in a scratch copy holding exactly the paper's tree,
+``samebits.app.paper.tree``: the first command that fails stops the rest and refuses, its
+last lines shown as they were printed) before the suite, so a typo in the paper's code costs
+seconds, not the suite; the suite, with its outputs' fingerprints; and the in-toto Statement,
 built by ``verify.attest`` exactly as ``verify gpu`` builds it, plus ``fingerprints`` and
-``paper``.
+``paper`` (the commands, the tree, the inputs), each tree file and input a subject.
 """
 
 from __future__ import annotations
@@ -59,6 +63,7 @@ class AttestRequest:
     paper: PaperManifest | None = None
     lock_env: str | None = None     # --lock-env: a pixi.lock's environment
     lock_python: str | None = None  # --lock-python: a universal Python lock's Python
+    cache: Path | None = None       # where fetched [[inputs]] are kept (default: the cache)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -97,6 +102,16 @@ def run_attest(req: AttestRequest, *, runtime_for: RuntimeFactory | None = None,
             raise LockfileError(f"{req.lockfile}: {plural(len(missing), 'package')} without a "
                                 "hash: " + ", ".join(missing), hint="re-lock with `samebits lock`")
     where = envcheck.locate(req.prefix)
+    states: tuple = ()
+    tree = None
+    if req.paper is not None:
+        from samebits.app.paper import inputs as paper_inputs
+        from samebits.app.paper.tree import tree_of
+
+        progress("paper inputs")
+        states = paper_inputs.check_inputs(req.paper, cache=req.cache)
+        paper_inputs.raise_problems(req.paper, states)
+        tree = tree_of(req.paper, skip=[req.out, where.prefix])
     progress("verify env")
     report = _attest_env(where, req.lockfile, platform, read)  # drift refuses first
     python = interpreter_for(where, req.python)
@@ -110,26 +125,28 @@ def run_attest(req: AttestRequest, *, runtime_for: RuntimeFactory | None = None,
                      prefix=str(where.prefix))
     if problems:
         raise PreflightError(problems)
-    progress("workloads")
-    measured, fingerprints = run_suite(runtime, device=device, settings=req.settings,
-                                       names=req.names, save=req.save_outputs)
     paper = None
     if req.paper is not None:
         # Saved beside outputs/commands and renamed over it only when every command ran:
         # a refused attestation leaves the previous outputs as they were.
+        assert tree is not None
         with staged_dir(req.paper.outputs / COMMANDS, replace=True) as stage:
             records = run_commands(
                 req.paper, host=Host(bin=Path(python).parent, environ=dict(os.environ),
                                      keep=keep),
                 settings=req.settings.to_dict(), runtime=runtime, save=stage,
-                skip=[req.out, where.prefix], progress=progress)
+                skip=[req.out, where.prefix], files=tree.paths, inputs=states,
+                progress=progress)
             failures = attest_problems(records)
             if failures:
                 raise PaperRunError(
                     f"{req.paper.file}: {len(failures)} problem(s) running the paper's "
                     "commands:\n  " + "\n  ".join(failures), hint="fix the command or the "
-                    "manifest; no attestation was written")
-        paper = section(req.paper, records)
+                    "manifest; no attestation was written and the suite did not run")
+        paper = section(req.paper, records, tree=tree, inputs=states)
+    progress("workloads")
+    measured, fingerprints = run_suite(runtime, device=device, settings=req.settings,
+                                       names=req.names, save=req.save_outputs)
     info = lock_info(req.lockfile, lock) if req.lockfile and lock else None
     statement = statement_of(measured, device=device, environment=report["digests"], lock=info,
                              fingerprints=fingerprints, paper=paper)

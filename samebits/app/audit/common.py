@@ -57,11 +57,14 @@ def interpreter_for(where: envcheck.Located, given: str | None) -> str:
 def statement_of(measured: Measured, *, device: str, environment: Mapping[str, str] | None,
                  lock: LockInfo | None, fingerprints: Mapping[str, Any] | None = None,
                  paper: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The in-toto Statement of one run (authors' and reviewers' alike)."""
+    """The in-toto Statement of one run (authors' and reviewers' alike); a paper's files and
+    inputs are subjects too."""
+    from samebits.app.paper.session import subjects
+
     return build_statement(facts=measured.facts, device=device, settings=measured.settings,
                            workloads=measured.workloads, suite_version=SUITE_VERSION,
                            environment=environment, lock=lock, fingerprints=fingerprints,
-                           paper=paper)
+                           paper=paper, artifacts=subjects(paper))
 
 
 def run_suite(runtime: Runtime, *, device: str, settings: Settings, names: tuple[str, ...],

@@ -1,9 +1,15 @@
 """The audit document: what the reports render, as one versioned JSON object. Pure.
 
-``"format": 1, "kind": "samebits.audit"``, written with ``samebits._io.canonical_json``: no
+``"format": 2, "kind": "samebits.audit"``, written with ``samebits._io.canonical_json``: no
 timestamps, no timings, paths as the user gave them, so equal results give equal bytes.
+(Format 2: each reason is ``{cause, text, explains}``, one story; ``checks`` and ``counts``.)
 
-    verdict      level, title, meaning, exit code, reasons, notes (``verdict.Verdict``)
+    verdict      level, title, meaning, exit code, reasons (each with its cause and the
+                 divergences it explains), notes (``verdict.Verdict``)
+    checks       per section (code, inputs, environment, drift, workloads, facts, paper):
+                 whether its step ran, and if not why: a section whose step did not run
+                 says "not checked" and why, never what it would have found
+    counts       the suite's comparison, each workload counted once (``Report.counts``)
     inputs       lockfile (path, sha256), attestation (path, sha256), platform, prefix,
                  python, device, outputs
     steps        every step in the order it ran: name, status, summary, reasons, notes
@@ -33,10 +39,10 @@ from samebits import __version__
 from samebits._io import sha256_hex
 from samebits.app.audit.pipeline import OUTPUTS, REVIEWER_ATTESTATION, Audit
 from verify.attest import Attestation
-from verify.compare import class_facts, flat_facts
+from verify.compare import class_facts, flat_facts, irrelevant, meaning
 from verify.workloads.catalog import BY_NAME, NAMES
 
-DOCUMENT_FORMAT = 1
+DOCUMENT_FORMAT = 2
 DOCUMENT_KIND = "samebits.audit"
 # Fact rows are grouped in this order (key prefixes); anything else goes last, sorted.
 FACT_ORDER = ("device", "suite_version", "samebits", "torch.", "driver.", "gpu.", "gpus",
@@ -65,6 +71,8 @@ def build_document(a: Audit) -> dict[str, Any]:
             "manifest": str(req.paper.file) if req.paper is not None else None,
         },
         "steps": [s.to_json() for s in a.steps],
+        "checks": checks(a),
+        "counts": a.comparison.counts() if a.comparison is not None else None,
         "paper": paper(a),
         "facts": fact_rows(a.authors, a.reviewer),
         "workloads": workload_rows(a),
@@ -72,6 +80,42 @@ def build_document(a: Audit) -> dict[str, Any]:
         "drift": drift(a.env_report),
         "commands": commands(a),
     }
+
+
+# Where to look for why a section was not checked: the steps it needs, in the order they run.
+NEEDS = {"environment": ("environment", "verify-env"), "drift": ("environment", "verify-env"),
+         "workloads": ("environment", "preflight", "workloads", "compare"),
+         "facts": ("environment", "preflight", "workloads"),
+         "paper": ("environment", "preflight", "paper"), "code": ("code",),
+         "inputs": ("inputs",)}
+
+
+def checks(a: Audit) -> dict[str, dict[str, Any]]:
+    """Per section: checked (its step ran and gave what the section shows) or why not."""
+    steps = {s.name: s for s in a.steps}
+    done = {"environment": a.env_report is not None, "drift": a.env_report is not None,
+            "workloads": a.comparison is not None, "facts": a.reviewer is not None,
+            "paper": a.paper is not None,
+            "code": "code" in steps and steps["code"].status != "skipped",
+            "inputs": "inputs" in steps and steps["inputs"].status != "skipped"}
+    paper_audit = "paper" in steps or "code" in steps
+    out: dict[str, dict[str, Any]] = {}
+    for section, ok in done.items():
+        why = None
+        if not ok:
+            blocking = [steps[n] for n in NEEDS[section]
+                        if n in steps and steps[n].status != "ok"]
+            first = next((s for s in blocking if s.status == "failed"), None) or next(
+                iter(blocking), None)
+            head = first.summary.splitlines()[0] if first is not None else ""
+            why = ("no step of this audit checks it" if first is None else
+                   f"the {first.name} step failed: {head}" if first.status == "failed" else
+                   f"the {first.name} step did not run: "
+                   + head.removeprefix("not checked: ").removeprefix("not run: "))
+        out[section] = {"checked": ok, "why": why,
+                        "applies": paper_audit if section in ("paper", "code", "inputs")
+                        else True}
+    return out
 
 
 def _fact_key(key: str) -> tuple[int, str]:
@@ -96,8 +140,12 @@ def fact_rows(authors: Attestation, reviewer: Attestation | None) -> list[dict[s
         if key == "device_name":
             continue  # "cuda:0": the device row and the GPU rows say it
         va, vb = _plain(fa.get(key)), _plain(fb.get(key)) if reviewer else None
+        same = reviewer is not None and meaning(key, fa.get(key), authors) == meaning(
+            key, fb.get(key), reviewer)  # "—" and "no CUDA in use" on a CPU: one meaning
+        unused = irrelevant(key, reviewer or authors)
         rows.append({"key": key, "authors": va, "reviewer": vb, "class": key in cls,
-                     "differs": reviewer is not None and va != vb})
+                     "differs": reviewer is not None and va != vb and not same,
+                     "unused": unused})
     return rows
 
 
@@ -139,6 +187,7 @@ def workload_rows(a: Audit) -> list[dict[str, Any]]:
             "cell": cell,
             "outputs": list(d.outputs) if d else [],
             "attributed_to": list(d.attributed_to) if d else [],
+            "why": list(d.why) if d else [],
             "errors": [_error(e) for e in d.errors] if d else [],
             "bounds": dict(a.bounds.get(name, {})),
         })

@@ -7,20 +7,31 @@ need it and every reason reaches the verdict, so one run reports every problem):
                  signature against the trusted key (``trust``)
     lockfile     parse (bad input: exit 2) and integrity: every package of the platform
                  hashed; the file's sha256 is the one the attestation names
+    code         with a paper: the reviewer's files at the paths of the authors' tree, each
+                 against its attested sha256 (``samebits.app.paper.tree``); only those are
+                 given to the commands
+    inputs       with a paper: every ``[[inputs]]`` file read or fetched, against the
+                 attested sha256 (``samebits.app.paper.inputs``)
     preflight    this machine against the lock (``verify.preflight.check``) with the facts of
                  the interpreter that will run the workloads; with ``--install`` that
                  interpreter exists only after the install, so there the preflight runs
                  right after it
     environment  locate (``--prefix``, or the running environment) or install (``--install``)
     verify-env   every file against the lock; digests against the attested ones
+    paper        with a paper manifest: its commands rerun under the attested settings, the
+                 first that fails stopping the rest, each output compared with the authors'
+                 (``samebits.app.paper``); judged after ``compare``, whose differing facts may
+                 explain an output beyond its tolerance -> the paper's level
     workloads    the attestation's workload list under its own settings, on the same kind of
                  device as the authors' when this machine has one
     compare      ``verify.compare.compare`` with the authors' attestation (and
                  ``output_errors`` when both sides saved their outputs; lower bounds from the
-                 two attestations' fingerprints otherwise) -> the runtime level
-    paper        with a paper manifest: its commands rerun under the attested settings, each
-                 output compared with the authors' (``samebits.app.paper``) -> the paper's
-                 level; ``decide`` combines the two
+                 two attestations' fingerprints otherwise) -> the runtime level; ``decide``
+                 combines it with the paper's
+
+A step that cannot run says "not checked" and why, so no report section claims what no step
+checked; ``decide`` tells one story (``verdict.story``): the code, an input, a manifest
+setting or an environment file that differs, with the divergences it explains under it.
 """
 
 from __future__ import annotations
@@ -46,10 +57,21 @@ from samebits.app.audit.common import (
 )
 from samebits.app.audit.runtime import Measured, Runtime, settings_of
 from samebits.app.audit.trust import read_authors, signature_step
-from samebits.app.audit.verdict import Level, Step, Verdict, decide, failed, judge_runtime, skipped
+from samebits.app.audit.verdict import (
+    Level,
+    Reason,
+    Step,
+    Verdict,
+    cause,
+    decide,
+    failed,
+    judge_runtime,
+    skipped,
+)
+from samebits.app.audit.verdict import step as make_step
 from samebits.app.paper.judge import CommandVerdict
 from samebits.app.paper.manifest import PaperManifest
-from samebits.app.paper.session import audit_paper, section
+from samebits.app.paper.session import check_paper, judge, not_rerun, rerun, section
 from samebits.dsse import PublicKey
 from samebits.errors import SamebitsError, UsageError, plural
 from samebits.install.sources import NO_SOURCES, Sources
@@ -137,6 +159,13 @@ def run_audit(req: AuditRequest, *, runtime_for: RuntimeFactory | None = None,
     steps: list[Step] = [signature] if signature is not None else []
     steps.append(lockfile_step(req.lockfile, lock, digest, platform, authors))
     needs = LockNeeds.read(req.lockfile)
+    checked = None
+    if req.paper is not None or authors.paper is not None:
+        progress("code and inputs")  # the paper's own files first: a cause before its effects
+        checked = check_paper(req.paper, authors.paper, cache=req.cache,
+                              skip=[Path(req.out), *(Path(p) for p in (req.prefix, req.install)
+                                                     if p is not None)])
+        steps += [checked.code, checked.inputs]
 
     progress("environment")
     env_step, where = _environment(req, platform)
@@ -147,9 +176,9 @@ def run_audit(req: AuditRequest, *, runtime_for: RuntimeFactory | None = None,
         steps.append(env_step)
     progress("preflight")
     if not req.workloads:
-        pre, device = skipped("preflight", "--no-workloads: nothing runs here"), None
+        pre, device = skipped("preflight", "not checked: --no-workloads: nothing runs here"), None
     elif runtime is None:
-        pre, device = skipped("preflight", "no environment to run in"), None
+        pre, device = skipped("preflight", "not checked: no environment to run in"), None
     else:
         pre, device = preflight_step(runtime, req.device, authors, needs,
                                      prefix=str(where.prefix) if where else None)
@@ -160,7 +189,7 @@ def run_audit(req: AuditRequest, *, runtime_for: RuntimeFactory | None = None,
     progress("verify env")
     report = None
     if where is None:
-        steps.append(skipped("verify-env", "no environment"))
+        steps.append(skipped("verify-env", "not checked: no environment"))
     else:
         step, report = envcheck.verify_step(where, req.lockfile, platform,
                                             envcheck.subjects(authors),
@@ -172,82 +201,113 @@ def run_audit(req: AuditRequest, *, runtime_for: RuntimeFactory | None = None,
     paper_level: Level | None = None
     bounds: dict[str, dict[str, Any]] = {}
     verdicts: tuple[CommandVerdict, ...] | None = None
+    paper = req.paper is not None or authors.paper is not None
     if not req.workloads:
-        steps += [skipped("workloads", "--no-workloads"), skipped("compare", "--no-workloads")]
-        if req.paper is not None:
-            steps.append(skipped("paper", "--no-workloads: nothing runs here"))
-    elif runtime is None or device is None:
+        steps += [skipped("workloads", "not run: --no-workloads"),
+                  skipped("compare", "not checked: --no-workloads")]
+        if paper:
+            steps.insert(len(steps) - 2, not_rerun(req.paper, authors,
+                                                   "--no-workloads: nothing runs here"))
+        return _audit(req, lock, digest, platform, authors, steps, where, python, device,
+                      report)
+    if runtime is None or device is None:
         why = "the preflight failed" if runtime is not None else "no environment to run in"
-        steps += [skipped("workloads", why), skipped("compare", why)]
-        if req.paper is not None:
-            steps.append(skipped("paper", why))
-    else:
-        progress("workloads")
-        assert settings is not None and python is not None
-        names = tuple(n for n in select(None) if n in authors.workloads)
-        save = Path(req.out) / OUTPUTS if req.outputs is not None else None
-        try:
-            measured, fingerprints = run_suite(runtime, device=device, settings=settings,
-                                               names=names, save=save)
-        except SamebitsError as exc:
-            steps += [failed("workloads", f"workloads: {exc.message}",
-                             notes=[exc.hint] if exc.hint else ()),
-                      skipped("compare", "the workloads did not run")]
-            if req.paper is not None:
-                steps.append(skipped("paper", "the workloads did not run"))
-        else:
-            steps.append(workloads_step(measured, device, authors))
-            progress("compare")
-            bounds = suite_bounds(authors.fingerprints, fingerprints)
-            reviewer = parse_attestation(statement_of(
-                measured, device=device, environment=(report or {}).get("digests"),
-                lock=lock_info(req.lockfile, lock), fingerprints=fingerprints),
-                source=REVIEWER_ATTESTATION)
-            step, comparison, level = compare_step(authors, reviewer, runtime, req.outputs,
-                                                   save, bounds)
-            steps.append(step)
-            records = None
-            if req.paper is not None or authors.paper is not None:
-                pstep, verdicts, records, paper_level = audit_paper(
-                    req.paper, authors, runtime=runtime, python=python,
-                    settings=settings.to_dict(), comparison=comparison, out=Path(req.out),
+        if paper:
+            steps.append(not_rerun(req.paper, authors, why))
+        steps += [skipped("workloads", f"not run: {why}"),
+                  skipped("compare", f"not checked: {why}")]
+        return _audit(req, lock, digest, platform, authors, steps, where, python, device,
+                      report)
+    assert settings is not None and python is not None
+    # The paper's commands first: what the paper claims, before the suite that explains it.
+    run = None
+    if req.paper is not None and checked is not None:
+        run = rerun(req.paper, authors, checked, runtime=runtime, python=python,
+                    settings=settings.to_dict(), out=Path(req.out),
                     skip=[Path(req.out), *([where.prefix] if where else [])],
                     progress=progress)
-                steps.append(pstep)
-            statement = statement_of(
-                measured, device=device, environment=(report or {}).get("digests"),
-                lock=lock_info(req.lockfile, lock), fingerprints=fingerprints,
-                paper=section(req.paper, records) if records is not None else None)
-            data = statement_bytes(statement)
-            reviewer = parse_attestation(statement, source=REVIEWER_ATTESTATION)
+    paper_at = len(steps)
+    progress("workloads")
+    names = tuple(n for n in select(None) if n in authors.workloads)
+    save = Path(req.out) / OUTPUTS if req.outputs is not None else None
+    measured = fingerprints = None
+    try:
+        measured, fingerprints = run_suite(runtime, device=device, settings=settings,
+                                           names=names, save=save)
+    except SamebitsError as exc:
+        steps += [failed("workloads", f"workloads: {exc.message}",
+                         notes=[exc.hint] if exc.hint else ()),
+                  skipped("compare", "not checked: the workloads did not run")]
+    else:
+        steps.append(workloads_step(measured, device, authors))
+        progress("compare")
+        bounds = suite_bounds(authors.fingerprints, fingerprints)
+        reviewer = parse_attestation(statement_of(
+            measured, device=device, environment=(report or {}).get("digests"),
+            lock=lock_info(req.lockfile, lock), fingerprints=fingerprints),
+            source=REVIEWER_ATTESTATION)
+        step, comparison, level = compare_step(authors, reviewer, runtime, req.outputs,
+                                               save, bounds)
+        steps.append(step)
+    records = None
+    if run is not None:
+        assert req.paper is not None
+        pstep, verdicts, paper_level = judge(req.paper, authors, run, comparison=comparison)
+        records = run.records
+        steps.insert(paper_at, pstep)
+    elif paper:
+        steps.insert(paper_at, not_rerun(req.paper, authors, "no paper manifest"))
+    if measured is not None:
+        statement = statement_of(
+            measured, device=device, environment=(report or {}).get("digests"),
+            lock=lock_info(req.lockfile, lock), fingerprints=fingerprints,
+            paper=section(req.paper, records, tree=checked.tree if checked else None,
+                          inputs=checked.states if checked else None)
+            if records is not None else None)
+        data = statement_bytes(statement)
+        reviewer = parse_attestation(statement, source=REVIEWER_ATTESTATION)
+    return _audit(req, lock, digest, platform, authors, steps, where, python, device, report,
+                  level=level, paper_level=paper_level, reviewer=reviewer, data=data,
+                  comparison=comparison, bounds=bounds, verdicts=verdicts)
+
+
+def _audit(req: AuditRequest, lock: Lock, digest: str, platform: str, authors: Attestation,
+           steps: list[Step], where: envcheck.Located | None, python: str | None,
+           device: str | None, report: Mapping[str, Any] | None, *, level: Level | None = None,
+           paper_level: Level | None = None, reviewer: Attestation | None = None,
+           data: bytes | None = None, comparison: Report | None = None,
+           bounds: Mapping[str, Mapping[str, Any]] | None = None,
+           verdicts: tuple[CommandVerdict, ...] | None = None) -> Audit:
     return Audit(request=req, lock=lock, lock_sha256=digest, platform=platform,
                  authors=authors, steps=tuple(steps),
                  verdict=decide(steps, runtime=level, paper=paper_level),
                  prefix=where.prefix if where else Path(req.install or ".").absolute(),
                  python=python, device=device, env_report=report, reviewer=reviewer,
-                 reviewer_data=data, comparison=comparison, bounds=bounds, paper=verdicts)
+                 reviewer_data=data, comparison=comparison, bounds=dict(bounds or {}),
+                 paper=verdicts)
 
 
 def lockfile_step(path: Path, lock: Lock, digest: str, platform: str,
                   authors: Attestation) -> Step:
-    reasons: list[str] = []
+    reasons: list[Reason] = []
     notes: list[str] = []
     missing = unhashed(lock, platform)
     if missing:
-        reasons.append(f"{path}: {plural(len(missing), 'package')} without a hash: "
-                       f"{', '.join(missing)}")
+        reasons.append(cause("lockfile", f"{path}: {plural(len(missing), 'package')} without "
+                             f"a hash: {', '.join(missing)}"))
     attested = (authors.lock or {}).get("sha256")
     if attested and attested != digest:
-        reasons.append(f"{path} is not the lockfile the authors attested: sha256 {digest}, "
-                       f"the attestation names {(authors.lock or {}).get('name')} with {attested}")
+        reasons.append(cause("lockfile", f"{path} is not the lockfile the authors attested: "
+                             f"sha256 {digest}, the attestation names "
+                             f"{(authors.lock or {}).get('name')} with {attested}",
+                             covers=("suite", "paper:*")))
     elif not attested:
         notes.append("the attestation names no lockfile; only the packages digest ties it to "
                      "this lock")
     n = len(lock.packages_for(platform))
     summary = (f"{path}: {plural(n, 'package')} for {platform}, sha256 {digest[:12]}"
                + (", the one attested" if attested == digest else ""))
-    return Step(name="lockfile", status="failed" if reasons else "ok", summary=summary,
-                reasons=tuple(reasons), notes=tuple(notes))
+    return make_step("lockfile", summary, reasons, notes=notes)
 
 
 def audit_device(facts: Facts, requested: str, authors: Attestation) -> str:
@@ -343,10 +403,18 @@ def compare_step(authors: Attestation, reviewer: Attestation, runtime: Runtime,
             return failed("compare", f"saved outputs: {exc.message}"), None, None
     report = compare(authors, reviewer, errors=errors)
     level, reasons, notes = judge_runtime(report, bounds)
-    same = len(report.identical)
-    idle = f"; {len(report.not_run)} with no bits on either side" if report.not_run else ""
-    summary = (f"{same} of {plural(report.compared, 'workload')} bit-identical{idle}; "
+    summary = (f"{counts_text(report)}; "
                f"{'same' if report.same_class else 'different'} equivalence class "
                f"({report.a.class_id} vs {report.b.class_id})")
-    return (Step(name="compare", status="failed" if reasons else "ok", summary=summary,
-                 reasons=reasons, notes=notes), report, None if reasons else level)
+    return (make_step("compare", summary, reasons, notes=notes), report,
+            None if reasons else level)
+
+
+def counts_text(report: Report) -> str:
+    """What the comparison counted, each workload once, every number named."""
+    c = report.counts()
+    text = (f"{c['both_ran']} of {plural(c['workloads'], 'workload')} ran on both sides: "
+            f"{c['identical']} bit-identical, {c['explained']} explained, "
+            f"{c['differing']} differing")
+    extra = [f"{c[k]} {k}" for k in ("unavailable", "error", "refused", "other") if c[k]]
+    return text + (f"; {', '.join(extra)} (no bits on a side)" if extra else "")

@@ -15,9 +15,17 @@ from collections.abc import Mapping
 from html import escape
 from typing import Any
 
-from samebits.app.audit.report_md import CELL_WORDS, digest, errors_text, short
+from samebits.app.audit.report_md import (
+    CELL_WORDS,
+    counts_line,
+    digest,
+    errors_text,
+    not_checked,
+    short,
+    why_text,
+)
 from samebits.app.audit.report_paper import PAPER_STYLE, paper_html
-from samebits.app.audit.verdict import LEVELS
+from samebits.app.audit.verdict import CAUSES, LEVELS
 from samebits.errors import plural
 
 CELL_COLOURS = {"same": "#cdeccf", "explained": "#ffe3a3", "unexplained": "#f5a3a3",
@@ -75,7 +83,7 @@ def render_html(doc: Mapping[str, Any]) -> str:
         f"<p class=\"level\">{_e(v['title'])}</p>"
         f"<p class=\"meaning\">verdict <code>{_e(v['level'])}</code>, exit {v['exit_code']}: "
         f"{_e(v['meaning'])}.</p>"
-        + (f"<ul id=\"reasons\">{''.join(f'<li>{_e(r)}</li>' for r in v['reasons'])}</ul>"
+        + (f"<ul id=\"reasons\">{''.join(_reason(r) for r in v['reasons'])}</ul>"
            if v["reasons"] else "") + "</section>\n",
     ]
     if v["notes"]:
@@ -88,14 +96,27 @@ def render_html(doc: Mapping[str, Any]) -> str:
         f"<code>{_e(inp['lockfile']['sha256'])}</code></li>"
         f"<li>attestation <code>{_e(inp['attestation']['path'])}</code> sha256 "
         f"<code>{_e(inp['attestation']['sha256'])}</code></li>"
-        f"<li>environment <code>{_e(inp['prefix'])}</code> ({_e(inp['platform'])}); workloads "
-        f"run by <code>{_e(inp['python'] or '-')}</code> on <code>{_e(inp['device'] or '-')}"
-        f"</code> (the authors: <code>{_e(inp['authors_device'])}</code>)</li></ul>\n")
+        f"<li>environment <code>{_e(inp['prefix'])}</code> ({_e(inp['platform'])}); "
+        + (f"workloads run by <code>{_e(inp['python'])}</code> on <code>{_e(inp['device'])}"
+           "</code>" if inp["python"] and inp["device"] else
+           f"workloads not run ({_e(why_text(doc, 'facts'))})")
+        + f" (the authors: <code>{_e(inp['authors_device'])}</code>)</li></ul>\n")
     parts += [paper_html(doc), _matrix(doc), _steps(doc), _environment(doc), _drift(doc),
               _facts(doc), _commands(doc),
               f"<p><small>samebits {_e(doc['samebits'])}, audit format {doc['format']}"
               "</small></p>\n</main></body></html>\n"]
     return "".join(parts)
+
+
+def _reason(r: Mapping[str, Any]) -> str:
+    under = "".join(f"<li>{_e(x)}</li>" for x in r.get("explains") or ())
+    return (f"<li>{_e(r['text'])} <small>(cause: {_e(CAUSES.get(r['cause'], r['cause']))})"
+            "</small>" + (f"<ul>{under}</ul>" if under else "") + "</li>")
+
+
+def _skip(doc: Mapping[str, Any], section: str) -> str | None:
+    text = not_checked(doc, section)
+    return f"<p class=\"not-checked\">{_e(text)}</p>\n" if text else None
 
 
 def _legend(items: Mapping[str, str], colours: Mapping[str, str]) -> str:
@@ -105,11 +126,14 @@ def _legend(items: Mapping[str, str], colours: Mapping[str, str]) -> str:
 
 
 def _matrix(doc: Mapping[str, Any]) -> str:
+    skip = _skip(doc, "workloads")
+    if skip:
+        return "<h2>Workloads &times; machines</h2>\n" + skip
     rows = []
     for w in doc["workloads"]:
         colour = CELL_COLOURS[w["cell"]]
         errs = errors_text(w)
-        why = ", ".join(w["attributed_to"])
+        why = "; ".join(w.get("why") or ()) or ", ".join(w["attributed_to"])
         note = " — ".join(x for x in (CELL_WORDS[w["cell"]], why and f"attributed to {why}",
                                        errs) if x)
         left = CELL_COLOURS["skipped" if w["cell"] == "skipped" else "same"]
@@ -120,7 +144,10 @@ def _matrix(doc: Mapping[str, Any]) -> str:
             + f"<td>{_e(note)}</td></tr>")
     legend = {k: CELL_WORDS[k] for k in ("same", "explained", "unexplained", "not-run",
                                           "absent", "skipped")}
-    return ("<h2>Workloads &times; machines</h2>\n" + _legend(legend, CELL_COLOURS) +
+    counts = counts_line(doc)
+    return ("<h2>Workloads &times; machines</h2>\n"
+            + (f"<p id=\"counts\">{_e(counts)}</p>" if counts else "")
+            + _legend(legend, CELL_COLOURS) +
             "<table id=\"matrix\"><tr><th>workload</th><th>authors</th><th>reviewer (this "
             "machine)</th><th>result</th></tr>\n" + "\n".join(rows) + "\n</table>\n")
 
@@ -137,7 +164,7 @@ def _facts(doc: Mapping[str, Any]) -> str:
         bg = (DIFF_CLASS if f["class"] else DIFF_OTHER) if f["differs"] else "transparent"
         cls = " class=\"diff\"" if f["differs"] else ""
         rows.append(f"<tr{cls} style=\"background:{bg}\"><th>{_e(f['key'])}</th>"
-                    f"<td>{'class' if f['class'] else ''}</td>"
+                    f"<td>{'class' if f['class'] else 'unused' if f.get('unused') else ''}</td>"
                     f"<td class=\"mono\" title=\"{_e(f['authors'])}\">{_e(short(f['authors']))}"
                     f"</td><td class=\"mono\" title=\"{_e(f['reviewer'])}\">"
                     f"{_e(short(f['reviewer']))}</td><td>{'≠' if f['differs'] else ''}</td>"
@@ -149,10 +176,12 @@ def _facts(doc: Mapping[str, Any]) -> str:
     if differ:
         head = (f"<p>{plural(len(differ), 'fact')} {'differs' if len(differ) == 1 else 'differ'}"
                 f": <b>{_e(', '.join(differ))}</b>.</p>")
-    elif any(f["reviewer"] is not None for f in doc["facts"]):
+    elif not_checked(doc, "facts") is None and any(f["reviewer"] is not None
+                                                    for f in doc["facts"]):
         head = "<p>No recorded fact differs.</p>"
     else:
-        head = "<p>Only the authors' facts: the workloads did not run here.</p>"
+        head = (f"<p class=\"not-checked\">Only the authors' facts: this machine's were not "
+                f"recorded ({_e(why_text(doc, 'facts'))}).</p>")
     return ("<h2>The two machines</h2>\n" + head + legend +
             "<table id=\"facts\"><colgroup><col class=\"key\"><col class=\"cls\"><col>"
             "<col><col class=\"mark\"></colgroup><tr><th>fact</th><th>class</th><th>authors</th>"
@@ -174,7 +203,8 @@ def _steps(doc: Mapping[str, Any]) -> str:
 def _environment(doc: Mapping[str, Any]) -> str:
     env = doc["environment"]
     if not env["checked"]:
-        return "<h2>Environment</h2>\n<p>Not checked (see the steps).</p>\n"
+        return "<h2>Environment</h2>\n" + (_skip(doc, "environment")
+                                            or "<p>Not checked (see the steps).</p>\n")
     rows = []
     for k in ("environment", "packages"):
         mine, theirs = env["digests"].get(k), env["attested"].get(k)
@@ -190,6 +220,9 @@ def _environment(doc: Mapping[str, Any]) -> str:
 
 def _drift(doc: Mapping[str, Any]) -> str:
     d = doc["drift"]
+    skip = _skip(doc, "drift")
+    if skip:
+        return "<h2>Drift</h2>\n" + skip
     items = [f"<li><code>{_e(f['line'])}</code></li>" for f in d["findings"]]
     items += [f"<li><code>{_e(u['file'])}</code> needs <code>{_e(u['needed'])}</code>: "
               "resolves nowhere on this host</li>" for u in d["unresolved"]]

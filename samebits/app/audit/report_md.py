@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from samebits.app.audit.verdict import CAUSES
 from samebits.errors import plural
 from verify.errorstats import ulp_text
 
@@ -71,32 +72,69 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
     return "\n".join(out) + "\n"
 
 
+def not_checked(doc: Mapping[str, Any], section: str) -> str | None:
+    """"Not checked: <why>." where the section's step did not run, else None."""
+    c = (doc.get("checks") or {}).get(section)
+    if c is None or c["checked"]:
+        return None
+    return f"Not checked: {c['why']}."
+
+
+def reason_lines(reasons: Any) -> list[str]:
+    """Each reason with its cause, the divergences it explains listed under it."""
+    out = []
+    for r in reasons:
+        out.append(f"- {r['text']} *(cause: {CAUSES.get(r['cause'], r['cause'])})*")
+        out += [f"  - {e}" for e in r.get("explains") or ()]
+    return out
+
+
 def _verdict(doc: Mapping[str, Any]) -> list[str]:
     v, inp = doc["verdict"], doc["inputs"]
     out = [f"# Paper audit: {v['title']}", "",
            f"**Verdict: `{v['level']}`** (exit {v['exit_code']}): {v['meaning']}.", ""]
     if v["reasons"]:
-        out += ["Reasons:", "", *[f"- {r}" for r in v["reasons"]], ""]
+        out += ["Reasons:", "", *reason_lines(v["reasons"]), ""]
     if v["notes"]:
         out += ["Notes:", "", *[f"- {n}" for n in v["notes"]], ""]
+    ran = (f"workloads run by `{inp['python']}` on `{inp['device']}`"
+           if inp["python"] and inp["device"] else
+           f"workloads not run ({why_text(doc, 'facts')})")
     return out + [
         f"- lockfile: `{inp['lockfile']['path']}` (sha256 `{inp['lockfile']['sha256']}`)",
         f"- attestation: `{inp['attestation']['path']}` "
         f"(sha256 `{inp['attestation']['sha256']}`)",
-        f"- environment: `{inp['prefix']}` ({inp['platform']}), workloads run by "
-        f"`{inp['python'] or '—'}` on `{inp['device'] or '—'}` "
+        f"- environment: `{inp['prefix']}` ({inp['platform']}), {ran} "
         f"(authors: `{inp['authors_device']}`)", ""]
 
 
+def why_text(doc: Mapping[str, Any], section: str) -> str:
+    c = (doc.get("checks") or {}).get(section) or {}
+    return str(c.get("why") or "see the steps")
+
+
+def counts_line(doc: Mapping[str, Any]) -> str | None:
+    c = doc.get("counts")
+    if not c:
+        return None
+    extra = [f"{c[k]} {k}" for k in ("unavailable", "error", "refused", "other") if c.get(k)]
+    return (f"{c['both_ran']} of {plural(c['workloads'], 'workload')} ran on both sides: "
+            f"{c['identical']} bit-identical, {c['explained']} explained, {c['differing']} "
+            "differing" + (f"; no bits on a side: {', '.join(extra)}" if extra else "") + ".")
+
+
 def _matrix(doc: Mapping[str, Any]) -> list[str]:
-    out = ["## Workloads × machines", "",
+    skip = not_checked(doc, "workloads")
+    if skip:
+        return ["## Workloads × machines", "", skip, ""]
+    out = ["## Workloads × machines", "", counts_line(doc) or "", "",
            "| workload | authors | reviewer | result | attributed to | max error |",
            "|---|---|---|---|---|---|"]
     for w in doc["workloads"]:
         errs = errors_text(w) or "—"
+        why = "; ".join(w.get("why") or ()) or ", ".join(w["attributed_to"]) or "—"
         out.append(f"| {w['name']} | {digest(w['authors'])} | {digest(w['reviewer'])} | "
-                   f"{CELL_WORDS[w['cell']]} | {', '.join(w['attributed_to']) or '—'} | "
-                   f"{errs} |")
+                   f"{CELL_WORDS[w['cell']]} | {_cell(why, 0)} | {errs} |")
     return out + ["", "*differs, explained*: attributed to a recorded fact that differs and "
                   "that the workload is known to be sensitive to; *DIFFERS, UNEXPLAINED*: no "
                   "such fact.", ""]
@@ -105,14 +143,16 @@ def _matrix(doc: Mapping[str, Any]) -> list[str]:
 def _steps(doc: Mapping[str, Any]) -> list[str]:
     out = ["## Steps", "", "| # | step | status | summary |", "|---|---|---|---|"]
     for i, s in enumerate(doc["steps"], 1):
-        out.append(f"| {i} | {s['name']} | {STATUS[s['status']]} | {_cell(s['summary'], 0)} |")
+        summary = " ".join(ln.strip() for ln in s["summary"].splitlines())
+        out.append(f"| {i} | {s['name']} | {STATUS[s['status']]} | {_cell(summary, 0)} |")
     return out + [""]
 
 
 def _environment(doc: Mapping[str, Any]) -> list[str]:
     env = doc["environment"]
     if not env["checked"]:
-        return ["## Environment", "", "Not checked (see the steps).", ""]
+        return ["## Environment", "", not_checked(doc, "environment")
+                or "Not checked (see the steps).", ""]
     out = ["## Environment", "",
            f"verify env: {'identical to the lock' if env['identical'] else 'DRIFT'}, "
            f"{plural(env['entries'], 'file')} ({env['prefix_kind']}).", "",
@@ -126,6 +166,9 @@ def _environment(doc: Mapping[str, Any]) -> list[str]:
 
 def _drift(doc: Mapping[str, Any]) -> list[str]:
     d = doc["drift"]
+    skip = not_checked(doc, "drift")
+    if skip:
+        return ["## Drift", "", skip, ""]
     if not d["findings"] and not d["unresolved"]:
         return ["## Drift", "", "None: every file is the one the lock's packages recorded.", ""]
     return ["## Drift", "", *[f"- `{f['line']}`" for f in d["findings"]],
@@ -138,17 +181,22 @@ def _machines(doc: Mapping[str, Any]) -> list[str]:
     if differ:
         head = (f"{plural(len(differ), 'fact')} {'differs' if len(differ) == 1 else 'differ'}: "
                 f"{', '.join(differ)}.")
-    elif any(f["reviewer"] is not None for f in doc["facts"]):
+    elif not_checked(doc, "facts") is None and any(f["reviewer"] is not None
+                                                    for f in doc["facts"]):
         head = "No recorded fact differs."
     else:
-        head = "Only the authors' facts: the workloads did not run here."
+        head = ("Only the authors' facts: this machine's were not recorded "
+                f"({why_text(doc, 'facts')}).")
     out = ["## Machines", "", head, "",
            "Facts marked ≠ differ; **class** facts may legitimately change bits (they define "
-           "the equivalence class), the others may not.", "",
+           "the equivalence class), the others may not; *unused*: facts these runs could not "
+           "have used (a CUDA setting where no CUDA ran, a variable of a BLAS torch does not "
+           "use), which explain nothing.", "",
            "| fact | class | authors | reviewer | |", "|---|---|---|---|---|"]
     for f in doc["facts"]:
         key = f"**{f['key']}**" if f["differs"] else f["key"]
-        out.append(f"| {key} | {'class' if f['class'] else ''} | {_cell(f['authors'])} | "
+        kind = "class" if f["class"] else "unused" if f.get("unused") else ""
+        out.append(f"| {key} | {kind} | {_cell(f['authors'])} | "
                    f"{_cell(f['reviewer'])} | {'≠' if f['differs'] else ''} |")
     return out + [""]
 

@@ -17,10 +17,11 @@ from typing import Any
 from samebits.app.paper.judge import fmt, num
 from samebits.app.paper.svg import curve_svg
 
-LEVEL_COLOURS = {"bit-identical": "#cdeccf", "within-tolerance": "#c9ebe4",
+LEVEL_COLOURS = {"bit-identical": "#cdeccf", "within-tolerance": "#c9ebe4", "not-run": "#e4e4e4",
                  "explained": "#ffe3a3", "diverged": "#f5a3a3", "failed": "#f5a3a3",
                  "beyond-tolerance": "#ffe3a3", "missing": "#f5a3a3", "unreadable": "#f5a3a3"}
 MAX_TENSOR_ROWS = 25
+TAIL_SHOWN = 8  # a failed command's last lines in the reports; audit.json has them all
 
 PAPER_STYLE = """
 #paper .command{border:1px solid #d0d7de;border-radius:8px;padding:10px 16px;margin:12px 0}
@@ -42,12 +43,39 @@ def _badge(level: str) -> str:
             f"{_e(level)}</span>")
 
 
+def _applies(doc: Mapping[str, Any], section: str) -> Mapping[str, Any] | None:
+    c = (doc.get("checks") or {}).get(section)
+    return c if c is not None and c.get("applies") else None
+
+
+def _files_lines(doc: Mapping[str, Any]) -> list[tuple[str, str, list[str], list[str]]]:
+    """(step, status, summary lines, notes) of the code and inputs steps."""
+    out = []
+    for s in doc["steps"]:
+        if s["name"] in ("code", "inputs"):
+            out.append((s["name"], s["status"], [s["summary"], *s["reasons"]], s["notes"]))
+    return out
+
+
 def paper_html(doc: Mapping[str, Any]) -> str:
     paper = doc.get("paper")
+    files = _files_lines(doc)
+    head = ""
+    if files:
+        items = "".join(
+            f"<li><b>{_e(name)}</b> {'(not checked)' if status == 'skipped' else ''}"
+            f"{_e(lines[0])}" + "".join(f"<br>{_e(x)}" for x in lines[1:])
+            + "".join(f"<br><small>{_e(n)}</small>" for n in notes) + "</li>"
+            for name, status, lines, notes in files)
+        head = f"<ul id=\"paper-files\">{items}</ul>\n"
     if not paper:
-        return ""
+        c = _applies(doc, "paper")
+        if c is None:
+            return ""
+        return ("<section id=\"paper\"><h2>The paper's commands</h2>\n" + head
+                + f"<p>Not checked: {_e(c['why'])}.</p></section>\n")
     parts = ["<section id=\"paper\"><h2>The paper's commands"
-             + (f": {_e(paper['title'])}" if paper.get("title") else "") + "</h2>\n",
+             + (f": {_e(paper['title'])}" if paper.get("title") else "") + "</h2>\n", head,
              f"<p>Rerun from <code>{_e(paper.get('manifest'))}</code> in the audited "
              "environment under the attested settings; every output compared with the "
              "authors' as their attestation declares it.</p>\n"]
@@ -55,6 +83,14 @@ def paper_html(doc: Mapping[str, Any]) -> str:
         parts.append(f'<div class="command" data-command="{_e(c["name"])}" '
                      f'data-level="{_e(c["level"])}"><h3>{_e(c["name"])} {_badge(c["level"])}'
                      f"</h3><p><code>{_e(c['run'])}</code></p>")
+        for ch in c.get("changes") or ():
+            parts.append(f"<p><b>Differs from the attested command:</b> {_e(ch)}</p>")
+        if c.get("tail"):
+            shown = c["tail"][-TAIL_SHOWN:]
+            more = len(c["tail"]) - len(shown)
+            parts.append("<pre class=\"tail\">" + _e("\n".join(shown)) + "</pre>"
+                         + (f"<p><small>{more} earlier lines in audit.json</small></p>"
+                            if more else ""))
         if c["facts"]:
             parts.append(f"<p>Recorded facts that differ: <b>{_e(', '.join(c['facts']))}</b>"
                          "</p>")
@@ -62,8 +98,11 @@ def paper_html(doc: Mapping[str, Any]) -> str:
             f"<tr><th>{_e(o['output'])}</th><td>{_e(o['kind'])}</td>"
             f'<td style="background:{LEVEL_COLOURS.get(o["level"], "#fff")}">{_e(o["level"])}'
             f"</td><td>{_e(o['summary'])}</td></tr>" for o in c["outputs"])
-        parts.append('<table class="outputs"><tr><th>output</th><th>kind</th><th>result</th>'
-                     f"<th>what differs</th></tr>{rows}</table>")
+        if rows:
+            parts.append('<table class="outputs"><tr><th>output</th><th>kind</th><th>result'
+                         f"</th><th>what differs</th></tr>{rows}</table>")
+        if c["level"] == "not-run":
+            parts += [f"<p>{_e(n)}</p>" for n in c["notes"]]
         for o in c["outputs"]:
             parts.append(_details_html(c["name"], o))
         for r in c["reasons"]:
@@ -125,18 +164,38 @@ def _tensor_row(r: Mapping[str, Any]) -> str:
 
 def paper_markdown(doc: Mapping[str, Any]) -> list[str]:
     paper = doc.get("paper")
+    files: list[str] = []
+    for name, status, lines, notes in _files_lines(doc):
+        files.append(f"- {name}: {'not checked: ' if status == 'skipped' else ''}"
+                     f"{lines[0].removeprefix('not checked: ')}")
+        files += [f"  - {x}" for x in [*lines[1:], *notes]]
+    if files:
+        files.append("")
     if not paper:
-        return []
+        c = _applies(doc, "paper")
+        if c is None:
+            return []
+        return ["## The paper's commands", "", *files, f"Not checked: {c['why']}.", ""]
     out = ["## The paper's commands" + (f": {paper['title']}" if paper.get("title") else ""),
-           ""]
+           "", *files]
     for c in paper["commands"]:
         out += [f"### {c['name']}: `{c['level']}`", "", f"`{c['run']}`", ""]
+        out += [f"- Differs from the attested command: {ch}" for ch in c.get("changes") or ()]
+        if c.get("changes"):
+            out.append("")
+        if c.get("tail"):
+            shown = c["tail"][-TAIL_SHOWN:]
+            more = len(c["tail"]) - len(shown)
+            out += ["```", *shown, "```", *([f"({more} earlier lines in audit.json)"]
+                                            if more else []), ""]
         if c["facts"]:
             out += [f"Recorded facts that differ: {', '.join(c['facts'])}.", ""]
-        out += ["| output | kind | result | what differs |", "|---|---|---|---|"]
-        out += [f"| {o['output']} | {o['kind']} | {o['level']} | "
-                f"{o['summary'].replace('|', chr(92) + '|')} |" for o in c["outputs"]]
-        out.append("")
+        if c["outputs"]:
+            out += ["| output | kind | result | what differs |", "|---|---|---|---|"]
+            out += [f"| {o['output']} | {o['kind']} | {o['level']} | "
+                    f"{o['summary'].replace('|', chr(92) + '|')} |" for o in c["outputs"]]
+            out.append("")
+        out += [f"- {n}" for n in c["notes"] if c["level"] == "not-run"]
         out += [f"- Reason: {r}" for r in c["reasons"]]
         if c["reasons"]:
             out.append("")

@@ -31,6 +31,16 @@ its tolerance where recorded facts differ: explained.
 
 Each pipeline step ends in a ``Step`` (ok, failed or skipped) whose ``reasons`` say why the
 audit cannot reach a positive level; ``decide`` is pure: any reason -> not-reproduced.
+
+One story (``story``). Every reason has a cause (``CAUSES``: the signature, the lockfile, the
+paper's code, its inputs, a manifest setting, this machine, the install, an environment file,
+or none found). A step's reasons carry their cause (``Step.causes``; else the step's own,
+``STEP_CAUSE``). A divergence (a workload or a paper command whose results differ, fail or
+are missing: ``Reason.scope``) is listed under the first known cause that can explain it
+(``Reason.covers``: the code and the inputs explain every paper command, a command's changed
+declaration that command and the ones after it, a drifted environment file or another lock
+everything), not beside it; only a divergence no cause explains is a reason of its own, "none
+found".
 ``judge_runtime`` reads ``verify.compare``'s report: a difference is explained only when
 every differing workload is attributed to a fact it is known to be sensitive to
 (``expected``); ``compare``'s weaker "explained" (attributed to a fact outside the workload's
@@ -42,17 +52,31 @@ environment-identical, never bit-identical.
 
 from __future__ import annotations
 
+import fnmatch
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from samebits.errors import EXIT_DIFFERENT, EXIT_OK, plural
 
 Level = Literal["bit-identical", "within-tolerance", "explained", "environment-identical",
                 "not-reproduced"]
-StepName = Literal["signature", "lockfile", "preflight", "environment", "verify-env",
-                   "workloads", "compare", "paper"]
+StepName = Literal["signature", "lockfile", "code", "inputs", "preflight", "environment",
+                   "verify-env", "paper", "workloads", "compare"]
 StepStatus = Literal["ok", "failed", "skipped"]
+Cause = Literal["signature", "lockfile", "code", "input", "manifest", "machine", "install",
+                "environment", "fact", "none"]
+CAUSES: dict[Cause, str] = {
+    "signature": "the authors' signature", "lockfile": "the lockfile",
+    "code": "the paper's code", "input": "the paper's inputs",
+    "manifest": "a manifest setting", "machine": "this machine (preflight)",
+    "install": "the install", "environment": "an environment file",
+    "fact": "a recorded fact", "none": "no cause found"}
+STEP_CAUSE: dict[StepName, Cause] = {
+    "signature": "signature", "lockfile": "lockfile", "code": "code", "inputs": "input",
+    "preflight": "machine", "environment": "install", "verify-env": "environment",
+    "paper": "none", "workloads": "none", "compare": "none"}
+EVERYTHING = ("suite", "paper:*")  # what another environment can explain: every result
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -91,18 +115,60 @@ ORDER: tuple[Level, ...] = ("not-reproduced", "environment-identical", "explaine
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Reason:
+    """A reason against a positive verdict: a cause, or a divergence (``scope`` set) that a
+    cause may explain (``story``)."""
+
+    cause: Cause
+    text: str
+    scope: str | None = None      # a divergence: "suite" or "paper:<command>"
+    alone: str | None = None      # a divergence's words when no cause explains it
+    covers: tuple[str, ...] = ()  # a cause: the scopes (fnmatch) of divergences it explains
+    explains: tuple[str, ...] = ()  # after ``story``: the divergences listed under it
+
+    def to_json(self) -> dict[str, Any]:
+        return {"cause": self.cause, "text": self.text, "explains": list(self.explains)}
+
+
+def cause(kind: Cause, text: str, *, covers: Sequence[str] = ()) -> Reason:
+    return Reason(cause=kind, text=text, covers=tuple(covers))
+
+
+def divergence(text: str, *, scope: str, alone: str | None = None) -> Reason:
+    return Reason(cause="none", text=text, scope=scope, alone=alone)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Step:
-    """One pipeline step: what it found, and the reasons (if any) it blocks a positive level."""
+    """One pipeline step: what it found, and the reasons (if any) it blocks a positive level.
+    ``causes``: the reasons with their causes (``reasons`` are their words); without them
+    each reason's cause is the step's own (``STEP_CAUSE``)."""
 
     name: StepName
     status: StepStatus
     summary: str
     reasons: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
+    causes: tuple[Reason, ...] = ()
+
+    def all_reasons(self) -> tuple[Reason, ...]:
+        if self.causes:
+            return self.causes
+        kind = STEP_CAUSE[self.name]
+        covers = EVERYTHING if kind in ("environment", "machine", "install") else ()
+        return tuple(Reason(cause=kind, text=r, covers=covers) for r in self.reasons)
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "status": self.status, "summary": self.summary,
                 "reasons": list(self.reasons), "notes": list(self.notes)}
+
+
+def step(name: StepName, summary: str, causes: Sequence[Reason], *,
+         notes: Sequence[str] = ()) -> Step:
+    """A step from its reasons with their causes: failed when there is any."""
+    return Step(name=name, status="failed" if causes else "ok", summary=summary,
+                reasons=tuple(r.text for r in causes), notes=tuple(notes),
+                causes=tuple(causes))
 
 
 def failed(name: StepName, message: str, *, notes: Sequence[str] = ()) -> Step:
@@ -117,7 +183,7 @@ def skipped(name: StepName, why: str) -> Step:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Verdict:
     level: Level
-    reasons: tuple[str, ...] = ()
+    reasons: tuple[Reason, ...] = ()
     notes: tuple[str, ...] = ()
 
     @property
@@ -131,8 +197,29 @@ class Verdict:
 
     def to_json(self) -> dict[str, Any]:
         return {"level": self.level, "title": self.info.title, "meaning": self.info.meaning,
-                "exit_code": self.info.exit_code, "reasons": list(self.reasons),
-                "notes": list(self.notes)}
+                "exit_code": self.info.exit_code,
+                "reasons": [r.to_json() for r in self.reasons], "notes": list(self.notes)}
+
+
+def story(reasons: Iterable[Reason]) -> tuple[Reason, ...]:
+    """One story: each divergence under the first cause that explains it, in the order the
+    steps ran; a divergence no cause explains stands alone, its cause "none"."""
+    reasons = tuple(dict.fromkeys(reasons))
+    causes = [r for r in reasons if r.scope is None]
+    under: dict[int, list[str]] = {id(c): [] for c in causes}
+    out: list[Reason] = []
+    for r in reasons:
+        if r.scope is None:
+            out.append(r)
+            continue
+        c = next((c for c in causes if any(fnmatch.fnmatchcase(r.scope, p) for p in c.covers)),
+                 None)
+        if c is None:
+            out.append(replace(r, text=r.alone or r.text, cause="none"))
+        else:
+            under[id(c)].append(r.text)
+    return tuple(replace(r, explains=(*r.explains, *dict.fromkeys(under[id(r)])))
+                 if r.scope is None else r for r in out)
 
 
 def decide(steps: Iterable[Step], *, runtime: Level | None,
@@ -142,7 +229,7 @@ def decide(steps: Iterable[Step], *, runtime: Level | None,
     hold and the suite is explained); else ``runtime``'s (bit-identical or explained); else
     environment-identical when the workloads did not run."""
     steps = tuple(steps)
-    reasons = tuple(r for s in steps for r in s.reasons)
+    reasons = story(r for s in steps for r in s.all_reasons())
     notes = tuple(dict.fromkeys(n for s in steps for n in s.notes))
     if reasons:
         return Verdict(level="not-reproduced", reasons=reasons, notes=notes)
@@ -173,30 +260,36 @@ def magnitude(d: Any, bounds: Mapping[str, Any] | None = None) -> str:
 
 
 def judge_runtime(report: Any, bounds: Mapping[str, Mapping[str, Any]] | None = None
-                  ) -> tuple[Level, tuple[str, ...], tuple[str, ...]]:
+                  ) -> tuple[Level, tuple[Reason, ...], tuple[str, ...]]:
     """(level, reasons, notes) from a ``verify.compare.Report`` (authors = a, reviewer = b);
-    ``bounds``: workload -> output -> a lower bound of max |Δ| (from fingerprints)."""
-    reasons: list[str] = []
+    ``bounds``: workload -> output -> a lower bound of max |Δ| (from fingerprints). A
+    differing workload is a divergence of the suite: a known cause (a drifted environment
+    file, another lock) explains it."""
+    reasons: list[Reason] = []
     notes: list[str] = []
     unexplained = [d for d in report.different if not d.expected]
     if report.same_class and report.different:
         names = ", ".join(d.name for d in report.different)
-        reasons.append(f"different bits with no recorded fact to explain them: {names} (same "
-                       "equivalence class as the authors' run: suspect a hardware fault or "
-                       "undeclared drift)")
+        reasons.append(divergence(
+            f"different bits: {names}", scope="suite",
+            alone=f"different bits with no recorded fact to explain them: {names} (same "
+            "equivalence class as the authors' run: suspect a hardware fault or undeclared "
+            "drift)"))
     elif unexplained:
         for d in unexplained:
             facts = ", ".join(d.attributed_to) or "none"
-            reasons.append(f"{d.name} differs, but none of the recorded facts that differ "
-                           f"({facts}) is one it is known to be sensitive to")
+            reasons.append(divergence(
+                f"{d.name} differs", scope="suite",
+                alone=f"{d.name} differs, but none of the recorded facts that differ "
+                f"({facts}) is one it is known to be sensitive to"))
     if report.only_in_a:
-        reasons.append("the authors ran workloads this samebits does not know: "
-                       + ", ".join(report.only_in_a) + " (another suite version?)")
+        reasons.append(cause("none", "the authors ran workloads this samebits does not know: "
+                             + ", ".join(report.only_in_a) + " (another suite version?)"))
     if report.different and not reasons:
         notes.append(f"{plural(len(report.different), 'workload')} "
                      f"{'differs' if len(report.different) == 1 else 'differ'}, each explained "
                      "by recorded facts: " + "; ".join(
-                         f"{d.name} ({', '.join(d.attributed_to)}: "
+                         f"{d.name} ({'; '.join(getattr(d, 'why', ()) or d.attributed_to)}; "
                          f"{magnitude(d, (bounds or {}).get(d.name))})"
                          for d in report.different))
     not_run = tuple(getattr(report, "not_run", ()))

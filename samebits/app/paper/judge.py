@@ -16,7 +16,10 @@ or an output is missing or unreadable),
 differ: the suite's equivalence-class facts, or a numerics variable the command inherited;
 the numbers are in the note), or ``diverged`` (beyond tolerance with no such fact: a reason).
 A command whose declaration differs from the attested one (its argv, cwd, the variables the
-manifest sets, the settings, an output's tolerance) is a reason whatever its outputs say.
+manifest sets, the settings, an output's tolerance) is a reason whatever its outputs say
+(``CommandVerdict.changes``: causes, which the verdict lists the command's divergences under).
+A command that failed is quoted short (its last line) in its reason, its last lines whole in
+``CommandVerdict.tail``.
 """
 
 from __future__ import annotations
@@ -52,15 +55,19 @@ class CommandVerdict:
     name: str
     level: str
     run: str
-    reasons: tuple[str, ...] = ()
+    reasons: tuple[str, ...] = ()   # divergences: what about its results differs
     notes: tuple[str, ...] = ()
     facts: tuple[str, ...] = ()
     outputs: tuple[OutputVerdict, ...] = ()
+    changes: tuple[str, ...] = ()   # causes: how the command differs from the attested one
+    alone: tuple[str, ...] = ()     # ``reasons`` as worded when no cause explains them
+    tail: tuple[str, ...] = ()      # a failed command's last lines, whole
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "level": self.level, "run": self.run,
-                "reasons": list(self.reasons), "notes": list(self.notes),
-                "facts": list(self.facts), "outputs": [o.to_json() for o in self.outputs]}
+                "changes": list(self.changes), "reasons": list(self.reasons),
+                "notes": list(self.notes), "facts": list(self.facts),
+                "outputs": [o.to_json() for o in self.outputs], "tail": list(self.tail)}
 
 
 def num(x: Any) -> float | None:
@@ -308,48 +315,66 @@ def inherited_changes(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
 
 def judge_command(name: str, a: Mapping[str, Any], b: Mapping[str, Any], *,
                   class_facts: Sequence[str],
-                  compared: Mapping[str, Mapping[str, Any]] | None = None) -> CommandVerdict:
+                  compared: Mapping[str, Mapping[str, Any]] | None = None,
+                  why: Mapping[str, str] | None = None,
+                  facts_known: bool = True) -> CommandVerdict:
     """``a`` the authors' record, ``b`` the reviewer's; ``class_facts`` the suite's differing
-    equivalence-class facts; ``compared`` the worker's tensor comparisons by output label."""
+    equivalence-class facts (``why``: why each is plausible; ``facts_known``: False when the
+    suite did not run, so no machine fact was compared); ``compared`` the worker's tensor
+    comparisons by output label."""
     run = " ".join(a.get("run") or ())
-    reasons = [f"{name}: the command is not the one the authors ran: {c}"
-               for c in declaration_changes(a, b)]
+    changes = tuple(f"{name}: the command is not the one the authors ran: {c}"
+                    for c in declaration_changes(a, b))
     if b.get("status") != "ok":
         what = {"timed-out": f"ran past its timeout of {fmt(num(b.get('timeout')))} s",
                 "not-started": "did not start",
                 "failed": f"failed (exit {b.get('exit_code')})"}.get(str(b.get("status")),
                                                                       str(b.get("status")))
-        tail = " | ".join(b.get("tail") or ()) or "no output"
-        reasons.append(f"{name}: `{run}` {what}; its last lines: {tail}")
-        return CommandVerdict(name=name, level="failed", run=run, reasons=tuple(reasons))
+        tail = tuple(str(t) for t in b.get("tail") or ())
+        last = next((t.strip() for t in reversed(tail) if t.strip()), "no output")
+        more = (f" ({len(tail)} lines of its output in audit.json)" if len(tail) > 1 else "")
+        ran = " ".join(b.get("run") or ()) or run  # what this run started, maybe not attested
+        text = f"{name}: `{ran}` {what}: {last}{more}"
+        return CommandVerdict(name=name, level="failed", run=run, reasons=(text,),
+                              alone=(text,), changes=changes, tail=tail)
     facts = tuple(dict.fromkeys([*class_facts, *inherited_changes(a, b)]))
+    told = "; ".join((why or {}).get(f, f) for f in facts)
     mine = {o.get("output"): o for o in b.get("outputs") or ()}
     verdicts = tuple(judge_output(o, mine.get(o.get("output")),
                                   (compared or {}).get(str(o.get("output"))))
                      for o in a.get("outputs") or ())
     notes: list[str] = []
+    reasons: list[str] = []
+    alone: list[str] = []
     broken = [v for v in verdicts if v.level in ("missing", "unreadable")]
     beyond = [v for v in verdicts if v.level == "beyond-tolerance"]
     within = [v for v in verdicts if v.level == "within-tolerance"]
-    reasons += [f"{name}: {v.summary}" for v in broken]
+    for v in broken:
+        reasons.append(f"{name}: {v.summary}")
+        alone.append(f"{name}: {v.summary}")
     if broken:
         level = "failed"
     elif beyond and facts:
         level = "explained"
         notes += [f"{name}: beyond the stated tolerance where recorded facts differ "
-                  f"({', '.join(facts)}): {v.summary}" for v in beyond]
+                  f"({told}): {v.summary}" for v in beyond]
     elif beyond:
         level = "diverged"
-        reasons += [f"{name} diverged with no recorded fact to explain it (same equivalence "
-                    f"class as the authors' run): {v.summary}" for v in beyond]
+        for v in beyond:
+            reasons.append(f"{name} diverged: {v.summary}")
+            alone.append(f"{name} diverged with no recorded fact to explain it (same "
+                         f"equivalence class as the authors' run): {v.summary}" if facts_known
+                         else f"{name} diverged, and no machine fact was compared (the suite "
+                         f"did not run): {v.summary}")
     elif within:
         level = "within-tolerance"
         notes += [f"{name}: {v.summary}" for v in within]
-        if not facts:
+        if not facts and not changes:
             notes.append(f"{name}: bits differ in the same equivalence class as the authors' "
                          "run: the command is not deterministic under these settings (its "
                          "results stay within the stated tolerance)")
     else:
         level = "bit-identical"
     return CommandVerdict(name=name, level=level, run=run, reasons=tuple(reasons),
-                          notes=tuple(notes), facts=facts, outputs=verdicts)
+                          alone=tuple(alone), notes=tuple(notes), facts=facts,
+                          outputs=verdicts, changes=changes)

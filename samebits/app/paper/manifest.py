@@ -14,6 +14,11 @@
     timeout = 600                                  # seconds (default 600)
     env = { SEED = "0" }
 
+    [[inputs]]                                     # data the commands read, pinned
+    path = "data/train.csv"                        # relative to this file
+    sha256 = "..."                                 # checked before any command runs
+    url = "https://..."                            # optional: fetched (and cached) into path
+
     [[commands]]
     name = "train"
     run = "python train.py --steps 200"            # split like a shell would; no shell runs
@@ -53,7 +58,9 @@ CURVE_FORMATS = ("jsonl", "csv", "regex")
 STREAMS = ("stdout", "stderr")
 DEFAULT_TIMEOUT = 600.0
 TOP_KEYS = ("format", "title", "lockfile", "attestation", "outputs", "keep-env", "run",
-            "commands")
+            "commands", "inputs")
+INPUT_KEYS = ("path", "sha256", "url")
+INPUT_SCHEMES = ("https", "http", "file")
 RUN_KEYS = ("python-hash-seed", "threads", "deterministic", "timeout", "env")
 COMMAND_KEYS = ("name", "run", "cwd", *RUN_KEYS, "outputs")
 OUTPUT_KEYS = ("path", "stream", "kind", "rtol", "atol", "save", "format", "metrics", "regex",
@@ -141,6 +148,20 @@ class CommandSpec:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class InputSpec:
+    """``[[inputs]]``: a file the commands read, pinned by its sha256 (``samebits.app.paper.
+    inputs``): in the paper folder at ``path``, or fetched from ``url`` and put there in the
+    scratch copy."""
+
+    path: str   # relative to the paper folder
+    sha256: str
+    url: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"path": self.path, "sha256": self.sha256, "url": self.url}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PaperManifest:
     file: Path      # the manifest, as the user named it
     folder: Path    # the paper folder (the manifest's)
@@ -153,6 +174,7 @@ class PaperManifest:
     # process samebits starts for this paper (the facts probe, the workload worker, the
     # commands) takes from the caller instead of dropping; recorded, and compared by audit.
     keep_env: tuple[str, ...] = ()
+    inputs: tuple[InputSpec, ...] = ()  # [[inputs]]: data pinned by sha256
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any], *, file: Path) -> PaperManifest:

@@ -19,6 +19,8 @@ from samebits.app.paper.manifest import (
     CURVE_FORMATS,
     DEFAULT_TIMEOUT,
     ENV_NAME,
+    INPUT_KEYS,
+    INPUT_SCHEMES,
     KINDS,
     MANIFEST_FORMAT,
     METRIC_FORMATS,
@@ -29,6 +31,7 @@ from samebits.app.paper.manifest import (
     STREAMS,
     TOP_KEYS,
     CommandSpec,
+    InputSpec,
     ManifestError,
     OutputSpec,
     PaperManifest,
@@ -71,13 +74,68 @@ def validate(data: Mapping[str, Any], *, file: Path) -> PaperManifest:
             v.add(f"commands[{i}].name", spec.name, "another command has this name")
         seen.add(spec.name)
         out.append(spec)
+    inputs = _inputs(v, data.get("inputs", []), {**paths, "manifest": file.name}, out)
     v.raise_if_any()
     return PaperManifest(
         file=file, folder=folder, title=title,
         lockfile=folder / (paths["lockfile"] or "conda-lock.yml"),
         attestation=folder / (paths["attestation"] or "reference.attestation.json"),
         outputs=folder / (paths["outputs"] or "outputs"), commands=tuple(out),
-        keep_env=keep_env)
+        keep_env=keep_env, inputs=inputs)
+
+
+SHA256 = re.compile(r"^[0-9a-f]{64}$")
+
+
+def _inputs(v: _Validator, value: Any, paths: Mapping[str, str | None],
+            commands: list[CommandSpec]) -> tuple[InputSpec, ...]:
+    """``[[inputs]]``: path (inside the paper folder, not an output), sha256, optional url."""
+    from urllib.parse import urlsplit
+
+    if not isinstance(value, list):
+        v.add("inputs", value, "expected [[inputs]] tables")
+        return ()
+    outputs = PurePosixPath(paths.get("outputs") or "outputs")
+    taken = {str(PurePosixPath(c.cwd) / o.path) for c in commands for o in c.outputs if o.path}
+    special = {str(PurePosixPath(p)) for k, p in paths.items() if k != "outputs" and p}
+    out: list[InputSpec] = []
+    for i, item in enumerate(value):
+        where = f"inputs[{i}]"
+        if not isinstance(item, Mapping):
+            v.add(where, item, "expected a table")
+            continue
+        v.keys(item, INPUT_KEYS, where)
+        path = v.relpath(item, "path", f"{where}.path")
+        if "path" not in item:
+            v.add(f"{where}.path", None, "missing: where the commands read it, relative to "
+                  "the paper folder")
+        sha = v.string(item, "sha256", f"{where}.sha256")
+        if sha is None or not SHA256.match(sha):
+            v.add(f"{where}.sha256", sha, "expected the file's sha256: 64 lowercase hex digits "
+                  "(sha256sum FILE)" if sha is not None else "missing: the file's sha256 "
+                  "(sha256sum FILE)")
+            sha = None
+        url = v.string(item, "url", f"{where}.url")
+        if url is not None and (urlsplit(url).scheme not in INPUT_SCHEMES
+                                or not urlsplit(url).path):
+            v.add(f"{where}.url", url, f"expected a {', '.join(INPUT_SCHEMES)} URL")
+            url = None
+        if path is None or sha is None:
+            continue
+        norm = str(PurePosixPath(path))
+        if norm in special:
+            v.add(f"{where}.path", path, "the manifest, its lockfile or its attestation, not "
+                  "an input")
+        elif PurePosixPath(norm) == outputs or outputs in PurePosixPath(norm).parents:
+            v.add(f"{where}.path", path, f"inside the outputs folder ({outputs}): attest "
+                  "rewrites it")
+        elif norm in taken:
+            v.add(f"{where}.path", path, "a declared output: a command writes it")
+        elif norm in (s.path for s in out):
+            v.add(f"{where}.path", path, "declared twice")
+        else:
+            out.append(InputSpec(path=norm, sha256=sha, url=url))
+    return tuple(out)
 
 
 def _keep_env(v: _Validator, value: Any) -> tuple[str, ...]:

@@ -48,6 +48,8 @@ from verify.facts.model import is_numeric_env
 SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
 PASSED = ("HOME", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_NUMERIC", "TZ")
 TAIL = 20
+TRACEBACK = "Traceback (most recent call last):"
+TRACEBACK_MAX = 200
 TensorRecords = Callable[[Sequence[Path]], Mapping[str, Mapping[str, Any]]]
 
 
@@ -118,9 +120,14 @@ def prepare_workdir(manifest: PaperManifest, dest: Path, *, skip: Sequence[Path]
 
 
 def _tail(*texts: str) -> list[str]:
+    """The last ``TAIL`` lines of the first text that has any, or, where those end a Python
+    traceback, that whole traceback (up to ``TRACEBACK_MAX`` lines), each line as printed."""
     for text in texts:
         lines = [ln.rstrip() for ln in text.splitlines() if ln.strip()]
         if lines:
+            starts = [i for i, ln in enumerate(lines) if ln.startswith(TRACEBACK)]
+            if starts and len(lines) - starts[-1] > TAIL:
+                return lines[max(starts[-1], len(lines) - TRACEBACK_MAX):]
             return lines[-TAIL:]
     return []
 
@@ -155,7 +162,8 @@ def run_command(spec: CommandSpec, *, workdir: Path, host: Host,
         record["torch_settings"] = (read_json(readback) if hook_dir is not None
                                     and readback.is_file() else None)
         if status != "ok":
-            record["tail"] = _tail(stderr, stdout) if status != "not-started" else [stderr]
+            record["tail"] = [_unplaced(t, workdir) for t in (
+                _tail(stderr, stdout) if status != "not-started" else [stderr])]
             record["outputs"] = [_declared(o) for o in spec.outputs]
             return record
         streams = {"stdout": stdout, "stderr": stderr}
@@ -167,6 +175,14 @@ def run_command(spec: CommandSpec, *, workdir: Path, host: Host,
         if save is not None:
             _save(spec, cwd=cwd, streams=streams, root=save, every=save_all)
     return record
+
+
+def _unplaced(line: str, workdir: Path) -> str:
+    """A line of output with the scratch copy's path written as ``$PAPER``: the record must
+    not depend on where the copy was made."""
+    for where in dict.fromkeys((str(workdir.resolve()), str(workdir))):
+        line = line.replace(where, "$PAPER")
+    return line
 
 
 def _execute(spec: CommandSpec, *, cwd: Path, env: Mapping[str, str], stdout: Path,
