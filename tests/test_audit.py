@@ -112,13 +112,14 @@ def test_tampered_file_is_named(audits: dict[str, Run]) -> None:
     assert run.rc == 1, run.stderr
     doc = run.doc()
     assert doc["verdict"]["level"] == "not-reproduced"
-    reasons = doc["verdict"]["reasons"]
+    reasons = [r["text"] for r in doc["verdict"]["reasons"]]
     assert reasons[0] == "environment drift: 1 finding against the lock"
     assert reasons[1].startswith(f"drift: modified        {TAMPERED} [conda:vfa-1.0-h0_0]")
+    assert {r["cause"] for r in doc["verdict"]["reasons"]} == {"environment"}
     assert [f["path"] for f in doc["drift"]["findings"]] == [TAMPERED]
     assert steps(doc)["verify-env"] == "failed" and steps(doc)["lockfile"] == "ok"
     assert not run.file("reviewer.attestation.json").exists()
-    assert "reason: environment drift" in run.stdout
+    assert "reason (an environment file): environment drift" in run.stdout
 
 
 @pytest.mark.slow
@@ -128,9 +129,10 @@ def test_forged_digest_is_unexplained(audits: dict[str, Run]) -> None:
     assert run.rc == 1, run.stderr
     doc = run.doc()
     assert doc["verdict"]["level"] == "not-reproduced"
-    assert doc["verdict"]["reasons"] == [
-        "different bits with no recorded fact to explain them: sum_fp32 (same equivalence "
-        "class as the authors' run: suspect a hardware fault or undeclared drift)"]
+    assert doc["verdict"]["reasons"] == [{
+        "cause": "none", "explains": [],
+        "text": "different bits with no recorded fact to explain them: sum_fp32 (same "
+        "equivalence class as the authors' run: suspect a hardware fault or undeclared drift)"}]
     assert cells(doc) == {"gemm_fp32": "same", "sum_fp32": "unexplained", "randn": "same"}
     assert steps(doc)["lockfile"] == "ok" and steps(doc)["verify-env"] == "ok"
 
@@ -207,7 +209,8 @@ def test_interpreter_missing(paper: Paper, tmp_path: Path,
                "/nonexistent/python", "--out", str(tmp_path / "out"), "--json"])
     doc = json.loads(capsys.readouterr().out)
     assert (rc, doc["exit_code"], doc["verdict"]["level"]) == (1, 1, "not-reproduced")
-    assert doc["verdict"]["reasons"] == ["preflight: /nonexistent/python: no such interpreter"]
+    assert [r["text"] for r in doc["verdict"]["reasons"]] == [
+        "preflight: /nonexistent/python: no such interpreter"]
     assert "pass --python with the environment's interpreter" in doc["verdict"]["notes"]
     assert steps(doc) == {"lockfile": "ok", "preflight": "failed", "environment": "ok",
                           "verify-env": "ok", "workloads": "skipped", "compare": "skipped"}

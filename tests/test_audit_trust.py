@@ -110,7 +110,7 @@ def test_untrusted_attestation_is_not_reproduced(paper: Paper, signed: dict[str,
     assert (rc, doc["verdict"]["level"]) == (1, "not-reproduced")
     expected = reason.format(att=att, pub=f"{trusted}.pub", keyid=keyid(trusted),
                              authors=keyid(authors))
-    assert doc["verdict"]["reasons"] == [expected]
+    assert [r["text"] for r in doc["verdict"]["reasons"]] == [expected]
     assert step(doc, "signature")["status"] == "failed"
 
 

@@ -88,6 +88,11 @@ def format_report(r: Report) -> str:
         lines.append("classes differ in: " + ", ".join(_diff(d) for d in r.class_differences))
     lines.append(f"{plural(r.compared, 'workload')} compared: {len(r.identical)} identical, "
                  f"{len(r.different)} different")
+    c = r.counts()
+    lines.append(f"  of {plural(c['workloads'], 'workload')} both attest: {c['both_ran']} ran on "
+                 f"both sides ({c['identical']} identical, {c['explained']} explained, "
+                 f"{c['differing']} differing), {c['unavailable']} unavailable, {c['error']} "
+                 f"error, {c['refused']} refused")
     if r.not_run:
         lines.append(f"no bits on either side (the same status other than ok on both, not "
                      f"compared): {', '.join(r.not_run)}")
@@ -103,6 +108,7 @@ def format_report(r: Report) -> str:
             if not w.expected:
                 why += " (none is a known sensitivity of this workload)"
         lines.append(f"  {w.name:<{width}}  different{outs}{why}")
+        lines += [f"  {'':<{width}}    {reason}" for reason in w.why if w.expected]
         for e in w.errors:
             lines.append(f"  {'':<{width}}    {e.output}: max abs error {e.max_abs:.3g}, "
                          f"{e.ulp_text()}, {e.differing} of {e.total} elements differ")
