@@ -4,7 +4,9 @@
 
 The data are generated here (16x16 images of horizontal, vertical, diagonal and
 anti-diagonal stripes at random phases, plus noise) from a seeded generator, so the run
-needs no download. Training: 200 SGD steps with momentum, batches of 32. Writes
+needs no download; ``data/stripes.json`` describes them (image size, classes, periods,
+noise, how many images), an input the manifest pins by its sha256. Training: 200 SGD steps
+with momentum, batches of 32. Writes
 
     out/train_log.jsonl   one JSON object per step: step, loss, grad_norm
     out/metrics.json      final train loss, test loss and test accuracy
@@ -26,8 +28,9 @@ import numpy as np
 import torch
 from torch import nn
 
-SIZE = 16
-CLASSES = 4
+DATA = json.loads((Path(__file__).parent / "data" / "stripes.json").read_text())
+SIZE = DATA["size"]
+CLASSES = DATA["classes"]
 
 
 def make_data(n: int, g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
@@ -35,11 +38,12 @@ def make_data(n: int, g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
     labels = torch.randint(0, CLASSES, (n,), generator=g)
     yy, xx = torch.meshgrid(torch.arange(SIZE), torch.arange(SIZE), indexing="ij")
     coords = torch.stack([yy, xx, yy + xx, yy - xx]).float()  # one coordinate per class
-    period = torch.randint(3, 7, (n,), generator=g).float()
+    low, high = DATA["periods"]
+    period = torch.randint(low, high, (n,), generator=g).float()
     phase = torch.rand(n, generator=g) * 6.283185307179586
     wave = torch.sin(coords[labels] * (6.283185307179586 / period)[:, None, None]
                      + phase[:, None, None])
-    images = wave + 1.0 * torch.randn(n, SIZE, SIZE, generator=g)
+    images = wave + DATA["noise"] * torch.randn(n, SIZE, SIZE, generator=g)
     return images.unsqueeze(1), labels
 
 
@@ -65,8 +69,8 @@ def main() -> None:
     seed = int(os.environ.get("SEED", "0"))
 
     g = torch.Generator().manual_seed(seed)
-    train_x, train_y = make_data(2048, g)
-    test_x, test_y = make_data(512, g)
+    train_x, train_y = make_data(DATA["train"], g)
+    test_x, test_y = make_data(DATA["test"], g)
     torch.manual_seed(seed)
     model = Net()
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
