@@ -61,6 +61,15 @@ def test_reference_attestation_and_outputs() -> None:
     for o in rec["outputs"]:
         path = saved_path(manifest.outputs / "commands", "train", rec["cwd"], o)
         assert hashlib.sha256(path.read_bytes()).hexdigest() == o["sha256"], path
+    # the paper's code and inputs as attested are the files committed here
+    from samebits.app.paper.inputs import against_attested, check_inputs
+    from samebits.app.paper.tree import check, parse_tree
+
+    attested = parse_tree(doc["predicate"]["paper"].get("tree"))
+    assert attested is not None and "train.py" in attested.paths
+    assert check(attested, manifest).differences == ()
+    assert {n for n in names if n.startswith("input/")} == {"input/data/stripes.json"}
+    assert against_attested(check_inputs(manifest), doc["predicate"]["paper"]["inputs"]) == []
     paper = json.dumps(doc["predicate"]["paper"])
     for host_path in ("/tmp/", "/work/", "/root/", "/home/", str(ROOT)):
         assert host_path not in paper
