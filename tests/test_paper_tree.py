@@ -42,7 +42,8 @@ def paper(root: Path, inputs: str | None = None) -> PaperManifest:
              "reference.attestation.json": "{}", "saved/commands/train/stdout.txt": "old\n",
              "out/metrics.json": "{}", "__pycache__/train.cpython-311.pyc": "",
              "lib/__pycache__/util.cpython-311.pyc": "", ".pytest_cache/v": "",
-             "lib/x.pyc": "", ".DS_Store": ""}
+             "lib/x.pyc": "", ".DS_Store": "", ".venv/pyvenv.cfg": "home = /usr\n",
+             ".venv/lib/site.py": ""}
     for name, text in files.items():
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         (root / name).write_text(text)
@@ -55,8 +56,8 @@ def paper(root: Path, inputs: str | None = None) -> PaperManifest:
 
 def test_tree_takes_the_code_and_leaves_out_the_rest(tmp_path: Path) -> None:
     """The tree is the paper's code: not the manifest, lock, attestation, saved outputs,
-    declared outputs, inputs or caches; a link is recorded as a link; text files get line
-    digests."""
+    declared outputs, inputs, caches or a Python environment; a link is recorded as a link;
+    text files get line digests."""
     m = paper(tmp_path / "paper")
     t = tree.tree_of(m)
     assert t.paths == ("lib/util.py", "train.py", "util.py")
@@ -90,7 +91,7 @@ def test_git_checkout_records_commit_and_changes(tmp_path: Path) -> None:
     and every uncommitted change under the paper folder."""
     root = tmp_path / "repo"
     m = paper(root / "paper")
-    (root / ".gitignore").write_text("*.log\n")
+    (root / ".gitignore").write_text("*.log\n")  # .venv is not ignored: an environment anyway
     (root / "paper" / "run.log").write_text("noise\n")
     git(root, "init", "-q")
     git(root, "add", "-A")
@@ -148,7 +149,7 @@ def test_left_out_keeps_exactly_the_tree(tmp_path: Path) -> None:
     m = paper(tmp_path / "paper")
     gone = tree.left_out(m.folder, {"train.py", "lib/util.py"})
     rel = sorted(str(p.relative_to(m.folder.absolute())) for p in gone)
-    assert rel == [".DS_Store", ".pytest_cache", "__pycache__", "conda-lock.yml", "data",
+    assert rel == [".DS_Store", ".pytest_cache", ".venv", "__pycache__", "conda-lock.yml", "data",
                    "lib/__pycache__", "lib/x.pyc", "out", "reference.attestation.json",
                    "samebits-paper.toml", "saved", "util.py"]
 
@@ -202,6 +203,7 @@ def test_inputs_read_and_fetched(tmp_path: Path) -> None:
     assert states[1].source == cache / "inputs" / sha(DATA) / "remote.csv"
     check_inputs(m, cache=cache, fetch=fetch)
     assert fetched == [url]  # the second time, from the cache
+    assert states[0].record() == {"path": "data/train.csv", "sha256": sha(DATA), "url": None}
     source.write_bytes(b"other\n")
     (cache / "inputs").rename(tmp_path / "gone")
     bad = check_inputs(m, cache=cache, fetch=fetch)[1]
@@ -217,6 +219,7 @@ def test_inputs_against_the_attested(tmp_path: Path) -> None:
     m = paper(tmp_path / "paper")
     (m.folder / "data" / "train.csv").write_bytes(b"a,b\n1,3\n")
     states = check_inputs(m)
+    assert states[0].record()["sha256"] == sha(b"a,b\n1,3\n")  # what this run read
     attested = [{"path": "data/train.csv", "sha256": sha(DATA), "url": None},
                 {"path": "data/test.csv", "sha256": "f" * 64, "url": None}]
     changed = sha(b"a,b\n1,3\n")[:12]

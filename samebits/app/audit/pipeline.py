@@ -36,6 +36,7 @@ setting or an environment file that differs, with the divergences it explains un
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -162,9 +163,9 @@ def run_audit(req: AuditRequest, *, runtime_for: RuntimeFactory | None = None,
     checked = None
     if req.paper is not None or authors.paper is not None:
         progress("code and inputs")  # the paper's own files first: a cause before its effects
+        env = req.prefix or req.install or Path(sys.prefix)  # an environment is no code
         checked = check_paper(req.paper, authors.paper, cache=req.cache,
-                              skip=[Path(req.out), *(Path(p) for p in (req.prefix, req.install)
-                                                     if p is not None)])
+                              skip=[Path(req.out), Path(env)])
         steps += [checked.code, checked.inputs]
 
     progress("environment")

@@ -48,8 +48,9 @@ class InputState:
     problem: str | None = None
 
     def record(self) -> dict[str, Any]:
-        """The attestation's record of this input: the declaration (its sha256 proved)."""
-        return self.spec.to_json()
+        """The attestation's record of this input: its path and URL, and the sha256 of what
+        was found (the pinned one, for ``attest``; None when nothing was)."""
+        return {**self.spec.to_json(), "sha256": self.sha256}
 
 
 def cache_folder(cache: Path | None) -> Path:
@@ -136,7 +137,7 @@ def place(states: Sequence[InputState], work: Path) -> None:
 
 
 def subjects(records: Sequence[Mapping[str, Any]]) -> dict[str, str]:
-    return {f"input/{r['path']}": str(r["sha256"]) for r in records}
+    return {f"input/{r['path']}": str(r["sha256"]) for r in records if r.get("sha256")}
 
 
 def against_attested(states: Sequence[InputState], attested: Any) -> list[str]:

@@ -13,8 +13,9 @@ audit can say "1 line changed (line 71)" without the authors' copy of the file).
 
 and in both, never (``LEFT_OUT``): the manifest (compared by its declarations, command by
 command), the lockfile and the attestation (their own checks), the outputs folder, every
-declared output and every ``[[inputs]]`` path (compared as outputs and as inputs), caches
-(``CACHE_DIRS``, ``CACHE_FILES``) and what the caller names (the audit's own folders, an
+declared output and every ``[[inputs]]`` path (compared as outputs and as inputs), Python
+environments (``is_environment``), caches (``CACHE_DIRS``, ``CACHE_FILES``) and what the
+caller names (the audit's own folders, an
 environment inside the paper folder). The scratch copy the commands run in holds exactly the
 recorded files (``left_out`` names the rest for ``runner.prepare_workdir``), so nothing a
 command reads goes unrecorded. Byte-stable: the same files give the same record; no mtimes,
@@ -51,7 +52,8 @@ RULE_PLAIN = "every file under the paper folder"
 RULE_GIT = "the files git tracks or would add (.gitignore applies)"
 LEFT_OUT = ("not the manifest (compared by its declarations), the lockfile and the attestation "
             "(their own checks), the outputs folder, declared outputs and [[inputs]] paths "
-            "(compared as outputs and inputs), caches (" + ", ".join(
+            "(compared as outputs and inputs), Python environments (a folder with pyvenv.cfg "
+            "or conda-meta/: verify env checks them), caches (" + ", ".join(
                 [f"{d}/" for d in CACHE_DIRS] + list(CACHE_FILES)) + ")")
 MAX_NAMED = 10
 
@@ -133,14 +135,21 @@ def _cache(name: str, is_dir: bool) -> bool:
     return any(fnmatch.fnmatchcase(name, p) for p in CACHE_FILES)
 
 
+def is_environment(path: Path) -> bool:
+    """A Python environment (a venv's ``pyvenv.cfg``, a conda prefix's ``conda-meta/``): what
+    the commands run with, checked by ``verify env``, not the paper's code."""
+    return (path / "pyvenv.cfg").is_file() or (path / "conda-meta").is_dir()
+
+
 def _walk(folder: Path, leave: set[Path]) -> list[str]:
-    """Every file and link under ``folder`` but the excluded and the caches (no link followed)."""
+    """Every file and link under ``folder`` but the excluded, the caches and environments (no
+    link followed)."""
     out: list[str] = []
     root = _norm(folder)
     for where, dirs, files in os.walk(root):
         base = Path(where)
         dirs[:] = sorted(d for d in dirs if not _cache(d, True) and base / d not in leave
-                         and not (base / d).is_symlink())
+                         and not (base / d).is_symlink() and not is_environment(base / d))
         links = [d for d in os.listdir(base) if (base / d).is_symlink()
                  and (base / d).is_dir()]
         for name in sorted({*files, *links}):
@@ -211,10 +220,13 @@ def candidates(manifest: PaperManifest, skip: Sequence[Path] = ()
     files, git = found
     root = _norm(folder)
 
+    dirs = {d for f in files for d in (root / f).parents if root in d.parents}
+    envs = {d for d in dirs if is_environment(d)}
+
     def keep(path: str) -> bool:
         parts = Path(path).parts
         return not any(_cache(n, i < len(parts) - 1) for i, n in enumerate(parts)) \
-            and not _under(root / path, leave)
+            and not _under(root / path, leave | envs)
 
     git["changes"] = {p: s for p, s in git["changes"].items() if keep(p)}
     return [f for f in files if keep(f)], RULE_GIT, git
