@@ -230,8 +230,8 @@ def test_unavailable_facts_agree() -> None:
     quoted in "unavailable (torch X has no Y)"; against a value, it is a difference."""
     from tests.test_compare import DET
 
-    def blas(value: str):
-        return att(settings={**DET, "blas_library": value})
+    def blas(value: str):  # a CUDA setting: a class fact of runs that used CUDA
+        return att(gpu=True, settings={**DET, "blas_library": value})
 
     old, older = (blas(unavailable(types.SimpleNamespace(__version__=v),
                                    "torch.backends.cuda.preferred_blas_library"))
