@@ -14,8 +14,8 @@ environment; ``verify env`` against the lock; with a paper manifest, the paper's
 list, in the environment's own interpreter; the comparison with the authors' attestation, and
 then the comparison of the commands' outputs. It ends in one verdict level and one story
 (``verdict``: every reason with its cause, the divergences it explains under it; a section
-whose step did not run says "not checked") and writes, atomically and byte-stable for equal results, a JSON
-document (``document``), a Markdown and a self-contained HTML report (``report_md``,
+whose step did not run says "not checked") and writes, atomically and byte-stable for equal
+results, a JSON document (``document``), a Markdown and a self-contained HTML report (``report_md``,
 ``report_html``, ``report_paper``), a CycloneDX SBOM of the verified environment (``sbom``)
 and the reviewer's own attestation.
 
