@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
+import stat
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -55,16 +57,54 @@ def sha256_file(path: str | Path) -> str:
     return h.hexdigest()
 
 
-def read_json(path: Path, *, what: str = "file", hint: str | None = None) -> Any:
+class NotRegularFile(OSError):
+    """A path that is a device, a FIFO or a socket: reading it could block or never end."""
+
+
+def read_regular(path: Path) -> bytes:
+    """The bytes of the regular file at ``path`` (a link to one is followed). A FIFO, a
+    device or a socket raises ``NotRegularFile`` without a byte read: it is opened
+    non-blocking and checked by ``fstat``, so a FIFO nobody writes cannot hang the reader
+    and ``/dev/zero`` cannot fill memory. Other failures are the ``OSError`` of ``open``."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise IsADirectoryError(errno.EISDIR, "Is a directory", str(path))
+        if not stat.S_ISREG(st.st_mode):
+            raise NotRegularFile(errno.EINVAL, "not a regular file (a device, FIFO or "
+                                 "socket)", str(path))
+        os.set_blocking(fd, True)
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            return f.read()
+    finally:
+        os.close(fd)
+
+
+def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``json.loads``' ``object_pairs_hook`` that refuses an object with a key twice: a
+    reader that keeps the first would see another document than one that keeps the last."""
+    out: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in out:
+            raise ValueError(f"duplicate key {k!r}")
+        out[k] = v
+    return out
+
+
+def read_json(path: Path, *, what: str = "file", hint: str | None = None,
+              unique: bool = False) -> Any:
     """The JSON document at ``path``; any failure is an ``InputError`` naming the path.
 
-    ``what`` names the kind of file in "no such ...", ``hint`` says how to make one.
+    ``what`` names the kind of file in "no such ...", ``hint`` says how to make one;
+    ``unique``: an object with a key twice is refused (``unique_keys``). A FIFO or a device
+    is refused unread (``read_regular``).
     """
     from samebits.errors import InputError
 
     path = Path(path)
     try:
-        data = path.read_bytes()
+        data = read_regular(path)
     except FileNotFoundError:
         raise InputError(f"{path}: no such {what}", hint=hint) from None
     except IsADirectoryError:
@@ -72,11 +112,15 @@ def read_json(path: Path, *, what: str = "file", hint: str | None = None) -> Any
     except OSError as exc:
         raise InputError(f"{path}: cannot read: {exc.strerror}") from None
     try:
-        return json.loads(data.decode())
+        return json.loads(data.decode(), object_pairs_hook=unique_keys if unique else None)
     except UnicodeDecodeError as exc:
         raise InputError(f"{path}: not UTF-8 text (byte {exc.start})") from None
     except json.JSONDecodeError as exc:
         raise InputError(f"{path}: not JSON: {exc}") from None
+    except ValueError as exc:  # unique_keys
+        raise InputError(f"{path}: not JSON that reads one way: {exc}") from None
+    except RecursionError:
+        raise InputError(f"{path}: not JSON samebits reads: nested too deeply") from None
 
 
 def atomic_write(path: Path, data: bytes | str, *, mode: int = 0o644) -> None:

@@ -19,19 +19,21 @@ from samebits.bundle import (
     stale_containers,
 )
 from samebits.errors import InputError
+from samebits.install.sources import NO_SOURCES, Sources
 from samebits.lockfile import LockedPackage
 from samebits.render.oci import file_digest
 from samebits.render.source import LockedEnv
 
 
 def prepare(env: LockedEnv, platforms: Sequence[str], *, cache: Path, containers: Path,
-            note: Callable[[str], None] = lambda s: None) -> BundlePlan:
+            note: Callable[[str], None] = lambda s: None,
+            sources: Sources = NO_SOURCES) -> BundlePlan:
     """The plan of ``env``'s bundle: archives the cache lacks fetched, containers/<env>/
     (``containers``) read and checked against the lock (InputError naming every stale file)."""
     from samebits.render.conda import conda_files
 
     packages = locked_packages(env, platforms)
-    fetch_missing(packages, cache, note=note)
+    fetch_missing(packages, cache, note=note, sources=sources)
     archives = locate(packages, cache)
     found = read_containers(containers)
     fresh = {n: t for plat in platforms for n, t in conda_files(env, plat).items()}
@@ -60,7 +62,8 @@ def locate(packages: Sequence[LockedPackage], cache: Path) -> tuple[Archive, ...
 
 
 def fetch_missing(packages: Sequence[LockedPackage], cache: Path,
-                  note: Callable[[str], None] = lambda s: None) -> int:
+                  note: Callable[[str], None] = lambda s: None,
+                  sources: Sources = NO_SOURCES) -> int:
     """Fetch the archives ``cache`` lacks (hash-checked and scanned by ``samebits.install``);
     how many were fetched."""
     from samebits.install import fetch_all
@@ -69,7 +72,7 @@ def fetch_missing(packages: Sequence[LockedPackage], cache: Path,
                if not (cache / path).is_file()]
     if missing:
         note(f"fetching {len(missing)} archive(s) the cache {cache} lacks")
-        fetch_all(missing, cache)
+        fetch_all(missing, cache, sources=sources)
     return len(missing)
 
 

@@ -16,8 +16,10 @@ SubjectPublicKeyInfo PEM public key. A key's id is the sha256 of its raw 32 byte
 Verification is strict, so that one changed byte anywhere is caught: no field beyond the
 spec's, a signature counts only when its ``keyid`` is the key's (or empty or absent, as cosign
 writes it), base64 must be canonical (standard or URL-safe alphabet, padded or not, no stray
-bits), and the Ed25519 signature must verify over the PAE of the decoded payload and the
-payloadType as written.
+bits), the Ed25519 signature must verify over the PAE of the decoded payload and the
+payloadType as written, and so must every other signature the envelope carries (one bogus
+signature beside a good one fails it). The payload must be canonical JSON, no key twice in
+an object, so that every reader of the signed bytes reads the one document samebits read.
 The envelope bytes are canonical JSON and Ed25519 is deterministic: the same Statement and key
 give the same file.
 
@@ -25,8 +27,10 @@ Failures (``samebits.errors`` for the rest):
 
     InputError            exit 2: unreadable key or envelope, not a DSSE envelope
     └── SignatureError    exit 1: not signed by this key, a signature that does not verify,
-                          a payload or signature that is not the base64 that was signed
-                          (bad input too, so every reader's ``except InputError`` holds)
+        │                 a payload or signature that is not the base64 that was signed
+        │                 (bad input too, so every reader's ``except InputError`` holds)
+        └── PayloadError  exit 1: a signed payload with a key twice in an object, or not
+                          canonical JSON: two readers could read two statements
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from samebits._io import canonical_json
+from samebits._io import canonical_json, unique_keys
 from samebits.errors import EXIT_DIFFERENT, InputError
 
 IN_TOTO_PAYLOAD_TYPE = "application/vnd.in-toto+json"
@@ -53,6 +57,13 @@ class SignatureError(InputError):
 
     exit_code = EXIT_DIFFERENT
     kind = "signature"
+
+
+class PayloadError(SignatureError):
+    """A signed payload that does not read one way: a key twice in an object, or bytes that
+    are not the canonical JSON of what they hold."""
+
+    kind = "payload"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -262,7 +273,11 @@ def parse_envelope(doc: Any, *, source: str) -> Envelope:
 
 def verify(envelope: Envelope, key: PublicKey, *, source: str) -> Signature:
     """The signature by ``key`` that holds over the envelope; SignatureError naming what is
-    wrong (signed by another key, or a payload/signature changed since signing)."""
+    wrong (signed by another key, or a payload/signature changed since signing).
+
+    Every signature the envelope carries must hold: one that does not (a second, bogus
+    signature under the same key id, in either order) or one by a key this check cannot
+    verify fails the envelope, so one changed byte anywhere is caught."""
     from cryptography.exceptions import InvalidSignature
 
     mine = [s for s in envelope.signatures if s.keyid in (key.keyid, "")]
@@ -272,25 +287,57 @@ def verify(envelope: Envelope, key: PublicKey, *, source: str) -> Signature:
                              f"its signatures are by keyid {others}",
                              hint="another key signed it, or the keyid was altered")
     message = pae(envelope.payload_type, envelope.payload)
-    for s in mine:
+    bad = []
+    for i, s in enumerate(envelope.signatures):
+        if s.keyid not in (key.keyid, ""):
+            bad.append(f"signatures[{i}] is by keyid {s.keyid}, which {key.source} cannot "
+                       "check")
+            continue
         try:
             key.key.verify(s.sig, message)
         except InvalidSignature:
-            continue
-        return s
-    raise SignatureError(f"{source}: the signature by keyid {key.keyid} does not verify: the "
-                         "payload, its type or the signature changed after signing")
+            bad.append(f"signatures[{i}] does not verify")
+    if not bad:
+        return mine[0]
+    if len(envelope.signatures) == 1:
+        raise SignatureError(f"{source}: the signature by keyid {key.keyid} does not verify: "
+                             "the payload, its type or the signature changed after signing")
+    raise SignatureError(f"{source}: {len(envelope.signatures)} signatures, and not every one "
+                         f"holds for keyid {key.keyid}: {'; '.join(bad)}; an envelope "
+                         "verifies only when each signature it carries does",
+                         hint="a signature was added or altered after signing")
 
 
 def statement_of(envelope: Envelope, *, source: str) -> Any:
-    """The in-toto Statement an envelope carries (its signature is not checked here)."""
+    """The in-toto Statement an envelope carries (its signature is not checked here): JSON
+    with no key twice in an object that re-serialises to the payload's own bytes
+    (``canonical_json``), so every reader of the signed bytes reads the same document."""
     if envelope.payload_type != IN_TOTO_PAYLOAD_TYPE:
         raise InputError(f'{source}: payloadType "{envelope.payload_type[:80]}": not an '
                          f"in-toto attestation (expected {IN_TOTO_PAYLOAD_TYPE})")
+    return canonical_payload(envelope.payload, source=source)
+
+
+def canonical_payload(payload: bytes, *, source: str) -> Any:
+    """The document a signed payload holds, when it is canonical JSON; ``PayloadError``
+    otherwise (InputError when it is not JSON at all)."""
     try:
-        return json.loads(envelope.payload.decode())
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        doc = json.loads(payload.decode(), object_pairs_hook=unique_keys)
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise InputError(f"{source}: the signed payload is not JSON: {exc}") from None
+    except ValueError as exc:  # unique_keys: a key twice
+        raise PayloadError(f"{source}: the signed payload has a {exc} in one object: readers "
+                           "that keep the first and readers that keep the last see different "
+                           "statements") from None
+    try:
+        again = canonical_json(doc)
+    except ValueError:  # NaN or infinity, which canonical JSON does not write
+        again = b""
+    if again != payload:
+        raise PayloadError(f"{source}: the signed payload is not canonical JSON (sorted "
+                           "keys, two-space indent, a final newline, as samebits writes "
+                           "it): its bytes are not the one way to write the document")
+    return doc
 
 
 def open_document(doc: Any, *, source: str) -> tuple[Any, Envelope | None]:

@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 import yaml
 
-from samebits._io import sha256_hex, sys_path_kept
+from samebits._io import read_regular, sha256_hex, sys_path_kept
 from samebits.errors import LockfileError, Problem, clip
 from samebits.lockvalidate import (
     is_structural,
@@ -50,6 +50,9 @@ class LockedPackage:
     dependencies: tuple[tuple[str, str], ...] = ()
     commit: str | None = None   # a pip VCS package (``git+https://...@<commit>``): no archive
     categories: tuple[str, ...] = ("main",)  # conda-lock's; see DEFAULT_CATEGORIES
+    # the archive's size in bytes, where the lock states one (pixi.lock, pylock, uv.lock; a
+    # conda-lock v1 file has no such field): a fetch never writes more (install.fetch)
+    size: int | None = field(default=None, compare=False)
 
     @property
     def vcs(self) -> bool:
@@ -177,8 +180,8 @@ def _header_lines(text: str) -> str:
 
 def read_lock_text(path: Path) -> str:
     """A lockfile's text (UTF-8), or a LockfileError naming why it cannot be read."""
-    try:
-        return Path(path).read_text(encoding="utf-8")
+    try:  # a FIFO or a device is refused unread: it could block or never end
+        return read_regular(Path(path)).decode("utf-8")
     except FileNotFoundError:
         raise LockfileError(f"{path}: no such lockfile",
                             hint="run `samebits lock` to create it") from None

@@ -352,3 +352,109 @@ def test_openssl_made_keys_sign_and_verify(tmp_path: Path,
     path = signed(tmp_path, key)
     assert in_toto_verifies(path, Path(f"{key}.pub"))
     assert check(path, Path(f"{key}.pub"), capsys)[0] == 0
+
+
+# ------------------------------------------------------------- payloads that read two ways
+
+def _signed_payload(tmp_path: Path, key: Path, payload: bytes) -> Path:
+    envelope = dsse.sign(payload, dsse.load_signing_key(key))
+    out = tmp_path / "crafted.intoto.json"
+    out.write_bytes(dsse.envelope_bytes(envelope))
+    return out
+
+
+def _first_wins(text: str) -> dict:
+    def first(pairs: list) -> dict:
+        out: dict = {}
+        for k, v in pairs:
+            out.setdefault(k, v)
+        return out
+    return json.loads(text, object_pairs_hook=first)
+
+
+def _twice(doc: dict, key: str, value: object) -> bytes:
+    """The canonical bytes of ``doc`` with a second ``key`` written before the real one."""
+    text = statement_bytes(doc).decode()
+    extra = json.dumps(value, sort_keys=True, indent=2).replace("\n", "\n  ")
+    return text.replace("{\n", f'{{\n  "{key}": {extra},\n', 1).encode()
+
+
+def test_a_payload_with_a_key_twice_is_refused(tmp_path: Path, keys: tuple[Path, Path],
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """Two "subject" keys, validly signed: in-toto's verifier accepts the signature and reads
+    one subject, a first-wins reader another; samebits refuses it (exit 1), naming the key."""
+    key, _ = keys
+    doc = statement("e" * 64)
+    forged = [{"name": "environment", "digest": {"sha256": "f" * 64}}]
+    payload = _twice(doc, "subject", forged)
+    path = _signed_payload(tmp_path, key, payload)
+    assert in_toto_verifies(path, Path(f"{key}.pub"))   # the signature itself holds
+    assert json.loads(payload)["subject"] != _first_wins(payload.decode())["subject"]
+    rc, out = check(path, Path(f"{key}.pub"), capsys)
+    assert (rc, out.splitlines()[0]) == (
+        1, f"error: {path}: the signed payload has a duplicate key 'subject' in one object: "
+        "readers that keep the first and readers that keep the last see different statements")
+    with pytest.raises(dsse.PayloadError):
+        read_attestation(path)
+
+
+def test_a_payload_that_is_not_canonical_json_is_refused(
+        tmp_path: Path, keys: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    """The same statement signed as compact JSON: not the bytes samebits writes, refused."""
+    key, _ = keys
+    path = _signed_payload(tmp_path, key, json.dumps(statement()).encode())
+    assert in_toto_verifies(path, Path(f"{key}.pub"))
+    rc, out = check(path, Path(f"{key}.pub"), capsys)
+    assert rc == 1 and "the signed payload is not canonical JSON" in out.splitlines()[0]
+
+
+@pytest.mark.parametrize("order", ["good first", "bogus first"])
+def test_one_bogus_signature_beside_a_good_one_fails(
+        tmp_path: Path, keys: tuple[Path, Path], order: str,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A second signature under the same key id that does not verify fails the envelope in
+    either order, as in-toto's reader refuses it ("Multiple signatures found for keyid")."""
+    key, _ = keys
+    path = signed(tmp_path, key)
+    doc = json.loads(path.read_bytes())
+    good = doc["signatures"][0]
+    bogus = {"keyid": good["keyid"], "sig": base64.b64encode(b"\0" * 64).decode()}
+    doc["signatures"] = [good, bogus] if order == "good first" else [bogus, good]
+    path.write_text(json.dumps(doc))
+    assert not in_toto_verifies(path, Path(f"{key}.pub"))
+    rc, out = check(path, Path(f"{key}.pub"), capsys)
+    i = 1 if order == "good first" else 0
+    assert (rc, out.splitlines()[0]) == (
+        1, f"error: {path}: 2 signatures, and not every one holds for keyid {good['keyid']}: "
+        f"signatures[{i}] does not verify; an envelope verifies only when each signature it "
+        "carries does")
+    with pytest.raises(dsse.SignatureError):
+        dsse.verify(read_attestation(path).envelope, dsse.load_public_key(Path(f"{key}.pub")),
+                    source=str(path))
+
+
+def test_a_second_good_signature_by_another_key_is_not_checked_so_fails(
+        tmp_path: Path, keys: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    """Good signature plus one by another key: this key cannot check it, so it fails."""
+    key, other = keys
+    path = signed(tmp_path, key)
+    (tmp_path / "o").mkdir()
+    theirs = json.loads(signed(tmp_path / "o", other).read_bytes())["signatures"][0]
+    doc = json.loads(path.read_bytes())
+    doc["signatures"].append(theirs)
+    path.write_text(json.dumps(doc))
+    rc, out = check(path, Path(f"{key}.pub"), capsys)
+    assert rc == 1 and (f"signatures[1] is by keyid {theirs['keyid']}, which {key}.pub cannot "
+                        "check") in out
+
+
+def test_an_envelope_with_a_key_twice_is_refused(tmp_path: Path, keys: tuple[Path, Path],
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """Two "payload" keys in the envelope itself: refused before any signature is read."""
+    key, _ = keys
+    path = signed(tmp_path, key)
+    text = path.read_text()
+    path.write_text(text.replace('{\n', '{\n  "payload": "e30=",\n', 1))
+    rc, out = check(path, Path(f"{key}.pub"), capsys)
+    assert (rc, out.splitlines()[0]) == (
+        2, f"error: {path}: not JSON that reads one way: duplicate key 'payload'")

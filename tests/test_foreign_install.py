@@ -93,7 +93,7 @@ def test_install_conda_explicit_of_a_lock(tmp_path: Path) -> None:
     for source in (str(project.lockfile("gpu")), str(tmp_path / "gpu-linux-64.txt")):
         proc = run_cli("install", source, "--prefix", str(tmp_path / "env"), "--platform",
                        "linux-64", "--cache-dir", str(tmp_path / "cache"), "--replace",
-                       "--json", cwd=tmp_path)
+                       "--find-links", str(tmp_path), "--json", cwd=tmp_path)
         assert proc.returncode == 0, proc.stderr + proc.stdout
         doc = json.loads(proc.stdout)
         assert doc["identical"] is True, doc["verify"]

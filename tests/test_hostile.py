@@ -16,6 +16,7 @@ import pytest
 
 from samebits.errors import InputError
 from samebits.install import fetch_all
+from samebits.install.sources import Sources
 from samebits.lockfile import LockedPackage
 from samebits.render.archives import MAX_MEMBER_BYTES
 
@@ -82,7 +83,7 @@ def test_hostile_archive_refused_before_writing(case: str, tmp_path: Path) -> No
                         md5=hashlib.md5(data).hexdigest())
     cache = tmp_path / "cache"
     with pytest.raises(InputError) as err:
-        fetch_all([pkg], cache)
+        fetch_all([pkg], cache, sources=Sources(file_roots=(tmp_path,)))
     assert f"linux-64: bad 1: {filename}: {expected}" in err.value.message
 
 

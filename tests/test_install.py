@@ -19,6 +19,7 @@ import pytest
 
 from samebits.errors import InputError
 from samebits.install import fetch_all
+from samebits.install.sources import Sources
 from samebits.lockfile import LockedPackage
 from tests.render_fixtures import (  # noqa: F401  (fixtures)
     RenderProject,
@@ -179,7 +180,7 @@ def test_unsafe_archive_refused(case: str, tmp_path: Path) -> None:
                         sha256=hashlib.sha256(data).hexdigest(),
                         md5=hashlib.md5(data).hexdigest())
     with pytest.raises(InputError) as err:
-        fetch_all([pkg], tmp_path / "cache")
+        fetch_all([pkg], tmp_path / "cache", sources=Sources(file_roots=(tmp_path,)))
     assert err.value.message == f"linux-64: bad 1: {filename}: {expected}"
 
 
@@ -198,7 +199,7 @@ def test_every_problem_listed(tmp_path: Path) -> None:
                               url=(tmp_path / "gone-2-py3-none-any.whl").as_uri(),
                               sha256="0" * 64))
     with pytest.raises(InputError) as err:
-        fetch_all(pkgs, tmp_path / "cache")
+        fetch_all(pkgs, tmp_path / "cache", sources=Sources(file_roots=(tmp_path,)))
     assert err.value.message.splitlines() == [
         "3 problems with the locked archives:",
         "  linux-64: absolute-member 1: bad-1-0.tar.bz2: /etc/evil: absolute path",

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from samebits.install import install_prefix
+from samebits.install.sources import Sources
 from tests.install_fixtures import (
     CondaPkg,
     locked_conda,
@@ -50,7 +51,7 @@ def test_pycs_are_byte_stable(tmp_path: Path) -> None:
             subprocess.run(["rm", "-rf", str(prefix)], check=True)
         report = install_prefix(env, "linux-64", prefix, final=str(prefix),
                                 cache=tmp_path / cache, interpreter=sys.executable,
-                                bytecode=True)
+                                bytecode=True, sources=Sources(file_roots=(tmp_path,)))
         got.append((pycs(prefix), report.bytecode))
     assert got[0][0] == got[1][0] == got[2][0]
     assert sorted(got[0][0]) == [f"lib/python{LINE}/site-packages/bc/__pycache__/{m}.{TAG}.pyc"
@@ -68,7 +69,8 @@ def test_pyc_header_and_code_name_the_final_prefix(tmp_path: Path) -> None:
     env = bc_lock(tmp_path)
     stage, final = tmp_path / "stage", tmp_path / "final"
     install_prefix(env, "linux-64", stage, final=str(final), cache=tmp_path / "cache",
-                   interpreter=sys.executable, bytecode=True)
+                   interpreter=sys.executable, bytecode=True,
+                   sources=Sources(file_roots=(tmp_path,)))
     os.rename(stage, final)
     site = final / "lib" / f"python{LINE}" / "site-packages"
     pyc = site / "bc" / "__pycache__" / f"util.{TAG}.pyc"
@@ -91,9 +93,11 @@ def test_another_prefix_path_compiles_again(tmp_path: Path) -> None:
     env = bc_lock(tmp_path)
     cache = tmp_path / "cache"
     a = install_prefix(env, "linux-64", tmp_path / "a", final=str(tmp_path / "a"), cache=cache,
-                       interpreter=sys.executable, bytecode=True)
+                       interpreter=sys.executable, bytecode=True,
+                   sources=Sources(file_roots=(tmp_path,)))
     b = install_prefix(env, "linux-64", tmp_path / "b", final=str(tmp_path / "b"), cache=cache,
-                       interpreter=sys.executable, bytecode=True)
+                       interpreter=sys.executable, bytecode=True,
+                   sources=Sources(file_roots=(tmp_path,)))
     assert (a.bytecode.compiled, b.bytecode.compiled, b.bytecode.reused) == (2, 2, 0)
 
 

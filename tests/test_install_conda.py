@@ -20,6 +20,7 @@ from samebits.install.placeholder import (
     replace_shebang,
     replace_text,
 )
+from samebits.install.sources import Sources
 from tests.install_fixtures import PLACEHOLDER, CondaPkg, locked_conda, write_channel, write_lock
 
 LONG = "/" + "x" * 140
@@ -103,7 +104,8 @@ def test_same_prefix_as_py_rattler(fmt: str, tmp_path: Path) -> None:
                      [locked_conda(a) for a in archives.values()])
     final = str(tmp_path / "final")
     ours, theirs = tmp_path / "ours", tmp_path / "theirs"
-    install_prefix(env, "linux-64", ours, final=final, cache=tmp_path / "cache")
+    install_prefix(env, "linux-64", ours, final=final, cache=tmp_path / "cache",
+                   sources=Sources(file_roots=(tmp_path,)))
     _rattler_install(list(archives.values()), theirs, final, tmp_path / "rattler-cache")
     assert _tree(ours) == _tree(theirs)
     assert _paths_data(ours) == _paths_data(theirs)

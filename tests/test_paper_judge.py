@@ -208,3 +208,40 @@ def test_tensors_with_the_worker_comparison() -> None:
 def test_fingerprint_bound(fb: dict, bound: float | None) -> None:
     """The bound is the largest of the samples' differences, |Δsum|/n and |Δmax|x||."""
     assert fingerprint_bound(FP, fb) == bound
+
+
+INF, NAN = float("inf"), float("nan")
+
+
+@pytest.mark.parametrize(("a", "b", "tol", "within"), [
+    (INF, 0.5, Tolerance(rtol=0.1), False),          # rtol * inf allowed anything
+    (INF, -INF, Tolerance(rtol=0.1), False),
+    (-INF, 3.0, Tolerance(rtol=1.0, atol=1.0), False),
+    (0.5, INF, Tolerance(rtol=0.1, atol=1.0), False),
+    (INF, INF, Tolerance(), True),
+    (-INF, -INF, Tolerance(rtol=0.1), True),
+    (NAN, NAN, Tolerance(rtol=0.1, atol=1.0), False),  # NaN is equal to nothing
+    (NAN, 1.0, Tolerance(rtol=0.1, atol=1.0), False),
+    (1.0, NAN, Tolerance(rtol=0.1, atol=1.0), False),
+    (1.0, 1.05, Tolerance(rtol=0.1), True),
+    (1.0, 1.05, Tolerance(atol=INF), False),          # a non-finite tolerance allows nothing
+    (1.0, 1.05, Tolerance(rtol=NAN), False),
+    (1.0, 1.0, Tolerance(atol=-1.0), False),
+])
+def test_tolerance_of_non_finite_values(a: float, b: float, tol: Tolerance,
+                                        within: bool) -> None:
+    """A non-finite value is within tolerance only of the same value, NaN of nothing."""
+    assert tol.allows(a, b) is within
+
+
+@pytest.mark.parametrize("reviewer", [0.5, "-inf", "nan"])
+def test_infinite_authors_metric_is_beyond_tolerance(reviewer: object) -> None:
+    """Authors' {"acc": Infinity} against any other reviewer value: beyond tolerance, for a
+    metric and for a curve."""
+    metric = judge_output(metrics_out({"acc": "inf"}, sha="a", rtol=0.1),
+                          metrics_out({"acc": reviewer}, sha="b", rtol=0.1))
+    assert metric.level == "beyond-tolerance", metric.summary
+    curve = judge_output(curve_out([2.0, "inf", 1.0, 0.5], sha="a", rtol=0.1),
+                         curve_out([2.0, reviewer, 1.0, 0.5], sha="b", rtol=0.1))
+    assert curve.level == "beyond-tolerance", curve.summary
+    assert "beyond tolerance from step 2" in curve.summary

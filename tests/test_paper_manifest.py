@@ -117,7 +117,7 @@ def test_the_example_manifest_reads() -> None:
          "M: run.python-hash-seed = \"random\": expected an integer 0..4294967295 (a fixed "
          "seed: 'random' would make str hashes differ run to run)",
          "M: run.threads = 0: expected an integer >= 1",
-         "M: run.timeout = -1: expected a number >= 0",
+         "M: run.timeout = -1: expected a finite number >= 0",
          'M: run.env.PATH = "/x": samebits sets this one (README "The paper manifest"); '
          "remove it",
          'M: run.env.1X = "a": not an environment variable name',
@@ -197,3 +197,21 @@ def test_cli_bad_manifest_exits_2(tmp_path: Path) -> None:
     assert proc.stderr.startswith(f"error: {tmp_path}/samebits-paper.toml: commands[0].run: "
                                   "missing: the command line to run\n")
     assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize(("table", "key", "value"), [
+    ("atol = inf", "commands[0].outputs[0].atol", "inf"),
+    ("rtol = inf", "commands[0].outputs[0].rtol", "inf"),
+    ("rtol = nan", "commands[0].outputs[0].rtol", "nan"),
+    ("metrics = { acc = { atol = inf } }", "commands[0].outputs[0].metrics.acc.atol", "inf"),
+])
+def test_non_finite_tolerance_is_a_manifest_error(tmp_path: Path, table: str, key: str,
+                                                  value: str) -> None:
+    """atol = inf (or a NaN rtol) would let any value through: a problem naming the key."""
+    path = write(tmp_path, "format = 1\n[[commands]]\nname = 'a'\nrun = 'x'\n"
+                 f"[[commands.outputs]]\npath = 'm.json'\nkind = 'metrics'\n{table}\n")
+    with pytest.raises(ManifestError) as info:
+        read_manifest(path)
+    assert [str(p).replace(str(path), "M") for p in info.value.problems] == [
+        f"M: {key} = {value}: expected a finite number >= 0 (inf and nan are not tolerances: "
+        "nothing would be beyond them)"]

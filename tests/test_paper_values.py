@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
@@ -78,3 +79,36 @@ def test_bad_curves(text: str, spec: OutputSpec, message: str) -> None:
     with pytest.raises(ValueError) as info:
         curve(text, spec)
     assert str(info.value) == message
+
+
+EVIL = OutputSpec(kind="curve", stream="stdout", fmt="regex",
+                  regex=r"(\d+) ((?:a|aa)+)+x$", series=("a",))
+EVIL_LINE = "12 " + "a" * 40   # 43 bytes: the backtracking never ends under `re`
+
+
+def test_a_backtracking_regex_is_cut_off() -> None:
+    """A curve regex that backtracks without end is stopped at its time limit: the output is
+    unreadable (a ValueError naming the regex and the line), not a hang."""
+    import time
+
+    start = time.monotonic()
+    with pytest.raises(ValueError) as info:
+        curve(f"warming up\n{EVIL_LINE}\n", EVIL, regex_seconds=0.2)
+    assert time.monotonic() - start < 5
+    assert str(info.value) == (
+        r"the regex '(\\d+) ((?:a|aa)+)+x$' ran past its time limit of 0.2 s (at line 2); a "
+        "pattern that cannot backtrack without end reads the same lines in microseconds")
+
+
+@pytest.mark.slow
+def test_a_backtracking_regex_cannot_hang_samebits() -> None:
+    """Through the default limit (README "The paper manifest"): the read ends by itself."""
+    import subprocess
+    import sys
+
+    code = ("from tests.test_paper_values import EVIL, EVIL_LINE\n"
+            "from samebits.app.paper.values import curve\n"
+            "try:\n    curve(EVIL_LINE, EVIL)\nexcept ValueError as e:\n    print(e)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, cwd=Path(__file__).resolve().parents[1])
+    assert "ran past its time limit of 10 s (at line 1)" in proc.stdout, proc.stderr

@@ -123,11 +123,12 @@ def test_install_builds_the_sdist_and_verify_env_is_identical(tmp_path: Path) ->
 def _install(p: Project, prefix: Path, cache: Path) -> None:
     """install_prefix of the lock's linux-64 (no verify env: verify has tests of its own)."""
     from samebits.install import install_prefix
+    from samebits.install.sources import Sources
     from samebits.render.source import load_locked_env
 
     env = load_locked_env(p.lockfile, name="env", root=p.root)
     install_prefix(env, "linux-64", prefix, final=str(prefix), cache=cache,
-                   interpreter=sys.executable)
+                   interpreter=sys.executable, sources=Sources(file_roots=(p.root,)))
 
 
 def test_install_rebuilds_refuses_other_bytes_and_takes_a_cached_build(

@@ -177,7 +177,7 @@ def _optional(pred: Mapping[str, Any], key: str) -> Mapping[str, Any] | None:
 
 
 def read_attestation(path: Path) -> Attestation:
-    doc = read_json(path, what="attestation",
+    doc = read_json(path, what="attestation", unique=True,
                     hint="make one with `samebits verify gpu --out FILE`")
     statement, envelope = open_document(doc, source=str(path))
     attestation = parse_attestation(statement, source=str(path))

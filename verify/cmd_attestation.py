@@ -47,7 +47,7 @@ def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
 def run_attestation(args: argparse.Namespace, out: Output) -> int:
     key = load_public_key(args.key)
     source = str(args.file)
-    doc = read_json(args.file, what="attestation")
+    doc = read_json(args.file, what="attestation", unique=True)
     if isinstance(doc, Mapping) and not is_envelope(doc):
         raise SignatureError(f"{source}: not signed: a bare JSON document, no DSSE envelope",
                              hint="sign it when writing it: `samebits attest --sign KEY` or "

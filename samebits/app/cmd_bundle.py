@@ -65,6 +65,7 @@ def run_bundle(args: argparse.Namespace, out: Output) -> int:
 
 def run_write(args: argparse.Namespace, out: Output) -> int:
     from samebits.app.cmd_render import locked_env
+    from samebits.app.sourceflags import own_sources
     from samebits.bundle import write_bundle
     from samebits.bundleprep import prepare
     from samebits.install import default_cache_dir
@@ -77,7 +78,8 @@ def run_write(args: argparse.Namespace, out: Output) -> int:
         raise UsageError(f"{dest}: already exists", hint="pass --replace to overwrite it")
     with out.progress("fetching what the cache lacks", total=None):
         bundle = prepare(env, platforms, cache=args.cache_dir or default_cache_dir(),
-                         containers=project.root / "containers" / env.name, note=out.info)
+                         containers=project.root / "containers" / env.name, note=out.info,
+                         sources=own_sources(project, env))
     total = bundle.archive_bytes
     out.info(f"bundle: {len(bundle.archives)} archives, {total:,} bytes -> {dest}")
     with out.progress(f"bundle {env.name}", total=total) as advance:

@@ -153,6 +153,8 @@ def _cache(args: argparse.Namespace) -> Path:
 def _check_locks(envs: list, args: argparse.Namespace, gpu: Any, driver: str | None,
                  out: Output) -> int:
     from samebits.app.lockcoverage import lock_coverage
+    from samebits.app.sourceflags import own_sources
+    from samebits.project import Project
     from verify.coverage_report import (
         gpu_doc,
         gpu_text,
@@ -171,7 +173,9 @@ def _check_locks(envs: list, args: argparse.Namespace, gpu: Any, driver: str | N
         covs = {}
         for plat in platforms:
             covs[plat], _ = lock_coverage(env, plat, cache, packages=args.package,
-                                          progress=out.info)
+                                          progress=out.info, sources=own_sources(
+                                              Project.at(args.root, lockfiles=args.lockfiles),
+                                              env))
         entry: dict[str, Any] = {"lockfile": str(env.path), "lock_sha256": env.digest,
                                  "platforms": {}}
         for plat, cov in covs.items():

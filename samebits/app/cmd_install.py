@@ -150,6 +150,7 @@ REPAIR_KINDS = ("modified", "missing", "type", "exec", "symlink", "bytecode")
 def run_install(args: argparse.Namespace, out: Output) -> int:
     from samebits.install import find_interpreter, host_platform, install_prefix
     from samebits.install.cache import evict
+    from samebits.install.prefix import check_something_to_place
     from samebits.render.publish import staged_dir
     from verify.cmd_env import check_env
     from verify.envreport import report_json, report_text
@@ -160,6 +161,7 @@ def run_install(args: argparse.Namespace, out: Output) -> int:
     env, options = _locked(args, out, platform)
     conversion = show_conversion(out, env)
     platform = env.check_platform(platform)
+    check_something_to_place(env, platform)  # before any prefix is made
     progress = _phases(out)
     python = None
     if env.python and env.pip(platform) and not any(p.name == "python"

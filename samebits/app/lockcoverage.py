@@ -16,6 +16,7 @@ from pathlib import Path
 
 from samebits._io import atomic_write, canonical_json
 from samebits.install import fetch_all
+from samebits.install.sources import NO_SOURCES, Sources
 from samebits.lockfile import LockedPackage
 from samebits.render.source import LockedEnv
 from verify.codescan import ArchiveCode, coverage_of_archives, scan_archive
@@ -56,7 +57,8 @@ def cached_scan(p: LockedPackage, cache: Path) -> ArchiveCode | None:
 
 def lock_coverage(env: LockedEnv, platform: str, cache: Path, *,
                   packages: Sequence[str] | None = None, jobs: int = 2,
-                  progress: Callable[[str], None] | None = None) -> tuple[Coverage, list[str]]:
+                  progress: Callable[[str], None] | None = None,
+                  sources: Sources = NO_SOURCES) -> tuple[Coverage, list[str]]:
     """(coverage, the archives read) of ``platform`` of ``env``; ``packages`` limits the scan
     to those names."""
     env.check_platform(platform)
@@ -73,7 +75,7 @@ def lock_coverage(env: LockedEnv, platform: str, cache: Path, *,
     if todo:
         if progress:
             progress(f"fetching {len(todo)} archives of {env.name} ({platform})")
-        fetched = {f.package.name: f.path for f in fetch_all(todo, cache)}
+        fetched = {f.package.name: f.path for f in fetch_all(todo, cache, sources=sources)}
         tmp = cache / "coverage" / "tmp"
         tmp.mkdir(parents=True, exist_ok=True)
         jobs_ = [(str(fetched[p.name]), _label(p), str(tmp)) for p in todo]

@@ -100,3 +100,11 @@ class Converted:
 
 def _quote(text: str, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def declared_size(value: object) -> int | None:
+    """A lock's ``size`` of an archive: a whole number of bytes > 0, else None (the fetch is
+    then bounded by the cap alone)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
+    return None

@@ -27,7 +27,8 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from samebits.errors import LockfileError, UsageError
-from samebits.foreign.model import Conversion, Converted, Dropped, ReadOptions
+from samebits.foreign.model import Conversion, Converted, Dropped, ReadOptions, declared_size
+from samebits.foreign.target import host_python
 from samebits.lockfile import Lock, LockedPackage, conda_dependencies, sort_packages
 
 VERSIONS = (6, 7)
@@ -81,6 +82,11 @@ def read_pixi(path: Path, text: str, *, source: str, options: ReadOptions) -> Co
               "samebits.lock-environment": env_name}
     if conda_python:
         custom["samebits.python"] = ".".join(conda_python.split(".")[:2])
+    elif any(p.manager == "pip" for p in packages):
+        # a PyPI-only environment: its venv's Python is --python's (or --lock-python's), as
+        # for the other PyPI-only locks (uv.lock, pylock.toml), else this machine's line
+        line = options.python or host_python()
+        custom["samebits.python"] = ".".join(line.split(".")[:2])
     kept = [p.name for p in platforms if not wanted or p.name in wanted]
     lock = Lock(platforms=tuple(kept), channels=tuple(str(c).rstrip("/") for c in env.channels()),
                 sources=(source,), content_hash={}, custom=custom,
@@ -107,7 +113,7 @@ def _platform_packages(locked: list[Any], platform: str
                 name=r.name.normalized, version=str(r.version), manager="conda",
                 platform=platform, url=r.url, md5=r.md5.hex() if r.md5 else None,
                 sha256=r.sha256.hex() if r.sha256 else None, build=str(r.build),
-                dependencies=conda_dependencies(r.depends)))
+                dependencies=conda_dependencies(r.depends), size=declared_size(r.size)))
         elif isinstance(p, PypiLockedPackage):
             pypi.append(p)
         else:  # a conda source package: built by pixi from its location

@@ -18,7 +18,14 @@ from typing import Any
 from packaging.utils import canonicalize_name
 
 from samebits.errors import LockfileError
-from samebits.foreign.model import DEFAULT_PLATFORMS, Conversion, Converted, Dropped, ReadOptions
+from samebits.foreign.model import (
+    DEFAULT_PLATFORMS,
+    Conversion,
+    Converted,
+    Dropped,
+    ReadOptions,
+    declared_size,
+)
 from samebits.foreign.target import Target, targets
 from samebits.lockfile import Lock, LockedPackage, sort_packages
 
@@ -105,7 +112,8 @@ def _select(lock: Any, target: Target, base: Path) -> tuple[list[LockedPackage],
             url = best.url or (base / best.path).resolve().as_uri()
             out.append(LockedPackage(name=name, version=version or "", manager="pip",
                                      platform=target.platform, url=url,
-                                     sha256=best.hashes.get("sha256")))
+                                     sha256=best.hashes.get("sha256"),
+                                     size=declared_size(best.size)))
         elif p.sdist is not None:
             drop(p.sdist.url or p.sdist.path or "", "only an sdist: it would be built on "
                  "install, so no artifact is locked")

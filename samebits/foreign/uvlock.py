@@ -29,7 +29,14 @@ from packaging.markers import InvalidMarker, Marker
 from packaging.utils import canonicalize_name
 
 from samebits.errors import LockfileError
-from samebits.foreign.model import DEFAULT_PLATFORMS, Conversion, Converted, Dropped, ReadOptions
+from samebits.foreign.model import (
+    DEFAULT_PLATFORMS,
+    Conversion,
+    Converted,
+    Dropped,
+    ReadOptions,
+    declared_size,
+)
 from samebits.foreign.target import Target, targets
 from samebits.lockfile import Lock, LockedPackage, sort_packages
 
@@ -193,6 +200,7 @@ def _artifact(p: dict[str, Any], target: Target, base: Path) -> LockedPackage | 
     return LockedPackage(name=name, version=str(version), manager="pip",
                          platform=target.platform, url=url,
                          sha256=digest if algo == "sha256" and digest else None,
+                         size=declared_size(best.get("size")),
                          dependencies=tuple(sorted({(str(canonicalize_name(d["name"])), "*")
                                                     for d in p.get("dependencies") or ()})))
 

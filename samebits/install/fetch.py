@@ -21,26 +21,69 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import shutil
+import stat
 import tempfile
+import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from samebits.errors import InputError, SamebitsError, UnreachableError, plural
+from samebits.errors import InputError, SamebitsError, UnreachableError, UsageError, plural
 from samebits.install.sources import NO_SOURCES, Sources
 from samebits.lockfile import LockedPackage
 from samebits.render.archives import BadMember, scan_archive
 
-FETCH_TIMEOUT = 60.0
+FETCH_TIMEOUT = 60.0    # seconds without a byte (the socket's timeout), and see STALL_BYTES
 FETCH_THREADS = 8
 BUFFER = 1 << 20
+# Every fetch is bounded: by the lock's declared size where it has one (pixi.lock, pylock,
+# uv.lock), by the server's Content-Length, and always by this cap (bytes), which
+# SAMEBITS_MAX_FETCH_BYTES sets; a download that passes it is stopped and nothing is kept.
+MAX_FETCH_ENV = "SAMEBITS_MAX_FETCH_BYTES"
+DEFAULT_MAX_FETCH = 16 << 30
+# A download that brings fewer than STALL_BYTES in FETCH_TIMEOUT seconds has stalled (a server
+# that trickles a byte at a time would otherwise keep a fetch open for ever).
+STALL_BYTES = 1024
 
-Fetcher = Callable[[str, Path], None]
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Limits:
+    """How much one fetch may write, how slow it may be, and where file:// may read."""
+
+    max_bytes: int = DEFAULT_MAX_FETCH
+    why: str = f"the fetch cap ({MAX_FETCH_ENV})"  # says where max_bytes came from
+    stall: float = FETCH_TIMEOUT
+    roots: tuple[Path, ...] = ()   # file:// URLs are read only from below these folders
+
+
+Fetcher = Callable[[str, Path, Limits], None]
+
+
+def max_fetch_bytes(environ: Mapping[str, str] | None = None) -> int:
+    """The cap on any one fetch: SAMEBITS_MAX_FETCH_BYTES (a number of bytes) or 16 GiB."""
+    value = (os.environ if environ is None else environ).get(MAX_FETCH_ENV, "").strip()
+    if not value:
+        return DEFAULT_MAX_FETCH
+    if not value.isdigit() or int(value) <= 0:
+        raise UsageError(f'{MAX_FETCH_ENV}="{value}": expected a number of bytes > 0')
+    return int(value)
+
+
+def limits_for(p: LockedPackage, *, roots: Sequence[Path] = (),
+               environ: Mapping[str, str] | None = None) -> Limits:
+    """A package's fetch limits: its declared size when the lock has one (never more than
+    the cap), else the cap."""
+    cap = max_fetch_bytes(environ)
+    resolved = tuple(dict.fromkeys(Path(os.path.realpath(r)) for r in roots))
+    if p.size is not None and p.size <= cap:
+        return Limits(max_bytes=p.size, why=f"the lock's size for {p.filename}",
+                      roots=resolved)
+    return Limits(max_bytes=cap, why=f"the fetch cap ({MAX_FETCH_ENV})", roots=resolved)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -68,21 +111,78 @@ def archive_path(cache: Path, p: LockedPackage) -> Path:
     return cache / "archives" / cache_key(p) / p.filename
 
 
-def fetch_url(url: str, dest: Path) -> None:
-    """Copy ``url`` (file://, http(s)://) to ``dest``; the one place that touches the network."""
+class TooLarge(InputError):
+    """A fetch that would write more than its limit: the lock's size, or the cap."""
+
+
+class NotAllowedFile(InputError):
+    """A file:// URL outside the folders the user named, or one that is not a regular file."""
+
+
+def fetch_url(url: str, dest: Path, limits: Limits | None = None) -> None:
+    """Copy ``url`` (file://, http(s)://) to ``dest`` within ``limits``; the one place that
+    touches the network. A file:// URL is read only from below ``limits.roots`` (the folders
+    the user named: --find-links, a mirror's file:// target, the cache, the lock's own
+    folder, a project spec's file:// channels and indexes) and only when it is a regular
+    file: never a device, a FIFO or a socket."""
+    limits = limits or Limits()
     parts = urlsplit(url)
     try:
         if parts.scheme == "file":
-            shutil.copyfile(unquote(parts.path), dest)
+            _copy_local(url, Path(unquote(parts.path)), dest, limits)
             return
         if parts.scheme not in ("http", "https"):
             raise InputError(f"{url}: unsupported URL scheme '{parts.scheme}'")
-        with urllib.request.urlopen(url, timeout=FETCH_TIMEOUT) as resp, open(dest, "wb") as f:
-            shutil.copyfileobj(resp, f, BUFFER)
+        with urllib.request.urlopen(url, timeout=limits.stall) as resp, open(dest, "wb") as f:
+            length = resp.headers.get("Content-Length")
+            if length is not None and length.strip().isdigit() \
+                    and int(length) > limits.max_bytes:
+                raise TooLarge(f"{url}: the server says {int(length):,} bytes, more than "
+                               f"{limits.why} allows ({limits.max_bytes:,} bytes); nothing "
+                               "was downloaded")
+            _copy_stream(url, resp, f, limits)
     except FileNotFoundError:
         raise InputError(f"{url}: no such file") from None
     except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
         raise HostUnreachable(url, f"{url}: {getattr(exc, 'reason', exc)}") from None
+
+
+def _copy_stream(url: str, src: Any, out: Any, limits: Limits) -> None:
+    """At most ``limits.max_bytes`` bytes from ``src`` to ``out``; a stream that goes on past
+    them is ``TooLarge``, one that brings fewer than STALL_BYTES in ``limits.stall`` seconds
+    has stalled."""
+    written, window, window_bytes = 0, time.monotonic(), 0
+    while chunk := src.read(min(BUFFER, limits.max_bytes - written + 1)):
+        written += len(chunk)
+        if written > limits.max_bytes:
+            raise TooLarge(f"{url}: more than {limits.max_bytes:,} bytes, {limits.why}: "
+                           "stopped, and nothing was kept")
+        out.write(chunk)
+        window_bytes += len(chunk)
+        now = time.monotonic()
+        if now - window >= limits.stall:
+            if window_bytes < STALL_BYTES:
+                raise HostUnreachable(url, f"{url}: stalled: {window_bytes} bytes in "
+                                      f"{now - window:.0f} s")
+            window, window_bytes = now, 0
+
+
+def _copy_local(url: str, path: Path, dest: Path, limits: Limits) -> None:
+    real = Path(os.path.realpath(path))
+    if not any(real == r or r in real.parents for r in limits.roots):
+        named = ", ".join(map(str, limits.roots)) or "none"
+        link = f" (a link to {real})" if real != Path(os.path.abspath(path)) else ""
+        raise NotAllowedFile(f"{url}{link}: a file:// URL outside the folders samebits "
+                             f"reads locked files from ({named})",
+                             hint=f"if you trust it, pass --find-links {path.parent}")
+    fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as src:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise NotAllowedFile(f"{url}: not a regular file (a device, FIFO, socket or "
+                                 "folder): samebits does not read it")
+        os.set_blocking(fd, True)
+        with open(dest, "wb") as out:
+            _copy_stream(url, src, out, limits)
 
 
 class HostUnreachable(UnreachableError):
@@ -153,12 +253,13 @@ def prove(p: LockedPackage, cache: Path, fetch: Fetcher = fetch_url,
             return Fetched(package=p, path=dest, sha256=sha, md5=md5,
                            size=dest.stat().st_size)
     local = _local_file(p, sources)
+    limits = limits_for(p, roots=(*sources.local_roots, cache))
     dest.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{p.filename}.", suffix=".tmp", dir=dest.parent)
     os.close(fd)
     try:
         url = local.as_uri() if local is not None else sources.rewrite(p.url)
-        fetch(url, Path(tmp))
+        fetch(url, Path(tmp), limits)
         sha, md5 = digests(Path(tmp))
         problem = _problem(p, sha, md5)
         if problem:
@@ -166,6 +267,11 @@ def prove(p: LockedPackage, cache: Path, fetch: Fetcher = fetch_url,
         os.chmod(tmp, 0o644)
         size = os.stat(tmp).st_size
         os.replace(tmp, dest)
+    except BaseException:
+        with contextlib.suppress(OSError):  # no empty archives/<key>/ left by a refusal
+            os.unlink(tmp)
+            dest.parent.rmdir()
+        raise
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)

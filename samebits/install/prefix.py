@@ -222,6 +222,24 @@ def _plan(env: LockedEnv, platform: str, entries: dict[str, Entry], stage: Path,
     return _Plan(conda=conda, wheels=wheels, keys=keys)
 
 
+class NothingToInstall(InputError):
+    """A lock that places no package on the platform: no prefix is made for it."""
+
+
+def check_something_to_place(env: LockedEnv, platform: str) -> None:
+    """``NothingToInstall`` when ``env`` locks no package for ``platform`` (a foreign lock
+    whose every package was left out when it was read, say): said before any prefix is
+    made, naming what was left out, so no empty folder is left behind."""
+    if env.conda(platform) or env.pip(platform):
+        return
+    dropped = [d for d in (env.conversion.dropped if env.conversion else ())
+               if d.platform == platform]
+    why = ("; every package of it was left out when it was read: "
+           + "; ".join(str(d) for d in dropped)) if dropped else ""
+    raise NothingToInstall(f"{env.origin}: {platform}: no package that install can place"
+                           + why, hint="nothing was installed and no prefix was made")
+
+
 def install_prefix(env: LockedEnv, platform: str, prefix: Path, *, final: str, cache: Path,
                    interpreter: str | None = None, fetch: Fetcher = fetch_url,
                    link_mode: LinkMode = "auto", bytecode: bool = False,
@@ -239,6 +257,10 @@ def install_prefix(env: LockedEnv, platform: str, prefix: Path, *, final: str, c
     ``build_python`` when it is of the recorded line, else on a Python of that line found here.
     """
     env.check_platform(platform)
+    check_something_to_place(env, platform)
+    # the lock's own folder is one the user named (by naming the lock): file:// URLs into it
+    # may be read, as from the sources' folders and the cache (``fetch.fetch_url``)
+    sources = sources.with_roots(Path(env.path).absolute().parent)
     progress = progress or silent
     conda, pip = env.conda(platform), env.pip(platform)
     line = python_line(env, platform)

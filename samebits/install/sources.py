@@ -11,6 +11,8 @@ the locked one wherever it lies, once its sha256 is the lock's:
                         (the longest FROM wins); TO may be a ``file://`` folder
 
 Every file from either is hash-checked as a download is (``samebits.install.fetch.prove``).
+A lock's own file:// URLs are read only from folders the user named: these, the cache, the
+lock's own folder and a project spec's file:// channels and indexes (``local_roots``).
 A local file of the locked name whose hash is another is refused, naming it: it is some other
 build of that name, and installing from the network instead would hide that the folder the
 user pointed at is not what they think. ``Sources`` is read once at the edge (the command's
@@ -34,9 +36,23 @@ FIND_LINKS_ENV = "SAMEBITS_FIND_LINKS"
 class Sources:
     find_links: tuple[Path, ...] = ()
     mirrors: tuple[tuple[str, str], ...] = ()   # (FROM, TO) URL prefixes
+    # more folders a lock's file:// URLs may be read from: the lock's own folder, a project
+    # spec's file:// channels and indexes (``file_roots``); never searched by name
+    file_roots: tuple[Path, ...] = ()
 
     def __bool__(self) -> bool:
         return bool(self.find_links or self.mirrors)
+
+    @property
+    def local_roots(self) -> tuple[Path, ...]:
+        """Every folder the user named that a file:// URL may be read from: --find-links,
+        the file:// targets of --mirror, ``file_roots`` (``fetch.fetch_url``)."""
+        mirrored = file_roots(to for _, to in self.mirrors)
+        return tuple(dict.fromkeys((*self.find_links, *mirrored, *self.file_roots)))
+
+    def with_roots(self, *folders: Path) -> Sources:
+        return Sources(find_links=self.find_links, mirrors=self.mirrors,
+                       file_roots=tuple(dict.fromkeys((*self.file_roots, *folders))))
 
     def rewrite(self, url: str) -> str:
         """``url`` with the longest matching mirror prefix replaced."""
@@ -61,7 +77,9 @@ class Sources:
         """These first, then ``other``'s (a flag before the spec's before the user's)."""
         return Sources(find_links=tuple(dict.fromkeys((*self.find_links, *other.find_links))),
                        mirrors=(*self.mirrors, *[m for m in other.mirrors
-                                                 if m[0] not in dict(self.mirrors)]))
+                                                 if m[0] not in dict(self.mirrors)]),
+                       file_roots=tuple(dict.fromkeys((*self.file_roots,
+                                                       *other.file_roots))))
 
     def describe(self) -> list[str]:
         return ([f"--find-links {p}" for p in self.find_links]
@@ -69,6 +87,16 @@ class Sources:
 
 
 NO_SOURCES = Sources()
+
+
+def file_roots(urls: Iterable[str]) -> tuple[Path, ...]:
+    """The local folders of the file:// URLs among ``urls`` (channels, indexes, mirrors)."""
+    out = []
+    for url in urls:
+        parts = urlsplit(url)
+        if parts.scheme == "file" and unquote(parts.path).strip("/"):
+            out.append(Path(unquote(parts.path)))
+    return tuple(dict.fromkeys(out))
 
 
 def parse_mirror(text: str, *, where: str = "--mirror") -> tuple[str, str]:

@@ -48,8 +48,16 @@ from samebits.install.build import (
     prove_requirements,
     unpack_sdist,
 )
-from samebits.install.fetch import Fetcher, archive_path, digests, fetch_url, labelled, prove
-from samebits.install.sources import NO_SOURCES
+from samebits.install.fetch import (
+    Fetcher,
+    Limits,
+    archive_path,
+    digests,
+    fetch_url,
+    labelled,
+    prove,
+)
+from samebits.install.sources import Sources, file_roots
 from samebits.lockfile import LockedPackage
 from samebits.spec import EnvironmentSpec, PlatformTarget, exclude_newer_datetime
 
@@ -62,7 +70,7 @@ def source_date_epoch(spec: EnvironmentSpec) -> int:
     return max(int(when.timestamp()), DEFAULT_EPOCH) if when else DEFAULT_EPOCH
 
 
-def _offline_fetch(url: str, dest: Path) -> None:
+def _offline_fetch(url: str, dest: Path, limits: Limits | None = None) -> None:
     raise UnreachableError(f"{url}: --offline, and it is not in the cache",
                            hint="lock once without --offline where the index is reachable")
 
@@ -77,6 +85,13 @@ async def record_builds(spec: EnvironmentSpec, target: PlatformTarget,
                           fetch=fetch) for p in sdists]
 
 
+def spec_sources(spec: EnvironmentSpec) -> Sources:
+    """The spec's own file:// channels and indexes: folders its author named, so its
+    locked file:// URLs may be read from them."""
+    return Sources(file_roots=file_roots((*spec.conda_channels, spec.pypi_index,
+                                          *spec.pypi_extra_indexes)))
+
+
 def _where(spec: EnvironmentSpec, target: PlatformTarget, p: LockedPackage) -> str:
     return f"{spec.file}: [pypi] {p.name} {p.version} on {target.platform} (an sdist only)"
 
@@ -87,7 +102,7 @@ async def _record(spec: EnvironmentSpec, target: PlatformTarget, p: LockedPackag
 
     where = _where(spec, target, p)
     try:
-        sdist = await asyncio.to_thread(prove, p, cache, fetch)
+        sdist = await asyncio.to_thread(prove, p, cache, fetch, spec_sources(spec))
         with tempfile.TemporaryDirectory(prefix="samebits-sdist-") as tmp:
             tree = await asyncio.to_thread(unpack_sdist, sdist.path, Path(tmp))
             requires, backend = build_system(tree)
@@ -103,7 +118,8 @@ async def _record(spec: EnvironmentSpec, target: PlatformTarget, p: LockedPackag
                          wheel="", sha256="", python=".".join(spec.python.split(".")[:2]),
                          source_date_epoch=source_date_epoch(spec), backend=backend,
                          requires=tuple(env), frontend=uv_version())
-    wheel, sha = await asyncio.to_thread(_built, inputs, sdist.path, p, cache, fetch, where)
+    wheel, sha = await asyncio.to_thread(_built, inputs, sdist.path, p, cache, fetch, where,
+                                         spec_sources(spec))
     if tags.best([(wheel, wheel)]) is None:
         raise UnplaceableError(f"{where}: it builds into {wheel}, which does not fit "
                                f"{tags.describe()}: install could not place it",
@@ -125,7 +141,7 @@ def _requirement(pkg: dict[str, Any], tags: Target, where: str) -> BuildRequirem
 
 
 def _built(inputs: BuildRecord, sdist: Path, p: LockedPackage, cache: Path, fetch: Fetcher,
-           where: str) -> tuple[str, str]:
+           where: str, sources: Sources) -> tuple[str, str]:
     """(wheel file name, sha256) of the sdist's build: recorded before, or built twice now."""
     key = sha256_hex(compact_json(inputs.inputs()))
     known = cache / RECORDS / f"{key}.json"
@@ -141,7 +157,7 @@ def _built(inputs: BuildRecord, sdist: Path, p: LockedPackage, cache: Path, fetc
     try:
         python = build_interpreter(inputs.python)
         requires = prove_requirements(inputs.requires, p.platform, cache, fetch=fetch,
-                                      sources=NO_SOURCES)
+                                      sources=sources)
         built: list[tuple[str, str]] = []
         for attempt in ("a", "b"):  # two folders: a path in the wheel shows as a difference
             with tempfile.TemporaryDirectory(prefix=f"samebits-build-{attempt}-") as tmp:

@@ -57,6 +57,7 @@ def install(lockfile: Path, prefix: Path, *, platform: str, cache: Path | None,
     """Install the lock's ``platform`` into ``prefix``; the step says what was installed.
     ``sources``: --find-links folders and --mirror prefixes to take locked files from."""
     from samebits.install import default_cache_dir, host_interpreter, install_prefix
+    from samebits.install.prefix import check_something_to_place
     from samebits.render.publish import staged_dir
     from samebits.render.source import load_locked_env
 
@@ -66,6 +67,7 @@ def install(lockfile: Path, prefix: Path, *, platform: str, cache: Path | None,
     if env.python and env.pip(platform) and not any(p.name == "python"
                                                    for p in env.conda(platform)):
         python = host_interpreter(env.python)
+    check_something_to_place(env, platform)  # before any prefix is made
     with staged_dir(prefix, replace=replace) as stage:
         report = install_prefix(env, platform, stage, final=str(prefix),
                                 cache=cache or default_cache_dir(), interpreter=python,

@@ -4,7 +4,8 @@ In order (each step ends in a ``verdict.Step``; a failed step blocks the ones th
 need it and every reason reaches the verdict, so one run reports every problem):
 
     signature    with ``--trust KEY.pub`` (or a signed attestation): the authors' DSSE
-                 signature against the trusted key (``trust``)
+                 signature against the trusted key (``trust``); one that fails stops the
+                 audit here: nothing of the paper is installed or run (``_untrusted``)
     lockfile     parse (bad input: exit 2) and integrity: every package of the platform
                  hashed; the file's sha256 is the one the attestation names
     code         with a paper: the reviewer's files at the paths of the authors' tree, each
@@ -62,6 +63,7 @@ from samebits.app.audit.verdict import (
     Level,
     Reason,
     Step,
+    StepName,
     Verdict,
     cause,
     decide,
@@ -159,6 +161,9 @@ def run_audit(req: AuditRequest, *, runtime_for: RuntimeFactory | None = None,
     signature = signature_step(authors, req.trust)
     steps: list[Step] = [signature] if signature is not None else []
     steps.append(lockfile_step(req.lockfile, lock, digest, platform, authors))
+    if req.trust is not None and signature is not None and signature.status == "failed":
+        return _untrusted(req, lock=lock, digest=digest, platform=platform, authors=authors,
+                          steps=steps)
     needs = LockNeeds.read(req.lockfile)
     checked = None
     if req.paper is not None or authors.paper is not None:
@@ -286,6 +291,26 @@ def _audit(req: AuditRequest, lock: Lock, digest: str, platform: str, authors: A
                  python=python, device=device, env_report=report, reviewer=reviewer,
                  reviewer_data=data, comparison=comparison, bounds=dict(bounds or {}),
                  paper=verdicts)
+
+
+UNTRUSTED = ("the authors' signature did not verify with --trust: nothing of the paper ran "
+             "(no install, no environment, no workloads, no paper command)")
+
+
+def _untrusted(req: AuditRequest, *, lock: Lock, digest: str, platform: str,
+               authors: Attestation, steps: list[Step]) -> Audit:
+    """The audit of an attestation whose signature failed ``--trust``: it stops there. The
+    paper is untrusted code, so its lock is not installed and nothing of it runs; every later
+    step is skipped, saying so, and the verdict is not-reproduced by the signature's reason."""
+    names: list[StepName] = ["environment", "preflight", "verify-env", "workloads", "compare"]
+    if req.paper is not None or authors.paper is not None:
+        names[:0] = ["code", "inputs"]
+        names.append("paper")
+    steps = [*steps, *(skipped(n, UNTRUSTED) for n in names)]
+    return Audit(request=req, lock=lock, lock_sha256=digest, platform=platform,
+                 authors=authors, steps=tuple(steps),
+                 verdict=decide(steps, runtime=None, paper=None),
+                 prefix=Path(req.install or req.prefix or ".").absolute())
 
 
 def lockfile_step(path: Path, lock: Lock, digest: str, platform: str,

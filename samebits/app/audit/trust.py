@@ -26,7 +26,7 @@ def read_authors(path: Path, trusted: PublicKey | None) -> Attestation:
     try:
         return read_attestation(path)
     except InputError:
-        doc = read_json(path) if trusted is not None else None
+        doc = read_json(path, unique=True) if trusted is not None else None
         if is_envelope(doc):
             assert trusted is not None
             verify(parse_envelope(doc, source=str(path)), trusted, source=str(path))

@@ -5,6 +5,7 @@ reviewer's manifest, so a tolerance cannot be loosened after the fact):
 
     bit-identical      the same sha256
     within-tolerance   bits differ; every compared value is within ``atol + rtol * |a|``
+                       (a non-finite value only of the same value; NaN of nothing)
     beyond-tolerance   some value is not (the metric, the step, the tensor and index named),
                        or the tolerance cannot be checked (the authors' file was not shipped)
     missing            the reviewer's run did not write it; ``unreadable``: it is not what
@@ -142,7 +143,7 @@ def series_stats(steps_a: Sequence[Any], ya: Sequence[Any], steps_b: Sequence[An
                            "final_dev": None, "final_step": common[-1] if common else None}
     for s in common:
         x, y = pa[s], pb[s]
-        same = x == y or (x != x and y != y)
+        same = x == y  # NaN is the same as nothing (``Tolerance.allows``)
         d = 0.0 if same else abs(x - y)
         d = float("inf") if d != d else d
         if not same and out["first_diff"] is None:

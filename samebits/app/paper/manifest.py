@@ -12,6 +12,7 @@
     threads = 4                                    # OMP/MKL_NUM_THREADS; unset: inherited
     deterministic = true                           # the attested torch settings (default)
     timeout = 600                                  # seconds (default 600)
+    network = false                                # the sandbox's network (default off)
     env = { SEED = "0" }
 
     [[inputs]]                                     # data the commands read, pinned
@@ -29,6 +30,13 @@
     kind = "metrics"                               # file | tensors | metrics | curve
     metrics = { test_accuracy = { atol = 0.01 } }
 
+A curve's ``regex`` is read with the ``regex`` package under a time limit (``REGEX_SECONDS``
+for all of one output's lines together; past it the output is unreadable), so no pattern can
+hang samebits. ``rtol`` and ``atol`` are finite numbers >= 0; a non-finite value compares
+equal only to the same value (NaN to nothing). Commands run in a sandbox
+(``samebits.app.paper.sandbox``): writes only inside the scratch copy, a private /tmp, the
+network only with ``network = true``.
+
 ``read_manifest`` is the I/O edge; ``PaperManifest.from_mapping`` validates, pure
 (``manifestcheck``), and lists every problem (``ManifestError``: file, key, value) before
 anything runs. README "The paper manifest" documents every key.
@@ -36,6 +44,7 @@ anything runs. README "The paper manifest" documents every key.
 
 from __future__ import annotations
 
+import math
 import re
 import sys
 from collections.abc import Mapping
@@ -43,6 +52,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from samebits._io import read_regular
 from samebits.errors import Problem, SamebitsError
 
 if sys.version_info >= (3, 11):
@@ -57,11 +67,15 @@ METRIC_FORMATS = {".json": "json", ".csv": "csv", ".yaml": "yaml", ".yml": "yaml
 CURVE_FORMATS = ("jsonl", "csv", "regex")
 STREAMS = ("stdout", "stderr")
 DEFAULT_TIMEOUT = 600.0
+# A curve's regex runs in samebits' own process, after the command: all of its searches over
+# one output get this many seconds together (README "The paper manifest"), past which the
+# output is unreadable, so a pattern that backtracks without end cannot hang attest or audit.
+REGEX_SECONDS = 10.0
 TOP_KEYS = ("format", "title", "lockfile", "attestation", "outputs", "keep-env", "run",
             "commands", "inputs")
 INPUT_KEYS = ("path", "sha256", "url")
 INPUT_SCHEMES = ("https", "http", "file")
-RUN_KEYS = ("python-hash-seed", "threads", "deterministic", "timeout", "env")
+RUN_KEYS = ("python-hash-seed", "threads", "deterministic", "timeout", "network", "env")
 COMMAND_KEYS = ("name", "run", "cwd", *RUN_KEYS, "outputs")
 OUTPUT_KEYS = ("path", "stream", "kind", "rtol", "atol", "save", "format", "metrics", "regex",
                "step", "series")
@@ -89,17 +103,29 @@ class ManifestError(SamebitsError):
         return out
 
 
+def usable(x: object) -> bool:
+    """A tolerance's rtol or atol: a finite number >= 0 (not a bool)."""
+    return (isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
+            and x >= 0)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Tolerance:
-    """``|a - b| <= atol + rtol * |a|``, ``a`` the authors' value (numpy's ``isclose``)."""
+    """``|a - b| <= atol + rtol * |a|``, ``a`` the authors' value (numpy's ``isclose``), for
+    finite values. A non-finite value is within tolerance only of the same value (``inf`` of
+    ``inf``, ``-inf`` of ``-inf``) and NaN of nothing: ``rtol * inf`` would otherwise allow
+    any reviewer value. A tolerance that is itself not a finite number >= 0 (the manifest
+    refuses one; a hand-written attestation may carry one) allows nothing."""
 
     rtol: float = 0.0
     atol: float = 0.0
 
     def allows(self, a: float, b: float) -> bool:
-        if a == b or (a != a and b != b):  # equal, or both NaN
-            return True
-        return abs(a - b) <= self.atol + self.rtol * abs(a)
+        if not usable(self.rtol) or not usable(self.atol):
+            return False
+        if not (math.isfinite(a) and math.isfinite(b)):
+            return a == b  # inf of inf, -inf of -inf; NaN is never equal
+        return a == b or abs(a - b) <= self.atol + self.rtol * abs(a)
 
     def to_json(self) -> dict[str, float]:
         return {"rtol": self.rtol, "atol": self.atol}
@@ -144,6 +170,7 @@ class CommandSpec:
     deterministic: bool = True
     hash_seed: int = 0
     timeout: float = DEFAULT_TIMEOUT
+    network: bool = False      # the sandbox shares the network only when the manifest asks
     outputs: tuple[OutputSpec, ...] = ()
 
 
@@ -194,7 +221,7 @@ def read_manifest(given: Path) -> PaperManifest:
     path = manifest_path(Path(given))
     where = str(path)
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = tomllib.loads(read_regular(path).decode("utf-8"))
     except FileNotFoundError:
         raise ManifestError([Problem(file=where, key="", value=None, message="no such file")]
                             ) from None
@@ -207,4 +234,7 @@ def read_manifest(given: Path) -> PaperManifest:
     except IsADirectoryError:
         raise ManifestError([Problem(file=where, key="", value=None,
                                      message="is a folder, not a manifest")]) from None
+    except OSError as exc:  # a FIFO, a device: refused unread (``read_regular``)
+        raise ManifestError([Problem(file=where, key="", value=None,
+                                     message=f"cannot read: {exc.strerror}")]) from None
     return PaperManifest.from_mapping(data, file=path)

@@ -8,11 +8,13 @@ default) and records a ``Problem`` naming the file, the dotted key
 from __future__ import annotations
 
 import difflib
-import re
+import math
 import shlex
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any
+
+import regex as _regex
 
 from samebits.app.paper.manifest import (
     COMMAND_KEYS,
@@ -36,6 +38,7 @@ from samebits.app.paper.manifest import (
     OutputSpec,
     PaperManifest,
     Tolerance,
+    usable,
 )
 from samebits.errors import Problem
 
@@ -202,9 +205,11 @@ class _Validator:
 
     def number(self, data: Mapping[str, Any], key: str, where: str, default: float) -> float:
         value = data.get(key, default)
-        if isinstance(value, bool) or not isinstance(value, int | float) or value < 0 or (
-                value != value):
-            self.add(where, value, "expected a number >= 0")
+        if not usable(value):
+            infinite = isinstance(value, float) and not math.isfinite(value)
+            self.add(where, value, "expected a finite number >= 0" + (
+                " (inf and nan are not tolerances: nothing would be beyond them)"
+                if infinite and key in ("rtol", "atol") else ""))
             return default
         return float(value)
 
@@ -213,7 +218,7 @@ def _run_settings(v: _Validator, data: Mapping[str, Any], where: str,
                   base: Mapping[str, Any]) -> dict[str, Any]:
     """The run settings of ``data`` over ``base`` (the [run] table's, for a command)."""
     out = dict(base) or {"hash_seed": 0, "threads": None, "deterministic": True,
-                         "timeout": DEFAULT_TIMEOUT, "env": {}}
+                         "timeout": DEFAULT_TIMEOUT, "network": False, "env": {}}
     if "python-hash-seed" in data:
         seed = data["python-hash-seed"]
         if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= 4294967295:
@@ -232,6 +237,11 @@ def _run_settings(v: _Validator, data: Mapping[str, Any], where: str,
             v.add(f"{where}.deterministic", data["deterministic"], "expected true or false")
         else:
             out["deterministic"] = data["deterministic"]
+    if "network" in data:
+        if not isinstance(data["network"], bool):
+            v.add(f"{where}.network", data["network"], "expected true or false")
+        else:
+            out["network"] = data["network"]
     if "timeout" in data:
         t = v.number(data, "timeout", f"{where}.timeout", DEFAULT_TIMEOUT)
         if t == 0:
@@ -299,7 +309,8 @@ def _command(v: _Validator, data: Any, where: str,
     return CommandSpec(name=name, argv=argv, cwd=str(PurePosixPath(cwd)),
                        env=tuple(sorted(settings["env"].items())), threads=settings["threads"],
                        deterministic=settings["deterministic"], hash_seed=settings["hash_seed"],
-                       timeout=settings["timeout"], outputs=tuple(specs))
+                       timeout=settings["timeout"], network=settings["network"],
+                       outputs=tuple(specs))
 
 
 def _output(v: _Validator, data: Any, where: str) -> OutputSpec | None:
@@ -380,8 +391,8 @@ def _curve(v: _Validator, data: Mapping[str, Any], where: str, spec: OutputSpec)
         series = []
     if regex:
         try:
-            groups = re.compile(regex)
-        except re.error as exc:
+            groups = _regex.compile(regex)
+        except (_regex.error, ValueError, OverflowError) as exc:
             v.add(f"{where}.regex", regex, f"not a regular expression: {exc}")
         else:
             named = [n for n in groups.groupindex if n != step]

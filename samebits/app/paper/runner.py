@@ -17,6 +17,9 @@ for a fresh one, and the paper folder itself is never written), one after anothe
                deterministic (``hook``; before a kept PYTHONPATH), then the manifest's env
     stdin      /dev/null; stdout and stderr to files; killed (its whole process group) at
                the timeout; the last ``TAIL`` lines kept for the reason when it fails
+    sandbox    bubblewrap where it runs here (``sandbox``): writes only inside the scratch
+               copy, a private /tmp, no network unless the manifest says ``network = true``;
+               elsewhere none, and the record's ``sandbox`` says so with a warning
 
 The record (``CommandRecord`` as JSON, what the attestation's ``paper`` key holds per
 command) says everything that can change a result: the command, its cwd relative to the paper
@@ -28,6 +31,7 @@ sha256 and comparable values (``values``; tensors through the worker,
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import shutil
@@ -40,8 +44,10 @@ from pathlib import Path
 from typing import Any
 
 from samebits._io import read_json
-from samebits.app.paper import hook, values
+from samebits.app.paper import confine, hook, values
 from samebits.app.paper.manifest import CommandSpec, OutputSpec, PaperManifest
+from samebits.app.paper.sandbox import Sandbox, readable_for
+from samebits.app.paper.sandbox import detect as detect_sandbox
 from samebits.childenv import NO_USER_SITE, child_environ
 from verify.facts.model import is_numeric_env
 
@@ -106,17 +112,26 @@ def _placeholders(value: str, *, host: Host, hook_dir: Path | None) -> str:
 
 
 def prepare_workdir(manifest: PaperManifest, dest: Path, *, skip: Sequence[Path] = ()) -> None:
-    """Copy the paper folder to ``dest``, without what must not be an input to the run."""
+    """Copy the paper folder to ``dest``, without what must not be an input to the run: the
+    declared outputs are left out by their place in the folder (not where a link there
+    points), and a declared output or command folder that is still a link in the copy is
+    refused (``confine.UnsafeOutput``) before anything runs."""
     folder = manifest.folder.resolve()
-    leave = {p.resolve() for p in (manifest.outputs, manifest.attestation, *skip)}
+    leave = {p.resolve() for p in skip}
+    leave.update(Path(os.path.normpath(folder / p.relative_to(manifest.folder)))
+                 for p in (manifest.outputs, manifest.attestation))
     for cmd in manifest.commands:
-        leave.update((folder / cmd.cwd / o.path).resolve() for o in cmd.outputs if o.path)
+        leave.update(Path(os.path.normpath(folder / cmd.cwd / o.path))
+                     for o in cmd.outputs if o.path)
 
     def ignore(where: str, names: list[str]) -> list[str]:
-        base = Path(where).resolve()
-        return [n for n in names if n == "__pycache__" or (base / n) in leave]
+        base = Path(where)
+        return [n for n in names if n == "__pycache__" or (base / n) in leave
+                or (base / n).resolve() in leave]
 
     shutil.copytree(folder, dest, symlinks=True, ignore=ignore, dirs_exist_ok=True)
+    confine.check_outputs(dest, [c.cwd for c in manifest.commands] + [
+        f"{c.cwd}/{o.path}" for c in manifest.commands for o in c.outputs if o.path])
 
 
 def _tail(*texts: str) -> list[str]:
@@ -134,16 +149,19 @@ def _tail(*texts: str) -> list[str]:
 
 def run_command(spec: CommandSpec, *, workdir: Path, host: Host,
                 settings: Mapping[str, Any] | None, tensor_records: TensorRecords,
-                save: Path | None = None, save_all: bool = False) -> dict[str, Any]:
+                save: Path | None = None, save_all: bool = False,
+                sandbox: Sandbox | None = None) -> dict[str, Any]:
     """Run ``spec`` in ``workdir`` (a prepared copy of the paper folder) and record it;
     ``save``: copy its outputs there (``saved_path``), all of them with ``save_all``, else
-    those declared with ``save = true``."""
+    those declared with ``save = true``. ``sandbox``: where it runs (``sandbox.detect()``
+    when not given), recorded as the record's ``sandbox``."""
+    sandbox = sandbox if sandbox is not None else detect_sandbox()
     cwd = workdir / spec.cwd
     record: dict[str, Any] = {
         "run": list(spec.argv), "cwd": spec.cwd, "python_hash_seed": spec.hash_seed,
         "threads": spec.threads, "deterministic": spec.deterministic,
         "settings": dict(settings) if settings is not None and spec.deterministic else None,
-        "timeout": spec.timeout}
+        "timeout": spec.timeout, "sandbox": sandbox.record(network=spec.network)}
     with tempfile.TemporaryDirectory(prefix="samebits-paper.") as tmp:
         hook_dir = Path(tmp) / "hook" if spec.deterministic and settings is not None else None
         if hook_dir is not None:
@@ -155,7 +173,11 @@ def run_command(spec: CommandSpec, *, workdir: Path, host: Host,
                                                settings=settings if hook_dir else None)
         record.update(env=recorded, inherited=inherited)
         out_path, err_path = Path(tmp) / "stdout", Path(tmp) / "stderr"
-        status, code = _execute(spec, cwd=cwd, env=env, stdout=out_path, stderr=err_path)
+        argv = functools.partial(sandbox.argv, spec.argv, cwd=cwd, env=env,
+                                 writable=(workdir, Path(tmp)), network=spec.network,
+                                 readable=readable_for(host.bin))
+        status, code = _execute(spec, cwd=cwd, env=env, stdout=out_path, stderr=err_path,
+                                argv=argv)
         stdout = out_path.read_text(errors="replace")
         stderr = err_path.read_text(errors="replace")
         record["status"], record["exit_code"] = status, code
@@ -167,13 +189,13 @@ def run_command(spec: CommandSpec, *, workdir: Path, host: Host,
             record["outputs"] = [_declared(o) for o in spec.outputs]
             return record
         streams = {"stdout": stdout, "stderr": stderr}
-        files = [cwd / o.path for o in spec.outputs if o.path and o.kind == "tensors"
-                 and (cwd / o.path).is_file()]
+        files = [f for o in spec.outputs if o.path and o.kind == "tensors"
+                 and (f := _plain(workdir, f"{spec.cwd}/{o.path}")) is not None]
         tensors = tensor_records(files) if files else {}
-        record["outputs"] = [_output(o, cwd=cwd, streams=streams, tensors=tensors)
-                             for o in spec.outputs]
+        record["outputs"] = [_output(o, root=workdir, cwd=spec.cwd, streams=streams,
+                                     tensors=tensors) for o in spec.outputs]
         if save is not None:
-            _save(spec, cwd=cwd, streams=streams, root=save, every=save_all)
+            _save(spec, root=workdir, streams=streams, dest=save, every=save_all)
     return record
 
 
@@ -186,10 +208,12 @@ def _unplaced(line: str, workdir: Path) -> str:
 
 
 def _execute(spec: CommandSpec, *, cwd: Path, env: Mapping[str, str], stdout: Path,
-             stderr: Path) -> tuple[str, int | None]:
+             stderr: Path, argv: Callable[[], list[str]] | None = None
+             ) -> tuple[str, int | None]:
     with open(stdout, "wb") as out, open(stderr, "wb") as err:
         try:
-            proc = subprocess.Popen(list(spec.argv), cwd=cwd, env=dict(env), stdout=out,
+            command = argv() if argv is not None else list(spec.argv)
+            proc = subprocess.Popen(command, cwd=cwd, env=dict(env), stdout=out,
                                     stderr=err, stdin=subprocess.DEVNULL,
                                     start_new_session=True)
         except OSError as exc:  # no such program, no such cwd, not executable
@@ -211,16 +235,28 @@ def _declared(o: OutputSpec) -> dict[str, Any]:
     return {"output": o.label, **o.to_json()}
 
 
-def _output(o: OutputSpec, *, cwd: Path, streams: Mapping[str, str],
+def _plain(root: Path, rel: str) -> Path | None:
+    try:
+        return confine.plain_output(root, rel)
+    except confine.UnsafeOutput:
+        return None
+
+
+def _output(o: OutputSpec, *, root: Path, cwd: str, streams: Mapping[str, str],
             tensors: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """The record of one output, read from the scratch copy ``root`` without following a
+    link (``confine``): a link there is the output's ``error``, never its bytes."""
     rec = _declared(o)
     if o.stream is not None:
         data = streams[o.stream].encode()
     else:
-        path = cwd / (o.path or "")
-        if not path.is_file():
+        try:
+            read = confine.read_output(root, f"{cwd}/{o.path}")
+        except confine.UnsafeOutput as exc:
+            return {**rec, "error": exc.message}
+        if read is None:
             return {**rec, "missing": True}
-        data = path.read_bytes()
+        data = read
     rec.update(sha256=hashlib.sha256(data).hexdigest(), size=len(data))
     try:
         if o.kind == "metrics":
@@ -228,7 +264,7 @@ def _output(o: OutputSpec, *, cwd: Path, streams: Mapping[str, str],
         elif o.kind == "curve":
             rec["curve"] = jsonable(values.curve(data.decode(errors="replace"), o))
         elif o.kind == "tensors":
-            got = tensors.get(str(cwd / (o.path or "")), {"error": "not read"})
+            got = tensors.get(str(root / cwd / (o.path or "")), {"error": "not read"})
             if "error" in got:
                 raise ValueError(got["error"])
             rec["tensors"] = got["tensors"]
@@ -260,14 +296,20 @@ def saved_path(root: Path, command: CommandSpec | str, cwd: str, o: OutputSpec |
     return root / name / "files" / cwd / path
 
 
-def _save(spec: CommandSpec, *, cwd: Path, streams: Mapping[str, str], root: Path,
+def _save(spec: CommandSpec, *, root: Path, streams: Mapping[str, str], dest: Path,
           every: bool) -> None:
     for o in spec.outputs:
         if not (o.save or every):
             continue
-        target = saved_path(root, spec, spec.cwd, o)
-        target.parent.mkdir(parents=True, exist_ok=True)
+        target = saved_path(dest, spec, spec.cwd, o)
         if o.stream is not None:
+            target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(streams[o.stream])
-        elif (cwd / (o.path or "")).is_file():
-            shutil.copyfile(cwd / (o.path or ""), target)
+            continue
+        try:  # the bytes as recorded: never through a link (``confine``)
+            data = confine.read_output(root, f"{spec.cwd}/{o.path}")
+        except confine.UnsafeOutput:
+            continue
+        if data is not None:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)

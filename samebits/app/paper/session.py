@@ -36,6 +36,8 @@ from samebits.app.paper import tree as tree_mod
 from samebits.app.paper.judge import CommandVerdict, judge_command
 from samebits.app.paper.manifest import PaperManifest
 from samebits.app.paper.runner import Host, prepare_workdir, run_command, saved_path
+from samebits.app.paper.sandbox import Sandbox
+from samebits.app.paper.sandbox import detect as detect_sandbox
 from samebits.errors import EXIT_DIFFERENT, InputError, SamebitsError, plural
 
 SECTION_FORMAT = 1
@@ -61,12 +63,13 @@ class PaperResult:
 def run_commands(manifest: PaperManifest, *, host: Host, settings: Mapping[str, Any],
                  runtime: Any, save: Path | None, save_all: bool = False,
                  skip: Sequence[Path] = (), files: Collection[str] | None = None,
-                 inputs: Sequence[inputs_mod.InputState] = (),
+                 inputs: Sequence[inputs_mod.InputState] = (), sandbox: Sandbox | None = None,
                  progress: Callable[[str], None] = lambda s: None) -> dict[str, dict[str, Any]]:
-    """The commands, in order, in one scratch copy of the paper folder; name -> record. The
-    copy holds ``files`` (the tree; with the manifest, its lockfile and the inputs) when
-    given, and every fetched input at its path. The first command that fails stops the
-    rest: a later one may need what it did not write."""
+    """The commands, in order, in one scratch copy of the paper folder, each in ``sandbox``
+    (this machine's, ``sandbox.detect()``, when not given); name -> record. The copy holds
+    ``files`` (the tree; with the manifest, its lockfile and the inputs) when given, and every
+    fetched input at its path. The first command that fails stops the rest: a later one may
+    need what it did not write."""
 
     def tensor_records(paths: Sequence[Path]) -> Mapping[str, Mapping[str, Any]]:
         return runtime.errorstats({"records": [str(f) for f in paths]})["records"]
@@ -78,6 +81,9 @@ def run_commands(manifest: PaperManifest, *, host: Host, settings: Mapping[str, 
                 *(_relative(p, folder) for p in (manifest.file, manifest.lockfile))}
         leave += tree_mod.left_out(folder, {k for k in keep if k is not None})
     records: dict[str, dict[str, Any]] = {}
+    box = sandbox if sandbox is not None else detect_sandbox()  # probed once per paper
+    if box.warning:
+        progress(f"paper: {box.warning}")
     with tempfile.TemporaryDirectory(prefix="samebits-paper-run.") as tmp:
         work = Path(tmp) / "paper"
         prepare_workdir(manifest, work, skip=leave)
@@ -86,7 +92,7 @@ def run_commands(manifest: PaperManifest, *, host: Host, settings: Mapping[str, 
             progress(f"paper: {cmd.name}: {' '.join(cmd.argv)}")
             records[cmd.name] = run_command(
                 cmd, workdir=work, host=host, settings=settings,
-                tensor_records=tensor_records, save=save, save_all=save_all)
+                tensor_records=tensor_records, save=save, save_all=save_all, sandbox=box)
             if records[cmd.name].get("status") != "ok":
                 break
     return records
@@ -255,7 +261,7 @@ def paper_step(manifest: PaperManifest | None, authors: Mapping[str, Mapping[str
                            "the commands are not the ones the authors ran: ") + change,
                         covers=tuple(f"paper:{m}" for m in names[where[0]:]))
                   for change, where in changed.items()]
-    notes = [n for v in verdicts for n in v.notes]
+    notes = [n for v in verdicts for n in v.notes] + sandbox_notes(authors, mine)
     levels = {v.level for v in verdicts}
     level: Level | None
     if causes:
@@ -270,6 +276,29 @@ def paper_step(manifest: PaperManifest | None, authors: Mapping[str, Mapping[str
         f"{v.name} {v.level} ({_counts(v)})" for v in verdicts)
     return PaperResult(step=make_step("paper", summary, causes, notes=notes), level=level,
                        commands=tuple(verdicts), records=mine)
+
+
+def sandbox_text(rec: Mapping[str, Any] | None) -> str:
+    """How one record says its command ran: "bubblewrap 0.8.0 (network off)", or the
+    warning of a run without a sandbox; "not recorded" for records older than the key."""
+    box = (rec or {}).get("sandbox")
+    if not isinstance(box, Mapping):
+        return "not recorded"
+    if box.get("kind") == "bubblewrap":
+        return (f"bubblewrap {box.get('version') or ''}".rstrip() + " (writes only inside the "
+                f"scratch copy, network {'on' if box.get('network') else 'off'})")
+    return str(box.get("warning") or "no sandbox")
+
+
+def sandbox_notes(authors: Mapping[str, Mapping[str, Any]],
+                  mine: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """The sandbox of each side's commands, once per distinct way they ran."""
+    out = []
+    for whose, records in (("this audit", mine), ("the authors", authors)):
+        ways = sorted({sandbox_text(r) for r in records.values()})
+        if ways:
+            out.append(f"paper commands of {whose} ran in: {'; '.join(ways)}")
+    return out
 
 
 def _counts(v: CommandVerdict) -> str:

@@ -6,7 +6,9 @@
                             are not metrics; the file's sha256 still covers them.
     curve(text, spec)       {"steps": [...], "series": {name: [...]}}: JSON lines (one object
                             per line), CSV (a header row), or a regex over text lines (the
-                            first group, or the group named by ``step``, is the step).
+                            first group, or the group named by ``step``, is the step),
+                            read with the ``regex`` package under a time limit
+                            (``REGEX_SECONDS`` for all the lines of one output together).
 
 A value that cannot be read is a ``ValueError`` whose message the caller puts after the
 output's name. Steps must be numbers; a step seen twice keeps its last value (a resumed run
@@ -19,11 +21,13 @@ import csv
 import io
 import json
 import math
-import re
+import time
 from collections.abc import Mapping
 from typing import Any
 
-from samebits.app.paper.manifest import OutputSpec
+import regex
+
+from samebits.app.paper.manifest import REGEX_SECONDS, OutputSpec
 
 MAX_POINTS = 1_000_000  # per series: beyond this a curve is not a log line, it is data
 
@@ -87,10 +91,11 @@ def metrics(text: str, fmt: str) -> dict[str, float]:
     return out
 
 
-def curve(text: str, spec: OutputSpec) -> dict[str, Any]:
+def curve(text: str, spec: OutputSpec, *, regex_seconds: float = REGEX_SECONDS
+          ) -> dict[str, Any]:
     points: dict[str, dict[float, float]] = {}
     if spec.fmt == "regex":
-        _regex_points(text, spec, points)
+        _regex_points(text, spec, points, seconds=regex_seconds)
     elif spec.fmt == "csv":
         rows = csv.DictReader(io.StringIO(text))
         _row_points(((i + 2, r) for i, r in enumerate(rows)), spec, points)
@@ -142,11 +147,21 @@ def _row_points(rows: Any, spec: OutputSpec, points: dict[str, dict[float, float
                 _add(points, name, step, value)
 
 
-def _regex_points(text: str, spec: OutputSpec, points: dict[str, dict[float, float]]) -> None:
-    pattern = re.compile(spec.regex or "")
+def _regex_points(text: str, spec: OutputSpec, points: dict[str, dict[float, float]],
+                  *, seconds: float) -> None:
+    """The points of the lines ``spec.regex`` matches, all of its searches over ``text``
+    together within ``seconds``: a pattern that backtracks without end (``((a|aa)+)+x$``)
+    makes the output unreadable, named, instead of hanging samebits."""
+    pattern = regex.compile(spec.regex or "")
     named = spec.step in pattern.groupindex
-    for line in text.splitlines():
-        m = pattern.search(line)
+    deadline = time.monotonic() + seconds
+    for i, line in enumerate(text.splitlines(), 1):
+        try:
+            m = pattern.search(line, timeout=max(deadline - time.monotonic(), 1e-6))
+        except TimeoutError:
+            raise ValueError(f"the regex {spec.regex!r} ran past its time limit of "
+                             f"{seconds:g} s (at line {i}); a pattern that cannot backtrack "
+                             "without end reads the same lines in microseconds") from None
         if m is None:
             continue
         step = _num(m.group(spec.step) if named else m.group(1))
