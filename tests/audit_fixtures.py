@@ -90,6 +90,18 @@ def start(*args: str, cwd: Path, env: dict[str, str]) -> subprocess.Popen[str]:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
+def _archives_folder(lockfile: Path) -> str:
+    """The folder holding every file:// archive the lock names (the test channel's): the
+    reviewer names it, as file:// URLs are read only from folders the user named."""
+    import os
+    from urllib.parse import unquote, urlsplit
+
+    from samebits.lockfile import parse_lock
+
+    paths = [unquote(urlsplit(p.url).path) for p in parse_lock(lockfile).packages]
+    return os.path.commonpath(paths)
+
+
 def make_paper(root: Path, installed: Installed) -> Paper:
     folder = root / "paper"
     folder.mkdir(parents=True)
@@ -137,7 +149,8 @@ def run_all(root: Path, paper: Paper) -> dict[str, Run]:
         "tampered-digest": (["audit", *common, "--attestation", str(forged), *here], root, "2",
                             "tampered-digest"),
         "installed": (["audit", str(paper.folder), "--install", "installed-env",
-                       "--no-workloads", "--cache-dir", str(root / "cache"), "--json"],
+                       "--no-workloads", "--cache-dir", str(root / "cache"), "--json",
+                       "--find-links", _archives_folder(paper.lockfile)],
                       root, "2", "installed"),
         "attest-drift": (["attest", *common, "--prefix", str(tampered), "--only", "sum_fp32",
                           "--device", "cpu"], root, "2", "drift.json"),

@@ -343,7 +343,7 @@ def test_install_verdict_is_verify_envs(tmp_path: Path) -> None:
     prefix = tmp_path / "env"
     proc = run_cli("install", str(env.path), "--prefix", str(prefix), "--platform", "linux-64",
                    "--python", sys.executable, "--cache-dir", str(tmp_path / "cache"),
-                   "--json", cwd=tmp_path)
+                   "--find-links", str(tmp_path / "wheels"), "--json", cwd=tmp_path)
     assert proc.returncode == 1, proc.stderr
     mine = json.loads(proc.stdout)
     alone = subprocess.run([sys.executable, "-m", "verify", "env", "--prefix", str(prefix),

@@ -34,7 +34,10 @@ LINE = f"{sys.version_info[0]}.{sys.version_info[1]}"
 
 def samebits(*args: str, cwd: Path, umask: int | None = None,
              tz: str | None = None) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), **({"TZ": tz} if tz else {})}
+    # the tests' locks name file:// archives beside their lockfiles/ folder: the user's own
+    # folder, as SAMEBITS_FIND_LINKS names it (file:// is read only from named folders)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "SAMEBITS_FIND_LINKS": str(cwd.parent),
+           **({"TZ": tz} if tz else {})}
     return subprocess.run([sys.executable, "-m", "samebits", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=600,
                           preexec_fn=(lambda: os.umask(umask)) if umask is not None else None)
@@ -254,7 +257,7 @@ def test_kill_during_fill_leaves_a_usable_cache(tmp_path: Path) -> None:
     install succeeds, identical; leftover temporary folders are swept."""
     lock = small_lock(tmp_path, big=64 << 20)
     cache = tmp_path / "cache"
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "SAMEBITS_FIND_LINKS": str(tmp_path)}
     for i, delay in enumerate(KILL_AFTER):
         proc = subprocess.Popen(
             [sys.executable, "-m", "samebits", "install", str(lock), "--prefix",
@@ -286,7 +289,7 @@ def test_concurrent_installs_share_one_cache(tmp_path: Path) -> None:
     """Three installs of one lock at once, cold cache: all identical, one entry each."""
     lock = small_lock(tmp_path, big=8 << 20)
     cache = tmp_path / "cache"
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "SAMEBITS_FIND_LINKS": str(tmp_path)}
     procs = [subprocess.Popen(
         [sys.executable, "-m", "samebits", "install", str(lock), "--prefix",
          str(tmp_path / f"c{i}"), "--platform", "linux-64", "--python", sys.executable,
