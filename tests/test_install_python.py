@@ -100,7 +100,8 @@ def test_install_finds_python_behind_a_shim(tmp_path: Path) -> None:
                "HOME": str(tmp_path), "PYTHONPATH": str(root)}
     proc = subprocess.run([sys.executable, "-m", "samebits", "install", str(env.path),
                            "--prefix", str(tmp_path / "env"), "--platform", "linux-64",
-                           "--cache-dir", str(tmp_path / "cache")], env=run_env,
+                           "--cache-dir", str(tmp_path / "cache"),
+                           "--find-links", str(tmp_path / "wheels")], env=run_env,
                           capture_output=True, text=True, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr + proc.stdout
     assert os.path.realpath(tmp_path / "env" / "bin" / "python") == EXE

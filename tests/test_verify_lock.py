@@ -134,7 +134,7 @@ def test_misnamed_wheel_installs_and_verifies(tmp_path: Path) -> None:
     prefix = tmp_path / "env"
     proc = run_cli("install", str(env.path), "--prefix", str(prefix), "--platform", "linux-64",
                    "--python", sys.executable, "--cache-dir", str(tmp_path / "cache"),
-                   "--json", cwd=tmp_path)
+                   "--find-links", str(tmp_path / "wheels"), "--json", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)["verify"]
     assert report["findings"] == []
