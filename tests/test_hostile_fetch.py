@@ -249,3 +249,23 @@ def test_a_pypi_only_pixi_lock_installs_with_python(tmp_path: Path) -> None:
     assert "result: identical (exit 0)" in proc.stdout
     line = f"python{sys.version_info.major}.{sys.version_info.minor}"
     assert (tmp_path / "env" / "lib" / line / "site-packages" / "tiny").is_dir()
+
+
+@pytest.mark.parametrize("dependencies", ["1", "[{}]", '["six"]'])
+def test_a_uv_lock_of_the_wrong_shape_is_a_lockfile_error(tmp_path: Path,
+                                                          dependencies: str) -> None:
+    """uv.lock whose dependencies are a number, a table without a name or a bare string
+    (found by `nox -s fuzz`): a LockfileError naming the file, not a traceback."""
+    from samebits.errors import LockfileError
+    from samebits.foreign.model import ReadOptions
+    from samebits.lockread import load_lock
+
+    text = (ROOT / "tests" / "data" / "foreign" / "pypi" / "uv.lock").read_text()
+    head, sep, rest = text.partition('[[package]]\nname = "python-dateutil"')
+    body = rest.replace('dependencies = [\n    { name = "six" },\n]',
+                        f"dependencies = {dependencies}", 1)
+    path = tmp_path / "uv.lock"
+    path.write_text(head + sep + body)
+    with pytest.raises(LockfileError) as info:
+        load_lock(path, ReadOptions(platforms=("linux-64",), python="3.11"))
+    assert info.value.message.startswith(f"{path}: ")

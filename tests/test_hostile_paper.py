@@ -305,3 +305,18 @@ def test_a_fifo_in_a_paper_is_refused_not_read(tmp_path: Path, what: str) -> Non
     assert isinstance(exc, SamebitsError | ManifestError)
     assert f"{tmp_path / name}: " in exc.message and "cannot read: not a regular file" in \
         exc.message
+
+
+def test_an_attestation_with_a_list_for_a_table_is_bad_input() -> None:
+    """predicate.facts.cpu = [] (found by `nox -s fuzz`): an InputError naming the source,
+    not an AttributeError."""
+    from samebits.errors import InputError
+    from verify.attest import parse_attestation
+
+    doc = build_statement(facts=sample_facts(), device="cpu",
+                          settings={"profile": "deterministic"}, workloads={}, suite_version=1,
+                          environment={"environment": "e" * 64})
+    doc["predicate"]["facts"]["cpu"] = []
+    with pytest.raises(InputError) as info:
+        parse_attestation(doc, source="paper/ref.json")
+    assert info.value.message.startswith("paper/ref.json: ")

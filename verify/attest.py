@@ -165,7 +165,7 @@ def parse_attestation(doc: Any, *, source: str) -> Attestation:
             settings=dict(pred["settings"]), workloads=dict(workloads),
             fingerprints=_optional(pred, "fingerprints"), paper=_optional(pred, "paper"),
         )
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:  # a list for a table
         raise InputError(f"{source}: malformed attestation: {clip(repr(exc), 200)}") from None
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from samebits.errors import LockfileError
+from samebits.errors import LockfileError, clip
 from samebits.foreign.model import Conversion, Converted, Dropped, ReadOptions
 
 __all__ = ["Conversion", "Converted", "Dropped", "ReadOptions", "read_foreign", "sniff",
@@ -69,8 +69,19 @@ def sniff(path: Path, text: str) -> str:
 
 def read_foreign(path: Path, text: str, *, fmt: str, options: ReadOptions,
                  source: str | None = None) -> Converted:
-    """Convert ``text`` (of format ``fmt``, not conda-lock) into a ``Lock``."""
+    """Convert ``text`` (of format ``fmt``, not conda-lock) into a ``Lock``. A document of
+    the right syntax but the wrong shape (a number where a list of tables belongs, a table
+    without its ``name``) is a LockfileError naming the file, whichever reader met it."""
     source = source or str(path)
+    try:
+        return _read_foreign(path, text, fmt=fmt, options=options, source=source)
+    except (KeyError, TypeError, AttributeError, IndexError) as exc:
+        raise LockfileError(f"{source}: not a {fmt} samebits can read: a value of the wrong "
+                            f"kind ({type(exc).__name__}: {clip(str(exc), 120)})") from None
+
+
+def _read_foreign(path: Path, text: str, *, fmt: str, options: ReadOptions,
+                  source: str) -> Converted:
     if fmt == "pixi.lock":
         from samebits.foreign.pixi import read_pixi
 
