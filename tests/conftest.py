@@ -24,7 +24,8 @@ pytest_plugins = ["tests.lock_fixtures", "tests.render_fixtures", "tests.verify_
 # Outside programs tests may run -> the Debian package that provides each.
 APT_PACKAGES = {"skopeo": "skopeo", "umoci": "umoci", "chromium": "chromium",
                 "nix": "nix-bin", "nix-build": "nix-bin", "nix-store": "nix-bin",
-                "nix-instantiate": "nix-bin", "zstd": "zstd", "pigz": "pigz"}
+                "nix-instantiate": "nix-bin", "zstd": "zstd", "pigz": "pigz",
+                "slurmctld": "slurm-wlm", "munged": "munge", "bwrap": "bubblewrap"}
 APT_LINE = ("apt-get install --no-install-recommends "
             + " ".join(dict.fromkeys(APT_PACKAGES.values())))
 

@@ -79,7 +79,8 @@ run = ["{sys.executable}", "-c", "open('{marker}', 'w')"]
     assert steps["signature"].status == "failed"
     assert [(n, s.status, s.summary) for n, s in steps.items() if n not in (
         "signature", "lockfile")] == [(n, "skipped", UNTRUSTED) for n in (
-            "environment", "preflight", "verify-env", "workloads", "compare", "paper")]
+            "code", "inputs", "environment", "preflight", "verify-env", "workloads", "compare",
+            "paper")]
     assert result.verdict.level == "not-reproduced"
     text = audit_text(build_document(result), {}, 1)
     assert f"environment  skipped  {UNTRUSTED}" in text

@@ -213,6 +213,26 @@ def test_inputs_read_and_fetched(tmp_path: Path) -> None:
     assert not (cache / "inputs" / sha(DATA) / "remote.csv").exists()
 
 
+def test_file_inputs_read_only_from_named_folders(tmp_path: Path) -> None:
+    """A file:// input (the real fetch) is read from below the paper folder or a folder the
+    reviewer names (--find-links), never from elsewhere or from a device: a hostile manifest
+    cannot make the audit read /dev/zero or a private file into its cache."""
+    outside = tmp_path / "outside" / "remote.csv"
+    outside.parent.mkdir()
+    outside.write_bytes(DATA)
+    m = paper(tmp_path / "paper", f'[[inputs]]\npath = "data/x.csv"\nsha256 = "{sha(DATA)}"\n'
+              f'url = "{outside.as_uri()}"\n[[inputs]]\npath = "data/z"\nsha256 = "{sha(DATA)}"'
+              '\nurl = "file:///dev/zero"\n')
+    states = check_inputs(m, cache=tmp_path / "cache")
+    assert states[0].problem is not None and "outside the folders" in states[0].problem
+    assert states[1].problem is not None and "outside the folders" in states[1].problem
+    named = check_inputs(m, cache=tmp_path / "cache", roots=[outside.parent, Path("/dev")])
+    assert named[0].problem is None
+    assert named[1].problem is not None and "not a regular file" in named[1].problem
+    assert [p.name for p in (tmp_path / "cache" / "inputs").rglob("*") if p.is_file()] == [
+        "remote.csv"]
+
+
 def test_inputs_against_the_attested(tmp_path: Path) -> None:
     """The reviewer's inputs against the attested ones: a changed file names the input and
     both digests (and a moved pin), an input declared on one side only is named."""

@@ -170,7 +170,7 @@ def run_audit(req: AuditRequest, *, runtime_for: RuntimeFactory | None = None,
         progress("code and inputs")  # the paper's own files first: a cause before its effects
         env = req.prefix or req.install or Path(sys.prefix)  # an environment is no code
         checked = check_paper(req.paper, authors.paper, cache=req.cache,
-                              skip=[Path(req.out), Path(env)])
+                              skip=[Path(req.out), Path(env)], roots=req.sources.local_roots)
         steps += [checked.code, checked.inputs]
 
     progress("environment")

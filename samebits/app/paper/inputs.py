@@ -93,15 +93,26 @@ def _fetch(spec: InputSpec, cache: Path, fetch: Fetch) -> InputState:
     return InputState(spec=spec, sha256=spec.sha256, source=kept)
 
 
-def check_inputs(manifest: PaperManifest, *, cache: Path | None = None,
-                 fetch: Fetch | None = None) -> tuple[InputState, ...]:
-    """Every input of ``manifest``, read or fetched, against the sha256 it pins."""
-    from samebits.install.fetch import fetch_url
+def default_fetch(manifest: PaperManifest, roots: Sequence[Path] = ()) -> Fetch:
+    """fetch_url under the fetch cap, reading a file:// URL only from below the paper's
+    folder or ``roots`` (the folders the user named: --find-links), never from a device,
+    as for a lock's files (``samebits.install.fetch``)."""
+    from samebits.install.fetch import MAX_FETCH_ENV, Limits, fetch_url, max_fetch_bytes
 
+    limits = Limits(max_bytes=max_fetch_bytes(), why=f"the fetch cap ({MAX_FETCH_ENV})",
+                    roots=tuple(dict.fromkeys(Path(os.path.realpath(r))
+                                              for r in (manifest.folder, *roots))))
+    return lambda url, dest: fetch_url(url, dest, limits)
+
+
+def check_inputs(manifest: PaperManifest, *, cache: Path | None = None,
+                 fetch: Fetch | None = None,
+                 roots: Sequence[Path] = ()) -> tuple[InputState, ...]:
+    """Every input of ``manifest``, read or fetched, against the sha256 it pins."""
     out = []
     for spec in manifest.inputs:
         if spec.url is not None:
-            out.append(_fetch(spec, cache_folder(cache), fetch or fetch_url))
+            out.append(_fetch(spec, cache_folder(cache), fetch or default_fetch(manifest, roots)))
             continue
         p = manifest.folder / spec.path
         if p.is_symlink() or not p.is_file():

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import re
 import shlex
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath

@@ -325,7 +325,7 @@ class Checked:
 
 def check_paper(manifest: PaperManifest | None, paper: Mapping[str, Any] | None, *,
                 skip: Sequence[Path] = (), cache: Path | None = None,
-                fetch: inputs_mod.Fetch | None = None) -> Checked:
+                fetch: inputs_mod.Fetch | None = None, roots: Sequence[Path] = ()) -> Checked:
     """The audit's ``code`` and ``inputs`` steps: the reviewer's files against the attested
     tree and inputs; what the commands will be given."""
     if manifest is None:
@@ -351,7 +351,7 @@ def check_paper(manifest: PaperManifest | None, paper: Mapping[str, Any] | None,
         code = make_step("code", summary,
                          [cause("code", d, covers=("paper:*",)) for d in check.differences],
                          notes=check.notes)
-    states = inputs_mod.check_inputs(manifest, cache=cache, fetch=fetch)
+    states = inputs_mod.check_inputs(manifest, cache=cache, fetch=fetch, roots=roots)
     if paper is None or (not manifest.inputs and "inputs" not in paper):
         inputs = skipped("inputs", "not checked: no [[inputs]] declared (data read from the "
                          "paper folder is part of its code tree)" if paper is not None else
