@@ -144,10 +144,10 @@ def fuzz(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff; then mypy, strict on the core (samebits but samebits.app) and default checks on
-    verify and samebits.app (pyproject.toml [tool.mypy]), against the installed packages."""
+    """ruff; then mypy, strict on the core (samebits) and default checks on
+    verify and samebits_app (pyproject.toml [tool.mypy]), against the installed packages."""
     session.install("ruff")
-    session.run("ruff", "check", "samebits", "verify", "tests", "noxfile.py")
+    session.run("ruff", "check", "samebits", "samebits_app", "verify", "tests", "noxfile.py")
     install_cpu_torch(session)  # verify's workloads are typed against torch
     session.install("-e", ".[gpu]", "mypy==2.4.1", "types-PyYAML")
     session.run("mypy")

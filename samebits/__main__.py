@@ -1,5 +1,5 @@
 import sys
 
-from samebits.app.cli import main
+from samebits_app.cli import main
 
 sys.exit(main())

@@ -13,7 +13,7 @@ and which libraries load before the process runs its own first line.
 A paper manifest may ask to keep some of them (``keep-env = ["LD_LIBRARY_PATH"]``): those
 pass as the caller has them (or stay unset, when the caller has none; ``PYTHONNOUSERSITE``
 kept: the caller's user site as it is). Whatever is kept is in the child's environment, where
-the facts probe records it (``verify.facts.model.NUMERIC_ENV_NAMES``) and ``audit`` compares it.
+the facts probe records it (``verify.gpu.facts.model.NUMERIC_ENV_NAMES``) and ``audit`` compares it.
 
 ``child_environ`` is pure: the caller's mapping in, a new dict out. Standard library only
 (the workload worker's closure imports nothing else).

@@ -1,6 +1,6 @@
 """Every failure a user can see, as one exception tree.
 
-The CLI (``samebits.app.cli``) is the one edge that turns these into ``error: ...`` plus an
+The CLI (``samebits_app.cli``) is the one edge that turns these into ``error: ...`` plus an
 optional ``hint: ...`` and an exit code; nothing below it prints or exits.
 
     SamebitsError                 exit 2 unless a subclass says otherwise

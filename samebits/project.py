@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from samebits.errors import UsageError, clip
-from samebits.lockfile import LOCK_SUFFIX
-from samebits.specio import is_abstract
+from samebits.lock.model import LOCK_SUFFIX
+from samebits.spec.read import is_abstract
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

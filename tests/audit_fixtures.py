@@ -96,7 +96,7 @@ def _archives_folder(lockfile: Path) -> str:
     import os
     from urllib.parse import unquote, urlsplit
 
-    from samebits.lockfile import parse_lock
+    from samebits.lock.model import parse_lock
 
     paths = [unquote(urlsplit(p.url).path) for p in parse_lock(lockfile).packages]
     return os.path.commonpath(paths)

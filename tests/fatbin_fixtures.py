@@ -1,5 +1,6 @@
 """Byte-exact fatbins and minimal ELF files for the reader's tests, laid out as
-``verify/fatbin.py``'s docstring describes (and as the real files the network tests read are).
+``verify/kernels/fatbin.py``'s docstring describes (and as the real files the network tests read
+are).
 
 Real fatbins only come from NVIDIA's tools; the tests that need them download wheels
 (tests/test_coverage_network.py). These build inputs for the failure modes and the rules.
@@ -11,7 +12,7 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from verify.fatbin import FLAG_ARCH_SPECIFIC, FLAG_FAMILY, FLAG_LZ4, FLAG_ZSTD, MAGIC
+from verify.kernels.fatbin import FLAG_ARCH_SPECIFIC, FLAG_FAMILY, FLAG_LZ4, FLAG_ZSTD, MAGIC
 
 ENTRY = struct.Struct("<HHIQIIHHIIIQQQ")
 

@@ -47,7 +47,7 @@ def main() -> int:
     mode, _, spec = spec.rpartition(":")
     workload, _, rank = spec.partition("@")
     fault = hang if mode == "hang" else flip_first_output
-    import verify.workloads as workloads
+    import verify.gpu.workloads as workloads
 
     if int(os.environ.get("RANK", "-1")) == int(rank):
         run_one = workloads._run_one

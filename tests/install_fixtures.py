@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from samebits.lockfile import Lock, LockedPackage, render_lock
+from samebits.lock.model import Lock, LockedPackage, render_lock
 from samebits.render.source import LockedEnv, load_locked_env
 
 PLACEHOLDER = "/opt/conda-bld/placehold_" + "p" * 80   # 104 characters, like conda-build's

@@ -1,4 +1,4 @@
-"""verify.attest: the in-toto Statement, its canonical bytes, and reading one back."""
+"""verify.gpu.attest: the in-toto Statement, its canonical bytes, and reading one back."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 
 from samebits.errors import InputError
 from tests.test_facts import sample_facts
-from verify.attest import (
+from verify.gpu.attest import (
     PREDICATE_TYPE,
     STATEMENT_TYPE,
     LockInfo,

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from samebits.app.cli import main
-from samebits.lockfile import lock_digest
+from samebits.lock.model import lock_digest
+from samebits_app.cli import main
 from tests.audit_fixtures import (  # noqa: F401  (fixtures)
     SUBSET,
     TAMPERED,
@@ -26,7 +26,7 @@ from tests.audit_fixtures import (  # noqa: F401  (fixtures)
     vchannel,
     wheel,
 )
-from verify.attest import read_attestation
+from verify.gpu.attest import read_attestation
 
 REPORT_FILES = ("audit.json", "audit.md", "audit.html", "sbom.cdx.json",
                 "reviewer.attestation.json", "outputs/outputs.json")
@@ -191,7 +191,7 @@ def test_bad_input_exits_2(argv: list[str], message: str, paper: Paper,
 
 def test_workers_need_only_torch() -> None:
     """What runs in the audited environment imports no samebits dependency beyond torch."""
-    code = ("import sys, verify.workloads.__main__, verify.compare, verify.errorstats; "
+    code = ("import sys, verify.gpu.workloads.__main__, verify.gpu.compare, verify.gpu.errorstats; "
             "print(sorted({m.split('.')[0] for m in sys.modules} & {'yaml', 'conda_lock', "
             "'rattler', 'rich', 'packaging', 'cyclonedx', 'torch', 'elftools'}))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
@@ -221,7 +221,7 @@ def test_interpreter_missing(paper: Paper, tmp_path: Path,
 def test_verify_env_api_matches_subprocess(paper: Paper) -> None:
     """The running environment's path (verify env's Python API) and another prefix's
     (`python -m verify env --json`) give the same report."""
-    from samebits.app.audit.envcheck import Located, verify_env
+    from samebits_app.audit.envcheck import Located, verify_env
 
     api = verify_env(Located(prefix=paper.prefix, running=True, how="running"),
                      paper.lockfile, "linux-64")

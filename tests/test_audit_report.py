@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from samebits.app.audit.report_html import CELL_COLOURS, render_html
-from samebits.app.audit.report_md import render_markdown
-from samebits.app.audit.verdict import LEVELS
+from samebits_app.audit.report_html import CELL_COLOURS, render_html
+from samebits_app.audit.report_md import render_markdown
+from samebits_app.audit.verdict import LEVELS
 from tests.audit_fixtures import (  # noqa: F401  (fixtures)
     TAMPERED,
     Run,

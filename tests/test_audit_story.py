@@ -21,16 +21,16 @@ from typing import Any
 
 import pytest
 
-from samebits.app.audit.attesting import AttestRequest, run_attest
-from samebits.app.audit.document import build_document
-from samebits.app.audit.pipeline import Audit, AuditRequest, run_audit
-from samebits.app.audit.report_html import render_html
-from samebits.app.audit.report_md import render_markdown
-from samebits.app.audit.runtime import Measured
-from samebits.app.paper.inputs import PaperInputError
-from samebits.app.paper.manifest import read_manifest
-from samebits.app.paper.session import PaperRunError
 from samebits.errors import ToolError
+from samebits_app.audit.attesting import AttestRequest, run_attest
+from samebits_app.audit.document import build_document
+from samebits_app.audit.pipeline import Audit, AuditRequest, run_audit
+from samebits_app.audit.report_html import render_html
+from samebits_app.audit.report_md import render_markdown
+from samebits_app.audit.runtime import Measured
+from samebits_app.paper.inputs import PaperInputError
+from samebits_app.paper.manifest import read_manifest
+from samebits_app.paper.session import PaperRunError
 from tests.test_facts import sample_facts
 from tests.verify_fixtures import (  # noqa: F401  (fixtures)
     Installed,
@@ -40,7 +40,7 @@ from tests.verify_fixtures import (  # noqa: F401  (fixtures)
     vchannel,
     wheel,
 )
-from verify.workloads.settings import PROFILES
+from verify.gpu.workloads.settings import PROFILES
 
 NAMES = ("gemm_fp32", "sum_fp32", "randn")
 DATA = "1.5\n"

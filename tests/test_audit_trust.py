@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from samebits import dsse
-from samebits.app.cli import main
+from samebits_app.cli import main
 from tests.audit_fixtures import (  # noqa: F401  (fixtures)
     Paper,
     elves,
@@ -24,7 +24,7 @@ from tests.audit_fixtures import (  # noqa: F401  (fixtures)
     wheel,
 )
 from tests.test_dsse import in_toto_verifies
-from verify.attest import statement_bytes
+from verify.gpu.attest import statement_bytes
 
 # signed attestations and audits end to end: slow, left out of CI's `nox -s tests`
 pytestmark = pytest.mark.slow

@@ -1,16 +1,16 @@
-"""samebits.app.audit.verdict: the levels as data, decide, and the runtime judgement; pure."""
+"""samebits_app.audit.verdict: the levels as data, decide, and the runtime judgement; pure."""
 
 from __future__ import annotations
 
 import pytest
 
-from samebits.app.audit.runtime import settings_of
-from samebits.app.audit.verdict import LEVELS, ORDER, Step, Verdict, decide, judge_runtime
 from samebits.errors import InputError
+from samebits_app.audit.runtime import settings_of
+from samebits_app.audit.verdict import LEVELS, ORDER, Step, Verdict, decide, judge_runtime
 from tests.test_facts import sample_facts
-from verify.attest import Attestation, build_statement, parse_attestation
-from verify.compare import GROUP_WHY, compare
-from verify.errorstats import OutputError
+from verify.gpu.attest import Attestation, build_statement, parse_attestation
+from verify.gpu.compare import GROUP_WHY, compare
+from verify.gpu.errorstats import OutputError
 
 DET = {"profile": "deterministic", "deterministic_algorithms": True,
        "float32_matmul_precision": "highest", "cudnn_allow_tf32": False}
@@ -173,7 +173,7 @@ def test_settings_of_unknown_profile() -> None:
 def test_compare_summary_counts() -> None:
     """The compare step's summary names what it counts: 2 unavailable on both sides are not
     counted as bit-identical."""
-    from samebits.app.audit.pipeline import counts_text
+    from samebits_app.audit.pipeline import counts_text
 
     both = {"randn": {"status": "unavailable"}}
     report = compare(att(changed=both), att(changed={**both, "sum_fp32": ok("f")},
@@ -185,7 +185,7 @@ def test_compare_summary_counts() -> None:
 def test_story_one_reason_per_cause() -> None:
     """A known cause lists the divergences it can explain under it; a divergence no cause
     explains stands alone, worded as such; order is the steps' order."""
-    from samebits.app.audit.verdict import cause, divergence, story
+    from samebits_app.audit.verdict import cause, divergence, story
 
     seed = cause("manifest", "train: env SEED = '1' (attested: '0')",
                  covers=("paper:train", "paper:eval"))
@@ -203,7 +203,7 @@ def test_story_one_reason_per_cause() -> None:
 def test_decide_tells_one_story() -> None:
     """The code step's cause explains the paper step's divergences: the verdict lists one
     reason, the code, with the divergence under it, never the divergence beside it."""
-    from samebits.app.audit.verdict import cause, divergence, step
+    from samebits_app.audit.verdict import cause, divergence, step
 
     code = step("code", "1 of 2 files differ", [cause("code", "code differs: train.py",
                                                       covers=("paper:*",))])

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from samebits.lockfile import Lock, LockedPackage, render_lock
+from samebits.lock.model import Lock, LockedPackage, render_lock
 from tests.fakewheels import Wheel, wheel_bytes_to
 from tests.fatbin_fixtures import Sec, elf, fatbin, ptx, sass
-from verify.coverage import Coverage
-from verify.coverage_report import markdown, platform_doc
+from verify.kernels.coverage import Coverage
+from verify.kernels.report import markdown, platform_doc
 
 ROOT = Path(__file__).resolve().parents[1]
 PLATFORM = "linux-64"
@@ -169,7 +169,7 @@ def test_committed_coverage_files_are_fresh() -> None:
 def test_committed_tables_follow_from_their_libraries(lock: Path) -> None:
     """The decisions and the Markdown in each committed table are what today's rules make of
     the libraries it records: a rule change without `nox -s coverage` fails here."""
-    from verify.coverage_report import _lean
+    from verify.kernels.report import _lean
 
     json_path = lock.with_name(lock.name.replace(".conda-lock.yml", ".coverage.json"))
     doc = json.loads(json_path.read_text())
@@ -238,8 +238,8 @@ def test_verify_env_reports_the_kernels(tmp_path: Path, linkage: bool) -> None:
 def test_audit_preflight_names_what_the_lock_runs_on(tmp_path: Path) -> None:
     """The audit's preflight carries "this lock runs on: ..." from the environment's kernels,
     and fails when the GPU in use is not among them."""
-    from samebits.app.audit.pipeline import with_kernel_coverage
-    from samebits.app.audit.verdict import Step
+    from samebits_app.audit.pipeline import with_kernel_coverage
+    from samebits_app.audit.verdict import Step
     from tests.test_facts import H200, sample_facts
 
     prefix = _installed(tmp_path)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from samebits.childenv import child_environ, is_dropped, keepable
-from verify.launch import run_module, worker_environ
+from verify.gpu.launch import run_module, worker_environ
 
 CALLER = {"HOME": "/home/me", "PATH": "/usr/bin", "OMP_NUM_THREADS": "2",
           "PYTHONPATH": "/elsewhere", "PYTHONHOME": "/opt/py", "PYTHONSTARTUP": "/s.py",
@@ -85,14 +85,14 @@ def hostile(tmp_path: Path) -> dict[str, str]:
 
 def _interpreter(environ: dict[str, str], keep: tuple[str, ...] = ()) -> dict:
     """What a worker of attest/audit sees: ``Interpreter._worker``, as the facts probe runs."""
-    from samebits.app.audit.runtime import Interpreter
+    from samebits_app.audit.runtime import Interpreter
 
     return Interpreter(sys.executable, environ=environ, keep=keep)._worker(["-c", SEEN],
                                                                           what="seeing")
 
 
 def _launch(environ: dict[str, str], keep: tuple[str, ...] = ()) -> dict:
-    """What a worker of verify gpu --probe sees: ``verify.launch.run_module``."""
+    """What a worker of verify gpu --probe sees: ``verify.gpu.launch.run_module``."""
     return json.loads(run_module(sys.executable, ["-c", SEEN], environ=environ, keep=keep,
                                  timeout=60).stdout)
 
@@ -120,7 +120,7 @@ def test_verify_gpu_digest_child_is_clean(hostile: dict[str, str], tmp_path: Pat
     """verify gpu's environment-digest process imports from this process's sys.path and runs
     none of the caller's start-up code (here it finds no environment, and says so)."""
     from samebits.errors import InputError
-    from verify.cmd_gpu import environment_digests, start_environment_digests
+    from verify.gpu.cmd_gpu import environment_digests, start_environment_digests
 
     marker = tmp_path / "ran"
     site = Path(hostile["PYTHONPATH"])
@@ -137,7 +137,7 @@ def test_verify_gpu_digest_child_is_clean(hostile: dict[str, str], tmp_path: Pat
 def test_a_callers_sitecustomize_does_not_change_the_recorded_facts(tmp_path: Path) -> None:
     """The regression: a sitecustomize.py on the caller's PYTHONPATH that sets a numerics
     variable (a recorded fact) reached the facts process of attest and audit; no longer."""
-    from samebits.app.audit.runtime import Interpreter
+    from samebits_app.audit.runtime import Interpreter
 
     site = tmp_path / "site"
     site.mkdir()
@@ -163,8 +163,8 @@ def test_keep_env_is_attested_and_compared(tmp_path: Path, mine: tuple, attested
                                            reason: str | None) -> None:
     """The attestation's paper section records keep-env; an audit whose manifest keeps other
     start-up variables than the authors' is a reason, naming both."""
-    from samebits.app.paper.manifest import read_manifest
-    from samebits.app.paper.session import keep_env_reason, section
+    from samebits_app.paper.manifest import read_manifest
+    from samebits_app.paper.session import keep_env_reason, section
 
     path = tmp_path / "samebits-paper.toml"
     path.write_text(f"format = 1\nkeep-env = {list(mine)!r}\n"
@@ -180,7 +180,7 @@ def test_a_kept_start_up_variable_is_a_fact_that_explains() -> None:
     """Kept and recorded, a start-up variable that differs between the two runs is a class
     fact every workload is sensitive to (it loads other code): the difference is explained."""
     from tests.test_compare import att, ok
-    from verify.compare import compare
+    from verify.gpu.compare import compare
 
     report = compare(att(env=(("PYTHONPATH", "/opt/a"),)),
                      att(env=(("PYTHONPATH", "/opt/b"),), changed={"randn": ok("f")}))

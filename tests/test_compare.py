@@ -1,4 +1,4 @@
-"""verify.compare: equivalence classes, verdicts, attribution, and error statistics."""
+"""verify.gpu.compare: equivalence classes, verdicts, attribution, and error statistics."""
 
 from __future__ import annotations
 
@@ -13,11 +13,11 @@ import torch
 
 from samebits.errors import InputError
 from tests.test_facts import H200, sample_facts
-from verify.attest import Attestation, build_statement, parse_attestation
-from verify.compare import class_id, compare
-from verify.errorstats import error_stats, output_errors
-from verify.facts import DriverFacts
-from verify.workloads import tensor_bytes
+from verify.gpu.attest import Attestation, build_statement, parse_attestation
+from verify.gpu.compare import class_id, compare
+from verify.gpu.errorstats import error_stats, output_errors
+from verify.gpu.facts import DriverFacts
+from verify.gpu.workloads import tensor_bytes
 
 DET = {"profile": "deterministic", "deterministic_algorithms": True, "cudnn_benchmark": False,
        "float32_matmul_precision": "highest", "cuda_matmul_allow_tf32": False,

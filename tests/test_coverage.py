@@ -1,5 +1,5 @@
-"""verify.coverage and verify.cudastack: the per-GPU rules, the driver floor, the CUDA stack
-read from files. The rules on NVIDIA's real libraries: tests/test_coverage_network.py."""
+"""verify.kernels.coverage and verify.kernels.cudastack: the per-GPU rules, the driver floor, the
+CUDA stack read from files. The rules on NVIDIA's real libraries: tests/test_coverage_network.py."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from verify.coverage import (
+from verify.kernels.coverage import (
     Coverage,
     LibraryCode,
     Target,
@@ -15,9 +15,9 @@ from verify.coverage import (
     decide_library,
     generation_decisions,
 )
-from verify.coverage_report import runs_on_line
-from verify.cudastack import CudaStack, essence, stack_from
-from verify.driverfloor import driver_check
+from verify.kernels.cudastack import CudaStack, essence, stack_from
+from verify.kernels.driverfloor import driver_check
+from verify.kernels.report import runs_on_line
 
 
 def lib(name: str, *groups: Sequence[str], package: str = "pkg 1.0") -> LibraryCode:

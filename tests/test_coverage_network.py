@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from samebits.gpus import registry
 from samebits.install import fetch_all
-from samebits.lockfile import LockedPackage, parse_lock
+from samebits.lock.model import LockedPackage, parse_lock
+from samebits.spec.gpus import registry
 from tests.gpu.cuobjdump_compare import ours, theirs
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -118,8 +118,8 @@ def test_cuda13_locks_have_no_sm70(cache: Path, env: str) -> None:
 def _every_fatbin_archs(cache: Path, env: str) -> list[str]:
     """The plain SASS architectures present in every fatbin of libtorch_cuda.so: what the
     torch build was compiled for (TORCH_CUDA_ARCH_LIST)."""
-    from samebits.app.lockcoverage import lock_coverage
     from samebits.render.source import load_locked_env
+    from samebits_app.lockcoverage import lock_coverage
 
     envobj = load_locked_env(LOCKS / f"{env}.conda-lock.yml", name=env, root=ROOT)
     cov, _ = lock_coverage(envobj, "linux-64", cache, packages=["torch"])
@@ -175,8 +175,8 @@ def test_torch_still_says_so(cache: Path, tmp_path: Path) -> None:
     """The refusal text the attention workload recognises (tests/test_gpu_workloads.py) is in
     the locked torch's libtorch_cuda.so, and the workload's matcher takes it as a refusal."""
     from tests.test_gpu_workloads import CUDNN_REFUSAL
-    from verify.workloads._common import Refused
-    from verify.workloads.attention import no_kernel
+    from verify.gpu.workloads._common import Refused
+    from verify.gpu.workloads.attention import no_kernel
 
     lib = extract(wheel(cache, "hopper", "torch"), "torch/lib/libtorch_cuda.so", tmp_path)
     assert CUDNN_REFUSAL.encode() + b"\0" in lib.read_bytes()

@@ -19,10 +19,10 @@ from cryptography.hazmat.primitives.serialization import (
 )
 
 from samebits import dsse
-from samebits.app.cli import main
 from samebits.errors import InputError
+from samebits_app.cli import main
 from tests.test_facts import sample_facts
-from verify.attest import build_statement, read_attestation, statement_bytes
+from verify.gpu.attest import build_statement, read_attestation, statement_bytes
 
 WORKLOADS = {"sum_fp32": {"status": "ok", "sha256": "a" * 64, "outputs": []}}
 

@@ -1,4 +1,4 @@
-"""verify.facts: the pure parsers, the frozen record's round trip, and one real probe."""
+"""verify.gpu.facts: the pure parsers, the frozen record's round trip, and one real probe."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from samebits.errors import InputError
-from verify.facts import (
+from verify.gpu.facts import (
     CpuFacts,
     DriverFacts,
     Facts,

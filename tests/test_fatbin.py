@@ -1,5 +1,6 @@
-"""verify.fatbin: the container and entry headers, where fatbins are looked for, and every way
-a file can be malformed. The same reader on NVIDIA's real files: tests/test_coverage_network.py."""
+"""verify.kernels.fatbin: the container and entry headers, where fatbins are looked for, and every
+way a file can be malformed. The same reader on NVIDIA's real files:
+tests/test_coverage_network.py."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 
 from tests.fatbin_fixtures import EXEC, Sec, cubin, elf, fatbin, ptx, sass
 from tests.fatbin_fixtures import E as Ent
-from verify.fatbin import (
+from verify.kernels.fatbin import (
     FatbinError,
     parse_fatbin,
     read_code,

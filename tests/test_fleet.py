@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from verify.fleet import analyse, cell_state
-from verify.fleet_html import render_html
+from verify.fleet.html import render_html
+from verify.fleet.report import analyse, cell_state
 
 # torchrun with several ranks: slow, left out of CI's `nox -s tests`
 pytestmark = pytest.mark.slow
@@ -303,7 +303,7 @@ def test_hung_rank_is_named_in_a_partial_report_and_torchrun_shows_the_verdict(
 def test_two_ranks_on_one_gpu_are_refused(checkins: list[dict], expected: list[str]) -> None:
     """Ranks on the same GPU (by UUID; by host and cuda:N when the UUID is unknown) refuse the
     group; CPU ranks share the machine by design."""
-    from verify.fleet_checkin import refusal, shared_devices
+    from verify.fleet.checkin import refusal, shared_devices
 
     assert [s["message"] for s in shared_devices(checkins)] == expected
     why = refusal([{**c, "preflight": []} for c in checkins])
@@ -312,11 +312,11 @@ def test_two_ranks_on_one_gpu_are_refused(checkins: list[dict], expected: list[s
 
 def test_refused_report_renders(tmp_path: Path) -> None:
     """A refused group's report is a format-1 report: text, HTML and fleet-report read it."""
-    from verify.fleet import format_report, refused_report
+    from verify.fleet.report import format_report, refused_report
 
     checkins = [{"rank": r, "host": "a", "local_rank": r, "device": "cuda:0", "gpu_uuid": "u1",
                  "preflight": []} for r in range(2)]
-    from verify.fleet_checkin import refusal
+    from verify.fleet.checkin import refusal
 
     report = refused_report(checkins, refusal(checkins), world_size=2, backend="nccl")
     assert "verdict: REFUSED" in format_report(report)

@@ -1,4 +1,4 @@
-"""Which launcher started a rank, and where its group meets (verify.launcher): the variables
+"""Which launcher started a rank, and where its group meets (verify.fleet.launcher): the variables
 torchrun, srun and mpirun really set, as tables; the real Slurm run is tests/test_slurm.py."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from samebits.errors import UsageError
-from verify.launcher import Rendezvous, expand_hostlist, rendezvous, slurm_port
+from verify.fleet.launcher import Rendezvous, expand_hostlist, rendezvous, slurm_port
 
 SRUN = {"SLURM_PROCID": "3", "SLURM_NTASKS": "4", "SLURM_LOCALID": "1", "SLURM_JOB_ID": "1234",
         "SLURM_STEP_ID": "0", "SLURM_STEP_NODELIST": "gpu[07-08]"}

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from samebits import dsse
-from samebits.app.cli import main
+from samebits_app.cli import main
 from tests.test_dsse import in_toto_verifies
 from tests.test_fleet import ROOT, _env
 

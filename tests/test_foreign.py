@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 from samebits.errors import LockfileError, UsageError
 from samebits.foreign.model import ReadOptions
 from samebits.foreign.target import Target
-from samebits.lockfile import parse_lock
-from samebits.lockread import load_lock, lock_format
+from samebits.lock.model import parse_lock
+from samebits.lock.read import load_lock, lock_format
 from tests.render_fixtures import (  # noqa: F401  (fixtures)
     RenderProject,
     render_project,

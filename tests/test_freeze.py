@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from samebits.lockfile import parse_lock
+from samebits.lock.model import parse_lock
 from tests.render_fixtures import (  # noqa: F401  (fixtures)
     RenderProject,
     package_cache,

@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 from packaging.utils import parse_wheel_filename
 
-from samebits.app.cli import main
-from samebits.lockfile import LockedPackage, parse_lock
+from samebits.lock.model import LockedPackage, parse_lock
+from samebits_app.cli import main
 from tests.fakewheels import Wheel, write_wheels
 
 if sys.version_info >= (3, 11):

@@ -27,10 +27,10 @@ from hypothesis import strategies as st
 
 from samebits.dsse import open_document
 from samebits.errors import InputError, LockfileError, SpecError
-from samebits.lockfile import Lock, parse_lock
-from samebits.spec import PLATFORMS, TABLE_KEYS, TOP_KEYS, EnvironmentSpec
-from samebits.specio import read_spec
-from verify.attest import parse_attestation, read_attestation
+from samebits.lock.model import Lock, parse_lock
+from samebits.spec.model import PLATFORMS, TABLE_KEYS, TOP_KEYS, EnvironmentSpec
+from samebits.spec.read import read_spec
+from verify.gpu.attest import parse_attestation, read_attestation
 
 # database=None: the fuzz writes nothing outside its temp folders (no .hypothesis/ either)
 settings.register_profile("ci", max_examples=150, deadline=None, database=None,
@@ -185,8 +185,8 @@ def test_lockfile_bytes_never_crash(tmp_path: Path, blob: bytes) -> None:
 @pytest.fixture(scope="module")
 def statement() -> dict[str, Any]:
     """A statement built from this machine's real facts (no workloads run)."""
-    from verify.attest import build_statement
-    from verify.facts import detect
+    from verify.gpu.attest import build_statement
+    from verify.gpu.facts import detect
 
     return build_statement(
         facts=detect(), device="cpu", settings={"profile": "deterministic"},
@@ -225,7 +225,7 @@ def test_statement_round_trips(statement: dict[str, Any]) -> None:
 # ------------------------------------------------------------------ paper manifest (paper)
 
 def _paper_maps() -> st.SearchStrategy[dict[str, Any]]:
-    from samebits.app.paper.manifest import COMMAND_KEYS, OUTPUT_KEYS, RUN_KEYS, TOP_KEYS
+    from samebits_app.paper.manifest import COMMAND_KEYS, OUTPUT_KEYS, RUN_KEYS, TOP_KEYS
 
     words = st.sampled_from(["curve", "metrics", "tensors", "file", "stdout", "out/m.json",
                              "../x", "/abs", r"step (\d+) loss (\S+)", "(", "python t.py",
@@ -244,7 +244,7 @@ def _paper_maps() -> st.SearchStrategy[dict[str, Any]]:
 @given(st.deferred(_paper_maps))
 def test_paper_manifest_never_crashes(data: dict[str, Any]) -> None:
     """Any mapping: a manifest, or ManifestError whose every problem names the file."""
-    from samebits.app.paper.manifest import ManifestError, PaperManifest
+    from samebits_app.paper.manifest import ManifestError, PaperManifest
 
     try:
         PaperManifest.from_mapping(data, file=Path("p/samebits-paper.toml"))
@@ -255,7 +255,7 @@ def test_paper_manifest_never_crashes(data: dict[str, Any]) -> None:
 @given(st.one_of(st.binary(max_size=200), st.text(max_size=200).map(str.encode)))
 def test_paper_manifest_bytes_never_crash(tmp_path: Path, blob: bytes) -> None:
     """Any bytes in samebits-paper.toml: a manifest or a ManifestError naming the file."""
-    from samebits.app.paper.manifest import ManifestError, read_manifest
+    from samebits_app.paper.manifest import ManifestError, read_manifest
 
     path = tmp_path / "samebits-paper.toml"
     path.write_bytes(blob)
@@ -285,7 +285,7 @@ def test_envelope_reader_never_crashes(statement: dict[str, Any], data: st.DataO
 @given(st.binary(max_size=300))
 def test_bundle_bytes_never_crash(tmp_path: Path, blob: bytes) -> None:
     """Arbitrary bytes as a bundle (samebits bundle --check) give an InputError naming it."""
-    from samebits.bundleread import check
+    from samebits.bundle.read import check
 
     path = tmp_path / "b.tar"
     path.write_bytes(blob)
@@ -310,7 +310,7 @@ def _fatbin_seed() -> bytes:
 def test_fatbin_reader_never_crashes(data: st.DataObject) -> None:
     """A real-shaped ELF file with fatbins, its bytes mutated anywhere: read_code returns
     fatbins and at most an error message, never an exception."""
-    from verify.fatbin import read_code
+    from verify.kernels.fatbin import read_code
 
     blob = bytearray(_fatbin_seed())
     for _ in range(data.draw(st.integers(1, 8))):
@@ -326,7 +326,7 @@ def test_fatbin_reader_never_crashes(data: st.DataObject) -> None:
 @given(st.binary(max_size=600))
 def test_fatbin_bytes_never_crash(blob: bytes) -> None:
     """Random bytes, with and without the ELF and fatbin magics in front: no exception."""
-    from verify.fatbin import MAGIC_BYTES, read_code, search_fatbins
+    from verify.kernels.fatbin import MAGIC_BYTES, read_code, search_fatbins
 
     for data in (blob, b"\x7fELF\x02\x01\x01" + blob, MAGIC_BYTES + b"\x01\x00\x10\x00" + blob):
         read_code(data, len(data))
@@ -379,7 +379,7 @@ def _read_then_fetch(path: Path, tmp: Path) -> None:
     from samebits.errors import SamebitsError
     from samebits.foreign.model import ReadOptions
     from samebits.install.fetch import prove
-    from samebits.lockread import load_lock
+    from samebits.lock.read import load_lock
 
     try:
         lock = load_lock(path, ReadOptions(platforms=("linux-64",), python="3.11"))
@@ -493,8 +493,8 @@ def test_curve_regexes_never_hang_or_crash(pattern: str, text: str) -> None:
     value that is not a number, the time limit), and never longer than the limit."""
     import time
 
-    from samebits.app.paper.manifest import ManifestError, PaperManifest
-    from samebits.app.paper.values import curve
+    from samebits_app.paper.manifest import ManifestError, PaperManifest
+    from samebits_app.paper.values import curve
 
     doc = {"format": 1, "commands": [{"name": "a", "run": "x", "outputs": [
         {"kind": "curve", "stream": "stdout", "regex": pattern}]}]}
@@ -529,7 +529,7 @@ def test_bundle_unpack_never_crashes_or_escapes(tmp_path: Path, members: list,
     import io
     import tarfile
 
-    from samebits.bundleread import scan
+    from samebits.bundle.read import scan
 
     path = tmp_path / "b.tar"
     with tarfile.open(path, "w") as tar:

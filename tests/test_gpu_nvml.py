@@ -12,9 +12,9 @@ import pytest
 
 from tests.nvml_fake import Gpu, Machine, Slice, fake_nvml
 from tests.test_facts import sample_facts
-from verify.facts import DriverFacts, GpuFacts, merge_gpus
-from verify.facts.driver import probe_driver_and_gpus
-from verify.preflight import check
+from verify.gpu.facts import DriverFacts, GpuFacts, merge_gpus
+from verify.gpu.facts.driver import probe_driver_and_gpus
+from verify.gpu.preflight import check
 
 H200_B = Gpu(uuid="GPU-0a1b2c3e-0000-0000-0000-000000000000")
 

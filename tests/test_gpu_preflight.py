@@ -1,4 +1,4 @@
-"""verify.preflight: every reason a machine cannot give meaningful bits, said before running."""
+"""verify.gpu.preflight: every reason a machine cannot give meaningful bits, said before running."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 
 from samebits.errors import UsageError
 from tests.test_facts import H200, sample_facts
-from verify.facts import DriverFacts
-from verify.preflight import LockNeeds, PreflightError, Problem, check, resolve_device
+from verify.gpu.facts import DriverFacts
+from verify.gpu.preflight import LockNeeds, PreflightError, Problem, check, resolve_device
 
 ROOT = Path(__file__).resolve().parents[1]
 HOPPER = LockNeeds(path="lockfiles/hopper.conda-lock.yml", cuda="12.4",

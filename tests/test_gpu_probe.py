@@ -1,4 +1,4 @@
-"""verify.probe: fresh-process replicas, stability verdicts, and the knob that fixes each."""
+"""verify.gpu.probe: fresh-process replicas, stability verdicts, and the knob that fixes each."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from collections.abc import Mapping, Sequence
 
 import pytest
 
-from verify.probe import classify, format_probe, probe
-from verify.workloads.settings import Settings
+from verify.gpu.probe import classify, format_probe, probe
+from verify.gpu.workloads.settings import Settings
 
 
 def ok(d: str) -> dict:

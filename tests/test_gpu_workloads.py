@@ -1,4 +1,4 @@
-"""verify.workloads: selection, hashing, statuses, saved outputs, and GPU-only determinism."""
+"""verify.gpu.workloads: selection, hashing, statuses, saved outputs, and GPU-only determinism."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import pytest
 import torch
 
 from samebits.errors import UsageError
-from verify.facts import Facts, detect
-from verify.workloads import NAMES, run_suite, select, tensor_bytes
-from verify.workloads.catalog import BY_NAME, CATALOG, FAMILIES
-from verify.workloads.settings import DEFAULT, DETERMINISTIC, readback
+from verify.gpu.facts import Facts, detect
+from verify.gpu.workloads import NAMES, run_suite, select, tensor_bytes
+from verify.gpu.workloads.catalog import BY_NAME, CATALOG, FAMILIES
+from verify.gpu.workloads.settings import DEFAULT, DETERMINISTIC, readback
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +55,7 @@ def test_select_unknown() -> None:
 @pytest.mark.parametrize("family", FAMILIES)
 def test_catalog_matches_code(family: str) -> None:
     """Every catalog entry has a function in its family module, and nothing else does."""
-    module = importlib.import_module(f"verify.workloads.{family}")
+    module = importlib.import_module(f"verify.gpu.workloads.{family}")
     assert set(module.WORKLOADS) == {w.name for w in CATALOG if w.family == family}
 
 
@@ -191,7 +191,7 @@ class _CudaContext:
     takes its CUDA branch (fp16 inputs, every backend tried) on a machine without a GPU."""
 
     def __init__(self, seed: int) -> None:
-        from verify.workloads._common import Context
+        from verify.gpu.workloads._common import Context
 
         self._ctx = Context(device=torch.device("cpu"), seed=seed)
         self.cuda = True
@@ -222,9 +222,9 @@ def test_cudnn_attention_refusal_is_recorded_with_torchs_reason(
     """Deterministic mode's refusal of cuDNN attention is "refused" with PyTorch's reason and
     the profile that runs it, not "unavailable"; the SDPA call is faked at torch's boundary
     (the real one needs a GPU: test_gpu_cudnn_attention_refused)."""
-    from verify import workloads
-    from verify.workloads import attention
-    from verify.workloads._common import seed_for
+    from verify.gpu import workloads
+    from verify.gpu.workloads import attention
+    from verify.gpu.workloads._common import seed_for
 
     monkeypatch.setattr(attention.F, "scaled_dot_product_attention", _torch_refusing_cudnn)
     torch.use_deterministic_algorithms(deterministic)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from packaging.specifiers import SpecifierSet
 
-from samebits.gpus import registry, sass_runs_on
+from samebits.spec.gpus import registry, sass_runs_on
 
 
 @pytest.mark.parametrize(("generation", "cuda", "ok"), [

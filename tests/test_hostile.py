@@ -17,7 +17,7 @@ import pytest
 from samebits.errors import InputError
 from samebits.install import fetch_all
 from samebits.install.sources import Sources
-from samebits.lockfile import LockedPackage
+from samebits.lock.model import LockedPackage
 from samebits.render.archives import MAX_MEMBER_BYTES
 
 

@@ -20,7 +20,7 @@ import pytest
 from samebits.errors import InputError, UnreachableError
 from samebits.install.fetch import Limits, fetch_url, prove
 from samebits.install.sources import Sources
-from samebits.lockfile import LockedPackage
+from samebits.lock.model import LockedPackage
 
 ROOT = Path(__file__).resolve().parents[1]
 STREAM_LIMIT = 32 << 20   # the endless server stops by itself after this many bytes
@@ -173,7 +173,7 @@ def test_a_pylock_wheel_named_well_but_pointing_at_dev_zero_fills_nothing(
         f'hashes = {{ sha256 = "{"0" * 64}" }}\n')
     code = ("import resource, sys\n"
             "resource.setrlimit(resource.RLIMIT_FSIZE, (64 << 20, 64 << 20))\n"
-            "from samebits.app.cli import main\n"
+            "from samebits_app.cli import main\n"
             "sys.exit(main(sys.argv[1:]))\n")
     proc = subprocess.run(
         [sys.executable, "-c", code, "install", str(tmp_path / "pylock.toml"), "--prefix",
@@ -258,7 +258,7 @@ def test_a_uv_lock_of_the_wrong_shape_is_a_lockfile_error(tmp_path: Path,
     (found by `nox -s fuzz`): a LockfileError naming the file, not a traceback."""
     from samebits.errors import LockfileError
     from samebits.foreign.model import ReadOptions
-    from samebits.lockread import load_lock
+    from samebits.lock.read import load_lock
 
     text = (ROOT / "tests" / "data" / "foreign" / "pypi" / "uv.lock").read_text()
     head, sep, rest = text.partition('[[package]]\nname = "python-dateutil"')

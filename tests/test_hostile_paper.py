@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from samebits import dsse
-from samebits.app.paper.manifest import read_manifest
+from samebits_app.paper.manifest import read_manifest
 from tests.install_fixtures import locked_wheel, wheel, write_lock
 from tests.test_facts import sample_facts
-from verify.attest import build_statement, statement_bytes
+from verify.gpu.attest import build_statement, statement_bytes
 
 
 def _keys(root: Path) -> dict[str, Path]:
@@ -44,9 +44,9 @@ def test_a_failed_trust_stops_the_audit_before_anything_of_the_paper_runs(
     """audit --trust KEY.pub of an attestation signed by another key: the signature step
     fails, and nothing is installed, no interpreter of the environment is started, no paper
     command runs; every later step is skipped saying why, the verdict is not-reproduced."""
-    from samebits.app.audit.document import build_document
-    from samebits.app.audit.pipeline import UNTRUSTED, AuditRequest, run_audit
-    from samebits.app.cmd_audit import audit_text
+    from samebits_app.audit.document import build_document
+    from samebits_app.audit.pipeline import UNTRUSTED, AuditRequest, run_audit
+    from samebits_app.cmd_audit import audit_text
 
     keys = _keys(tmp_path)
     marker = tmp_path / "the-paper-ran"
@@ -118,8 +118,8 @@ kind = "metrics"
 
 
 def _run(paper: Path, bin_dir: Path | None = None) -> dict:
-    from samebits.app.paper.runner import Host
-    from samebits.app.paper.session import run_commands
+    from samebits_app.paper.runner import Host
+    from samebits_app.paper.session import run_commands
 
     return run_commands(read_manifest(paper), host=Host(
         bin=bin_dir or Path(sys.executable).parent, environ={}),
@@ -133,7 +133,7 @@ def test_a_link_to_a_stale_file_never_passes_for_an_output(tmp_path: Path, how: 
     judge cannot call the stale file bit-identical."""
     import hashlib
 
-    from samebits.app.paper.judge import judge_output
+    from samebits_app.paper.judge import judge_output
 
     stale = tmp_path / "elsewhere"
     rec = _run(_link_paper(tmp_path / "paper", how, stale))
@@ -154,7 +154,7 @@ def test_a_link_to_a_stale_file_never_passes_for_an_output(tmp_path: Path, how: 
 def test_a_folder_on_an_outputs_path_that_links_out_is_refused_before_running(
         tmp_path: Path) -> None:
     """out -> a folder outside the paper: refused before any command runs, naming it."""
-    from samebits.app.paper.confine import UnsafeOutput
+    from samebits_app.paper.confine import UnsafeOutput
 
     stale = tmp_path / "elsewhere"
     paper = _link_paper(tmp_path / "paper", "a folder on its path is a link", stale)
@@ -237,8 +237,8 @@ def test_the_network_is_off_unless_the_manifest_asks(tmp_path: Path, network: bo
                 "    r = 'reached'\nexcept OSError:\n    r = 'unreachable'\n"
                 "open('out.txt', 'w').write(r)\n")
         paper = _one_command(tmp_path / "paper", code, network=network)
-        from samebits.app.paper.runner import Host
-        from samebits.app.paper.session import run_commands
+        from samebits_app.paper.runner import Host
+        from samebits_app.paper.session import run_commands
 
         save = tmp_path / "saved"
         rec = run_commands(read_manifest(paper), host=Host(bin=Path(sys.executable).parent,
@@ -252,13 +252,13 @@ def test_the_network_is_off_unless_the_manifest_asks(tmp_path: Path, network: bo
 def test_without_a_sandbox_the_record_says_so(tmp_path: Path) -> None:
     """No sandbox (here: SAMEBITS_SANDBOX=none): the command runs, and its record and the
     audit's notes carry the warning."""
-    from samebits.app.paper.sandbox import detect
-    from samebits.app.paper.session import sandbox_notes
+    from samebits_app.paper.sandbox import detect
+    from samebits_app.paper.session import sandbox_notes
 
     box = detect({"SAMEBITS_SANDBOX": "none", "PATH": os.environ["PATH"]})
     assert box.kind == "none"
-    from samebits.app.paper.runner import Host
-    from samebits.app.paper.session import run_commands
+    from samebits_app.paper.runner import Host
+    from samebits_app.paper.session import run_commands
 
     rec = run_commands(read_manifest(_one_command(tmp_path / "paper", "open('out.txt','w')")),
                        host=Host(bin=Path(sys.executable).parent, environ={}), settings={},
@@ -277,10 +277,10 @@ def test_a_fifo_in_a_paper_is_refused_not_read(tmp_path: Path, what: str) -> Non
     with an error naming it, never a reader blocked for ever."""
     import threading
 
-    from samebits.app.paper.manifest import ManifestError
     from samebits.errors import SamebitsError
-    from samebits.lockfile import parse_lock
-    from verify.attest import read_attestation
+    from samebits.lock.model import parse_lock
+    from samebits_app.paper.manifest import ManifestError
+    from verify.gpu.attest import read_attestation
 
     name = {"manifest": "samebits-paper.toml", "lockfile": "conda-lock.yml",
             "attestation": "reference.attestation.json"}[what]
@@ -312,7 +312,7 @@ def test_an_attestation_with_a_list_for_a_table_is_bad_input() -> None:
     """predicate.facts.cpu = [] (found by `nox -s fuzz`): an InputError naming the source,
     not an AttributeError."""
     from samebits.errors import InputError
-    from verify.attest import parse_attestation
+    from verify.gpu.attest import parse_attestation
 
     doc = build_statement(facts=sample_facts(), device="cpu",
                           settings={"profile": "deterministic"}, workloads={}, suite_version=1,

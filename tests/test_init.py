@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from samebits.app.cli import main
-from samebits.lockfile import parse_lock
+from samebits.lock.model import parse_lock
+from samebits_app.cli import main
 from tests.fakewheels import Wheel, write_wheels
 from tests.pypi_index import LocalIndex, Serving
 

@@ -19,8 +19,8 @@ from samebits.foreign.sources_files import (
     read_pyproject,
 )
 from samebits.foreign.target import Target
-from samebits.lockfile import Lock, LockedPackage
-from samebits.specdraft import (
+from samebits.lock.model import Lock, LockedPackage
+from samebits.spec.draft import (
     applicable,
     choose_python,
     newest_upload,
@@ -28,7 +28,7 @@ from samebits.specdraft import (
     range_pythons,
     wheel_pythons,
 )
-from samebits.torchcuda import CudaEvidence, choose_generation, cuda_evidence
+from samebits.spec.torchcuda import CudaEvidence, choose_generation, cuda_evidence
 
 PAPERS = Path(__file__).parent / "data" / "papers-inputs"
 

@@ -20,7 +20,7 @@ import pytest
 from samebits.errors import InputError
 from samebits.install import fetch_all
 from samebits.install.sources import Sources
-from samebits.lockfile import LockedPackage
+from samebits.lock.model import LockedPackage
 from tests.render_fixtures import (  # noqa: F401  (fixtures)
     RenderProject,
     package_cache,

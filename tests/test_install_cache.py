@@ -63,7 +63,7 @@ def install(lock: Path, prefix: Path, cache: Path, *extra: str, umask: int | Non
 
 
 def entry_of(cache: Path, lock: Path, name: str):
-    from samebits.lockfile import parse_lock
+    from samebits.lock.model import parse_lock
 
     p = next(p for p in parse_lock(lock).packages if p.name == name)
     return read_entry(cache, cache_key(p), p.filename)
@@ -227,7 +227,7 @@ def test_hardlinks_share_the_cache_and_a_write_is_caught(tmp_path: Path) -> None
 
 
 def cache_key_of(lock: Path, name: str) -> str:
-    from samebits.lockfile import parse_lock
+    from samebits.lock.model import parse_lock
 
     return cache_key(next(p for p in parse_lock(lock).packages if p.name == name))
 

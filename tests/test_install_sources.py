@@ -20,7 +20,7 @@ import pytest
 from samebits.errors import InputError, UnreachableError
 from samebits.install import install_prefix
 from samebits.install.sources import Sources, sources_from, user_sources
-from samebits.lockfile import LockedPackage
+from samebits.lock.model import LockedPackage
 from samebits.render.source import LockedEnv
 from tests.install_fixtures import wheel, write_lock
 
@@ -189,9 +189,9 @@ def test_sources_flags_then_spec_then_user(tmp_path: Path) -> None:
     spec's. [install] leaves the spec's digest (so the lock's freshness) as it was."""
     import argparse
 
-    from samebits.app.sourceflags import sources_for
     from samebits.project import Project
-    from samebits.spec import spec_digest
+    from samebits.spec.model import spec_digest
+    from samebits_app.sourceflags import sources_for
 
     for d in ("flag", "spec-wheels", "user"):
         (tmp_path / d).mkdir()
@@ -222,8 +222,8 @@ def test_audit_install_takes_the_sources(tmp_path: Path,
                                          capsys: pytest.CaptureFixture[str]) -> None:
     """audit --install installs through the same sources (envcheck.install); --find-links
     without --install is a usage error."""
-    from samebits.app.audit.envcheck import install
-    from samebits.app.cli import main
+    from samebits_app.audit.envcheck import install
+    from samebits_app.cli import main
 
     env, made, _ = _setup(tmp_path, "audit")
     where, step = install(env.path, tmp_path / "audited", platform="linux-64",
@@ -239,8 +239,8 @@ def test_audit_install_takes_the_sources(tmp_path: Path,
 def test_audit_install_of_an_unreachable_host_says_what_to_pass(tmp_path: Path) -> None:
     """audit --install where a host does not answer: the environment step fails, and the
     text report shows the hint naming --find-links and --mirror under it."""
-    from samebits.app.audit.pipeline import AuditRequest, _environment
-    from samebits.app.cmd_audit import audit_text
+    from samebits_app.audit.pipeline import AuditRequest, _environment
+    from samebits_app.cmd_audit import audit_text
 
     env, _, url = _setup(tmp_path, "audit unreachable")
     req = AuditRequest(lockfile=env.path, attestation=tmp_path / "a.json", out=tmp_path,
@@ -268,7 +268,7 @@ def test_paper_lock_installs_with_find_links_opt_wheels(tmp_path: Path) -> None:
     does not resolve here; /opt/wheels holds that very file. Without --find-links the install
     is 'unreachable' (exit 4) with the hint; with it, it installs and verify env is
     identical (the rest comes from PyPI)."""
-    from samebits.lockfile import parse_lock
+    from samebits.lock.model import parse_lock
 
     lock = ROOT / "examples" / "paper" / "conda-lock.yml"
     assert lock.read_bytes() == (ROOT / "lockfiles" / "examples" /

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from samebits.lockfile import parse_lock
+from samebits.lock.model import parse_lock
 from tests.lock_fixtures import TmpProject, conda_spec
 from tests.render_fixtures import RenderProject
 

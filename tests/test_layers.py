@@ -1,14 +1,17 @@
 """The package layers import one way: core -> verify -> composition (README "Layout").
 
-    core         samebits.* except samebits.app: imports nothing of verify or samebits.app
-    verify       verify.*: imports the core only, never samebits.app
-    composition  samebits.app.* (and the ``python -m samebits`` shim): imports both
-    worker       verify.workloads.*, verify.facts.*, verify.errorstats: what runs inside other
-                 people's environments, so only the standard library, torch, nvidia-ml-py,
-                 itself and samebits' stdlib-only errors/_io/childenv
+    core         samebits.*: imports nothing of verify or samebits_app
+    verify       verify.*: imports the core only, never samebits_app
+    composition  samebits_app.* (and the ``python -m samebits`` shim): imports both
+    worker       verify.gpu.workloads.*, verify.gpu.facts.*, verify.gpu.errorstats: what runs
+                 inside other people's environments, so only the standard library, torch,
+                 nvidia-ml-py, itself and samebits' stdlib-only errors/_io/childenv
 
 Imports are read with ``ast`` from every module, including imports inside functions: a lazy
-back-edge is still a back-edge.
+back-edge is still a back-edge. So are the modules a module reaches without an import
+statement: ``importlib.import_module("m")`` (an f-string counts by its constant head), a
+``"-m", "m"`` pair in a command line, and any string that is exactly one of our modules' names
+(``set_forkserver_preload(["verify.env.hashing"])``).
 """
 
 from __future__ import annotations
@@ -23,16 +26,16 @@ from pathlib import Path
 
 import pytest
 
-from verify.workloads.settings import DETERMINISTIC
+from verify.gpu.workloads.settings import DETERMINISTIC
 
 ROOT = Path(__file__).resolve().parent.parent
-WORKER = ("verify.workloads", "verify.facts", "verify.errorstats")
+WORKER = ("verify.gpu.workloads", "verify.gpu.facts", "verify.gpu.errorstats")
 WORKER_MAY_IMPORT = ("torch", "pynvml", "samebits.errors", "samebits._io", "samebits.childenv",
                      *WORKER)
 
 
 def layer(module: str) -> str | None:
-    if module == "samebits.__main__" or module.startswith("samebits.app"):
+    if module == "samebits.__main__" or module.startswith("samebits_app"):
         return "composition"
     if module == "samebits" or module.startswith("samebits."):
         return "core"
@@ -74,15 +77,50 @@ def imports_of(path: Path, text: str) -> list[tuple[int, str]]:
             else:
                 mod = node.module or ""
             out.append((node.lineno, mod))
-            # `from samebits import app` imports samebits.app
+            # `from samebits import app` imports samebits_app
             out.extend((node.lineno, f"{mod}.{a.name}") for a in node.names
                        if layer(f"{mod}.{a.name}") and (ROOT / Path(*f"{mod}.{a.name}"
                                                                    .split("."))).is_dir())
-    return out
+        elif isinstance(node, ast.Call) and _name(node.func) in ("import_module", "__import__") \
+                and node.args and (head := _head(node.args[0])):
+            out.append((node.lineno, head))
+        elif isinstance(node, (ast.List, ast.Tuple)):
+            items = node.elts
+            out.extend((b.lineno, head) for a, b in zip(items, items[1:], strict=False)
+                       if isinstance(a, ast.Constant) and a.value == "-m" and (head := _head(b)))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) \
+                and "." in node.value and is_module(node.value):
+            out.append((node.lineno, node.value))
+    return list(dict.fromkeys(out))  # a "-m" pair's module is also a module-name string
+
+
+def _name(func: ast.expr) -> str:
+    return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+
+
+def _head(node: ast.expr) -> str:
+    """The module a string names: a constant, or an f-string's constant head up to its first
+    placeholder ("verify.gpu.workloads.{family}" -> verify.gpu.workloads)."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.JoinedStr) and node.values \
+            and isinstance(node.values[0], ast.Constant):
+        return str(node.values[0].value).rstrip(".")
+    return ""
+
+
+def is_module(name: str) -> bool:
+    """Whether ``name`` is one of our modules or packages (a file or folder of the tree)."""
+    parts = name.split(".")
+    if layer(name) is None or not all(p.isidentifier() for p in parts):
+        return False
+    path = ROOT / Path(*parts)
+    return path.is_dir() or path.with_suffix(".py").is_file()
 
 
 def modules() -> list[Path]:
-    return sorted(p for pkg in ("samebits", "verify") for p in (ROOT / pkg).rglob("*.py"))
+    return sorted(p for pkg in ("samebits", "samebits_app", "verify")
+                  for p in (ROOT / pkg).rglob("*.py"))
 
 
 def back_edges(sources: dict[Path, str]) -> list[str]:
@@ -117,12 +155,17 @@ def test_no_back_edges() -> None:
 
 
 @pytest.mark.parametrize(("where", "line"), [
-    ("samebits/lockfile.py", "from verify.records import Package\n"),
-    ("samebits/install/prefix.py", "    import samebits.app.cli\n"),
-    ("verify/drift.py", "from samebits.app.audit import verdict\n"),
-    ("verify/workloads/gemm.py", "import yaml\n"),
-    ("verify/facts/cpu.py", "from samebits.lockfile import Lock\n"),
-    ("verify/records.py", "from ..samebits.app import cli\n"),
+    ("samebits/lock/model.py", "from verify.env.records import Package\n"),
+    ("samebits/install/prefix.py", "    import samebits_app.cli\n"),
+    ("verify/env/drift.py", "from samebits_app.audit import verdict\n"),
+    ("verify/gpu/workloads/gemm.py", "import yaml\n"),
+    ("verify/gpu/facts/cpu.py", "from samebits.lock.model import Lock\n"),
+    ("verify/env/records.py", "from ...samebits_app import cli\n"),
+    ("samebits/install/prefix.py", "subprocess.run([sys.executable, '-m', 'verify', 'env'])\n"),
+    ("samebits/render/image.py", "subprocess.run([python, \"-m\", \"samebits_app.cli\"])\n"),
+    ("verify/env/hashing.py", "importlib.import_module(f\"samebits_app.{name}\")\n"),
+    ("verify/gpu/probe.py", "WORKER = \"samebits_app.audit.runtime\"\n"),
+    ("verify/gpu/workloads/gemm.py", "importlib.import_module(\"verify.env.drift\")\n"),
 ])
 def test_one_back_edge_fails(where: str, line: str) -> None:
     """The check is real: one back-edge import added to a module's text is named."""
@@ -168,8 +211,8 @@ def _torch_closure() -> list[Path]:
 
 @pytest.mark.slow
 def test_worker_runs_in_a_torch_only_venv(tmp_path: Path) -> None:
-    """`python -m verify.workloads` and `python -m verify.errorstats` run in a venv that holds
-    torch and its own requirements alone, with samebits' two packages on PYTHONPATH (as
+    """`python -m verify.gpu.workloads` and `python -m verify.gpu.errorstats` run in a venv that
+    holds torch and its own requirements alone, with samebits' two packages on PYTHONPATH (as
     `samebits attest` runs them): no yaml, rattler, packaging or rich needed."""
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
@@ -188,14 +231,14 @@ def test_worker_runs_in_a_torch_only_venv(tmp_path: Path) -> None:
     assert probe.returncode != 0, "the venv must not see this interpreter's packages"
     settings = json.dumps(DETERMINISTIC.to_dict())
     out = tmp_path / "outputs"
-    proc = subprocess.run([python, "-m", "verify.workloads", "--facts", "--only", "sum_fp32",
+    proc = subprocess.run([python, "-m", "verify.gpu.workloads", "--facts", "--only", "sum_fp32",
                            "--settings", settings, "--save-outputs", str(out)],
                           capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert doc["workloads"]["sum_fp32"]["status"] == "ok"
     assert doc["facts"]["torch"]["version"]
-    proc = subprocess.run([python, "-m", "verify.errorstats", str(out), str(out)],
+    proc = subprocess.run([python, "-m", "verify.gpu.errorstats", str(out), str(out)],
                           capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout) == {}

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from samebits.lockfile import parse_lock
+from samebits.lock.model import parse_lock
 from tests.lock_fixtures import TmpProject, conda_spec
 
 
@@ -169,7 +169,7 @@ def test_custom_metadata_and_content_hash(project: TmpProject) -> None:
         "samebits.generation": "blackwell", "samebits.compute-capabilities": "10.0,12.0",
         "samebits.__cuda": "12.8", "samebits.__glibc.linux-64": "2.28",
         "samebits.python": "3.12"}
-    assert len(custom["samebits.spec-digest"]) == 64
+    assert len(custom["samebits.spec.model-digest"]) == 64
     assert list(raw["metadata"]["content_hash"]) == ["linux-64"]
     first_hash = raw["metadata"]["content_hash"]["linux-64"]
     spec = project.spec("env", conda_spec(generation="blackwell", cuda="12.8"))
@@ -260,7 +260,7 @@ def test_libyaml_and_pure_python_emit_the_same_lock() -> None:
     """The lock's bytes do not depend on whether PyYAML was built with libyaml."""
     import yaml
 
-    from samebits.lockfile import dump_yaml, lock_to_dict
+    from samebits.lock.model import dump_yaml, lock_to_dict
 
     if not getattr(yaml, "__with_libyaml__", False):
         pytest.skip("PyYAML without libyaml: only the pure-Python emitter exists here")

@@ -17,12 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from samebits.lockfile import parse_lock
+from samebits.lock.model import parse_lock
 from samebits.solve.indexcache import BadPage, IndexView, cut_page, is_final
 from samebits.solve.indexproxy import IndexProxy
 from samebits.solve.pypi import solve_pypi
 from samebits.solve.wheelmeta import BadWheel, metadata_member
-from samebits.specio import read_spec
+from samebits.spec.read import read_spec
 from tests.fakewheels import Wheel, write_wheels
 from tests.lock_fixtures import TmpProject
 from tests.pypi_index import LocalIndex, Serving
@@ -338,7 +338,7 @@ def test_metadata_member(names: list[str], filename: str, found: str | None) -> 
 def test_content_hash_cache(project: TmpProject, tmp_path: Path, stored: str,
                             read_back: bool) -> None:
     """conda-lock's content hash is kept by its inputs; a bad entry is computed again."""
-    from samebits.locking import content_hashes
+    from samebits.lock.make import content_hashes
 
     spec = read_spec(project.spec("env", spec_text("https://pypi.org/simple")),
                      root=project.root)

@@ -7,7 +7,7 @@ import hashlib
 import shutil
 from pathlib import Path
 
-from samebits.lockfile import parse_lock
+from samebits.lock.model import parse_lock
 from tests.lock_fixtures import TmpProject
 
 WHEEL = "torch-2.13.0-py3-none-manylinux_2_28_x86_64.whl"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from samebits.lockfile import parse_lock
+from samebits.lock.model import parse_lock
 from tests.lock_fixtures import TmpProject
 
 
@@ -95,7 +95,7 @@ def test_cached_answers_equal_a_full_online_relock(tmp_path: Path) -> None:
     from samebits.project import Project
     from samebits.solve.indexproxy import IndexProxy
     from samebits.solve.pypi import solve_pypi
-    from samebits.specio import read_spec
+    from samebits.spec.read import read_spec
 
     project = Project.at(ROOT)
     specs = [read_spec(project.spec_path(i), root=ROOT) for i in project.default_ids()]

@@ -13,7 +13,7 @@ import yaml
 from conda_lock.lockfile import parse_conda_lock_file
 
 from samebits.errors import LockfileError
-from samebits.lockfile import parse_lock
+from samebits.lock.model import parse_lock
 
 MD5 = "0123456789abcdef0123456789abcdef"
 SHA = "a46a8cc84112d769d0f57bf3ae3fedc115cf09348f14da85a1a8200968b6f262"
@@ -180,8 +180,8 @@ COMMANDS = [
 @pytest.fixture(scope="module")
 def attestation(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A real statement of this machine (no workloads run) for audit to read first."""
-    from verify.attest import build_statement, statement_bytes
-    from verify.facts import detect
+    from verify.gpu.attest import build_statement, statement_bytes
+    from verify.gpu.facts import detect
 
     path = tmp_path_factory.mktemp("att") / "ref.attestation.json"
     path.write_bytes(statement_bytes(build_statement(
@@ -209,8 +209,8 @@ def test_a_non_hex_sha256_stops_every_command_first(tmp_path: Path, attestation:
 def test_locked_problems_for_other_readers() -> None:
     """Packages another reader built get the same hash rules, named by name and version,
     once for an artifact several platforms share."""
-    from samebits.lockfile import LockedPackage
-    from samebits.lockvalidate import locked_problems
+    from samebits.lock.model import LockedPackage
+    from samebits.lock.validate import locked_problems
 
     good = LockedPackage(name="numpy", version="2.0", manager="pip", platform="linux-64",
                          url="https://x/numpy.whl", sha256=SHA)

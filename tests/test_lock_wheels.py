@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from samebits.foreign.target import Target
-from samebits.lockfile import parse_lock
+from samebits.lock.model import parse_lock
 from samebits.solve.pypi import choose_artifact
 from tests.fakewheels import Wheel, write_wheels
 

@@ -23,11 +23,11 @@ import pytest
 import torch
 
 from tests.test_compare import BASE, att, ok
-from verify.compare import compare
-from verify.facts.torchapi import find, is_unavailable, unavailable
-from verify.facts.torchinfo import cpu_capability
-from verify.workloads import _run_one
-from verify.workloads._common import Context, Unavailable, seed_for
+from verify.gpu.compare import compare
+from verify.gpu.facts.torchapi import find, is_unavailable, unavailable
+from verify.gpu.facts.torchinfo import cpu_capability
+from verify.gpu.workloads import _run_one
+from verify.gpu.workloads._common import Context, Unavailable, seed_for
 
 
 class _Matmul:
@@ -96,7 +96,7 @@ def test_find_on_an_older_torch(name: str, found: object) -> None:
 def test_readback_on_torch_1_13() -> None:
     """The attested settings of a torch without preferred_blas_library (2.3) and the bf16
     reduction flag (2.0): those two recorded as unavailable, the rest read back."""
-    from verify.workloads.settings import readback
+    from verify.gpu.workloads.settings import readback
 
     got = readback(old_torch())
     assert got["blas_library"] == ("unavailable (torch 1.13.1+cu117 has no "
@@ -123,7 +123,7 @@ def test_backend_switch_before_torch_2_3(flags: tuple[str, ...] | None, backend:
                                          on: str | None, detail: str | None) -> None:
     """Without torch.nn.attention (2.3) the backend is chosen with sdp_kernel's flags, only
     the named one on; a backend it has no flag for is unavailable, saying so."""
-    from verify.workloads.attention import only_backend
+    from verify.gpu.workloads.attention import only_backend
 
     fake = old_torch("2.0.1+cu117", sdp_flags=flags)
     if detail is not None:
@@ -138,7 +138,7 @@ def test_backend_switch_before_torch_2_3(flags: tuple[str, ...] | None, backend:
 
 def test_this_torch_uses_torch_nn_attention() -> None:
     """torch 2.3 and later: sdpa_kernel, and no second opinion asked."""
-    from verify.workloads.attention import only_backend
+    from verify.gpu.workloads.attention import only_backend
 
     context, legacy = only_backend(torch, "MATH")
     assert legacy is False
@@ -152,7 +152,7 @@ def test_older_switch_naming_another_kernel_is_unavailable() -> None:
     under flash's name. Real torch, told to run math, asked about flash."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    from verify.workloads.attention import _check_choice
+    from verify.gpu.workloads.attention import _check_choice
 
     q = k = v = torch.randn(1, 1, 8, 8)
     with sdpa_kernel(SDPBackend.MATH), pytest.raises(Unavailable) as err:
@@ -170,7 +170,7 @@ def _ctx(name: str) -> Context:
 
 def test_sdpa_on_torch_1_13(monkeypatch: pytest.MonkeyPatch) -> None:
     """torch 1.13 has no scaled_dot_product_attention: every backend records why."""
-    from verify.workloads import attention
+    from verify.gpu.workloads import attention
 
     monkeypatch.setattr(attention, "F", types.SimpleNamespace())  # 1.13's functional: no SDPA
     result, _ = _run_one("sdpa_math", attention.sdpa_math, _ctx("sdpa_math"))
@@ -251,7 +251,7 @@ def test_unavailable_facts_agree() -> None:
 def test_audit_level_counts_only_bits_compared(a: dict, b: dict, level: str, note: str) -> None:
     """The audit's runtime level: bit-identical needs bits compared; unavailable on both
     sides is named in a note, and alone it is no evidence (environment-identical)."""
-    from samebits.app.audit.verdict import judge_runtime
+    from samebits_app.audit.verdict import judge_runtime
 
     got, reasons, notes = judge_runtime(compare(att(changed=a), att(changed=b, source="b")))
     assert (got, reasons) == (level, ())
@@ -260,7 +260,7 @@ def test_audit_level_counts_only_bits_compared(a: dict, b: dict, level: str, not
 
 def test_compare_says_when_nothing_was_compared() -> None:
     """verify compare: no bits on either side is no verdict of sameness."""
-    from verify.cmd_compare import NOTHING_COMPARED, format_report
+    from verify.gpu.cmd_compare import NOTHING_COMPARED, format_report
 
     report = compare(att(changed={n: NOT_ON_CPU for n in BASE}),
                      att(changed={n: NOT_ON_CPU for n in BASE}, source="b.json"))
@@ -273,12 +273,12 @@ def test_an_older_python_is_refused_in_one_line(tmp_path: Path) -> None:
     """The worker on Python 3.9 (a torch 1.13 environment may have one): one line saying it
     needs 3.10, not a TypeError from a dataclass."""
     from samebits.install.interpreter import Places, search
-    from verify.launch import run_module
+    from verify.gpu.launch import run_module
 
     found = search("3.9", Places.from_environ()).found
     if found is None:
         pytest.skip("no Python 3.9 on this machine")
-    proc = run_module(found.executable, ["-m", "verify.workloads", "--only", ""], timeout=60)
+    proc = run_module(found.executable, ["-m", "verify.gpu.workloads", "--only", ""], timeout=60)
     assert proc.returncode == 1
     assert proc.stderr.strip().endswith("need Python 3.10 or later in the environment they "
                                         "run in")
@@ -316,9 +316,9 @@ def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 def test_facts_and_suite_on_torch_2_0(old_venv: Path) -> None:
     """The facts probe and the whole suite in torch 2.0.1's own interpreter: every fact
     recorded, what 2.0 lacks unavailable with the reason, nothing an error."""
-    from samebits.app.audit.runtime import Interpreter
-    from verify.workloads import NAMES
-    from verify.workloads.settings import DETERMINISTIC
+    from samebits_app.audit.runtime import Interpreter
+    from verify.gpu.workloads import NAMES
+    from verify.gpu.workloads.settings import DETERMINISTIC
 
     runtime = Interpreter(str(old_venv / "bin" / "python"))
     measured = runtime.run(device="cpu", settings=DETERMINISTIC, names=NAMES)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from samebits.app.paper.svg import AUTHORS, FIRST_DIFF, REVIEWER
+from samebits_app.paper.svg import AUTHORS, FIRST_DIFF, REVIEWER
 from tests.audit_fixtures import Run
 from tests.paper_fixtures import (  # noqa: F401  (fixtures)
     PaperFolder,

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from samebits.app.paper.manifest import read_manifest
-from samebits.app.paper.runner import saved_path
-from samebits.lockfile import parse_lock
+from samebits.lock.model import parse_lock
+from samebits_app.paper.manifest import read_manifest
+from samebits_app.paper.runner import saved_path
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "paper"
@@ -62,8 +62,8 @@ def test_reference_attestation_and_outputs() -> None:
         path = saved_path(manifest.outputs / "commands", "train", rec["cwd"], o)
         assert hashlib.sha256(path.read_bytes()).hexdigest() == o["sha256"], path
     # the paper's code and inputs as attested are the files committed here
-    from samebits.app.paper.inputs import against_attested, check_inputs
-    from samebits.app.paper.tree import check, parse_tree
+    from samebits_app.paper.inputs import against_attested, check_inputs
+    from samebits_app.paper.tree import check, parse_tree
 
     attested = parse_tree(doc["predicate"]["paper"].get("tree"))
     assert attested is not None and "train.py" in attested.paths

@@ -1,4 +1,4 @@
-"""samebits.app.paper.judge: the authors' record against the reviewer's, output by output;
+"""samebits_app.paper.judge: the authors' record against the reviewer's, output by output;
 pure. Every verdict that is not bit-identical carries its numbers."""
 
 from __future__ import annotations
@@ -7,13 +7,13 @@ import copy
 
 import pytest
 
-from samebits.app.paper.judge import (
+from samebits_app.paper.judge import (
     fingerprint_bound,
     judge_command,
     judge_output,
     series_stats,
 )
-from samebits.app.paper.manifest import Tolerance
+from samebits_app.paper.manifest import Tolerance
 
 STEPS = [1, 2, 3, 4]
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from samebits.app.paper.manifest import (
+from samebits_app.paper.manifest import (
     ManifestError,
     PaperManifest,
     Tolerance,

@@ -1,4 +1,4 @@
-"""samebits.app.paper.runner: a command's environment, the settings hook, timeouts, failures
+"""samebits_app.paper.runner: a command's environment, the settings hook, timeouts, failures
 and the record of what it wrote; real processes of this interpreter (torch, numpy)."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from samebits.app.paper.manifest import CommandSpec, OutputSpec, read_manifest
-from samebits.app.paper.runner import Host, command_env, prepare_workdir, run_command
-from verify.workloads.settings import DETERMINISTIC
+from samebits_app.paper.manifest import CommandSpec, OutputSpec, read_manifest
+from samebits_app.paper.runner import Host, command_env, prepare_workdir, run_command
+from verify.gpu.workloads.settings import DETERMINISTIC
 
 BIN = Path(sys.executable).parent
 SETTINGS = DETERMINISTIC.to_dict()

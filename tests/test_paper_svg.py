@@ -1,4 +1,4 @@
-"""samebits.app.paper.svg and the attestation's optional keys: pure, byte-stable."""
+"""samebits_app.paper.svg and the attestation's optional keys: pure, byte-stable."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from samebits.app.paper.svg import curve_svg, nice_ticks
+from samebits_app.paper.svg import curve_svg, nice_ticks
 from tests.test_facts import sample_facts
-from verify.attest import build_statement, parse_attestation, statement_bytes
+from verify.gpu.attest import build_statement, parse_attestation, statement_bytes
 
 STEPS = list(range(1, 11))
 A = [1.0 / s for s in STEPS]

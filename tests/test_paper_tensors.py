@@ -1,4 +1,4 @@
-"""verify.errorstats: the tensors of files real tools write (torch.save, numpy, safetensors),
+"""verify.gpu.errorstats: the tensors of files real tools write (torch.save, numpy, safetensors),
 read without numpy or safetensors, and compared tensor by tensor through the worker's CLI."""
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from samebits.app.paper.judge import judge_output
 from samebits.errors import InputError
-from verify.errorstats.tensorfiles import read_tensors
-from verify.errorstats.tensors import diff, fingerprint, record
+from samebits_app.paper.judge import judge_output
+from verify.gpu.errorstats.tensorfiles import read_tensors
+from verify.gpu.errorstats.tensors import diff, fingerprint, record
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -124,7 +124,7 @@ def test_record_is_byte_stable() -> None:
 
 
 def test_state_dict_with_one_changed_element(tmp_path: Path) -> None:
-    """The worker, as audits run it (python -m verify.errorstats --request), compares two
+    """The worker, as audits run it (python -m verify.gpu.errorstats --request), compares two
     state dicts and names the one tensor that changed and the index of the changed element;
     the judge's summary says both."""
     sd = state_dict()
@@ -136,7 +136,7 @@ def test_state_dict_with_one_changed_element(tmp_path: Path) -> None:
                                                 "b": str(tmp_path / "reviewer.pt"),
                                                 "rtol": 0.0, "atol": 1e-6}],
                                    "records": [str(tmp_path / "authors.pt")]}))
-    proc = subprocess.run([sys.executable, "-m", "verify.errorstats", "--request",
+    proc = subprocess.run([sys.executable, "-m", "verify.gpu.errorstats", "--request",
                            str(request)], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert proc.returncode == 0, proc.stderr
     answer = json.loads(proc.stdout)

@@ -1,4 +1,4 @@
-"""samebits.app.paper.tree and .inputs: the paper's files and data, recorded and checked."""
+"""samebits_app.paper.tree and .inputs: the paper's files and data, recorded and checked."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from samebits.app.paper import tree
-from samebits.app.paper.inputs import against_attested, check_inputs
-from samebits.app.paper.manifest import ManifestError, PaperManifest, read_manifest
+from samebits_app.paper import tree
+from samebits_app.paper.inputs import against_attested, check_inputs
+from samebits_app.paper.manifest import ManifestError, PaperManifest, read_manifest
 
 CODE = "import json\nx = 1\nprint(x)\n"
 DATA = b"a,b\n1,2\n"

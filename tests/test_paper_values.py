@@ -1,4 +1,4 @@
-"""samebits.app.paper.values: metrics and curves out of JSON, CSV, YAML and text; pure."""
+"""samebits_app.paper.values: metrics and curves out of JSON, CSV, YAML and text; pure."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from samebits.app.paper.manifest import OutputSpec
-from samebits.app.paper.values import curve, metrics
+from samebits_app.paper.manifest import OutputSpec
+from samebits_app.paper.values import curve, metrics
 
 
 @pytest.mark.parametrize(("text", "fmt", "expected"), [
@@ -107,7 +107,7 @@ def test_a_backtracking_regex_cannot_hang_samebits() -> None:
     import sys
 
     code = ("from tests.test_paper_values import EVIL, EVIL_LINE\n"
-            "from samebits.app.paper.values import curve\n"
+            "from samebits_app.paper.values import curve\n"
             "try:\n    curve(EVIL_LINE, EVIL)\nexcept ValueError as e:\n    print(e)\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=60, cwd=Path(__file__).resolve().parents[1])

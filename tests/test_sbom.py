@@ -1,4 +1,4 @@
-"""samebits.app.audit.sbom: a valid CycloneDX 1.6 document, every package hashed, byte-stable."""
+"""samebits_app.audit.sbom: a valid CycloneDX 1.6 document, every package hashed, byte-stable."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from datetime import datetime, timezone
 
 import pytest
 
-from samebits.app.audit.sbom import SERIAL_NAMESPACE, render_sbom, sbom_timestamp
-from samebits.lockfile import LockedPackage
+from samebits.lock.model import LockedPackage
+from samebits_app.audit.sbom import SERIAL_NAMESPACE, render_sbom, sbom_timestamp
 
 CHANNEL = "https://conda.anaconda.org/conda-forge"
 LOCKED = (

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from samebits.builds import BuildRecord, builds_of
-from samebits.lockfile import parse_lock
+from samebits.lock.builds import BuildRecord, builds_of
+from samebits.lock.model import parse_lock
 from tests.fakesdists import BACKEND_WHEEL, Sdist, write_index
 
 PY = f"{sys.version_info[0]}.{sys.version_info[1]}"
@@ -137,7 +137,7 @@ def test_install_rebuilds_refuses_other_bytes_and_takes_a_cached_build(
     builds agree. With an empty cache, install builds the same bytes where the variable is
     the same; where it differs, other bytes, refused naming the package (the other wheel kept
     for a look); where the recorded wheel is in the cache, it is taken and nothing is built."""
-    from samebits.builds import BuildDiffersError
+    from samebits.lock.builds import BuildDiffersError
 
     p = Project(tmp_path, Sdist("tinypkg", "1.0", stamp_env="TINY_STAMP"))
     p.spec('"tinypkg==1.0"')
@@ -198,7 +198,7 @@ def test_install_refuses_what_it_cannot_place_before_any_download(
     """A lock naming an sdist without a recorded build (another tool's lock, say) or an egg:
     refused at once with exit 2, every such package named; its host is never asked (a closed
     port: asking would be 'unreachable', exit 4)."""
-    from samebits.lockfile import LockedPackage
+    from samebits.lock.model import LockedPackage
     from tests.install_fixtures import write_lock
 
     url = f"http://127.0.0.1:{_closed_port()}/files/{filename}"

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from samebits.errors import SpecError
-from samebits.spec import EnvironmentSpec, spec_digest
-from samebits.specio import read_spec
+from samebits.spec.model import EnvironmentSpec, spec_digest
+from samebits.spec.read import read_spec
 
 GOOD: dict[str, Any] = {
     "generation": "hopper",

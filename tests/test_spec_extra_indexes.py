@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from samebits.app.cli import main
 from samebits.errors import SpecError
-from samebits.lockfile import parse_lock
+from samebits.lock.model import parse_lock
 from samebits.solve.pypi import extra_index_args
-from samebits.spec import EnvironmentSpec
+from samebits.spec.model import EnvironmentSpec
+from samebits_app.cli import main
 from tests.fakewheels import Wheel, write_wheels
 from tests.pypi_index import LocalIndex, Serving
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from samebits._io import canonical_json
-from samebits.app.cli import main
+from samebits_app.cli import main
 from tests.verify_fixtures import (  # noqa: F401  (fixtures)
     SP_REL,
     Installed,
@@ -187,7 +187,7 @@ def test_unresolved_library_is_named_and_exits_1(
         capsysbinary: pytest.CaptureFixture[bytes]) -> None:
     """Identical files but a library nobody ships: exit 1, the file and package named;
     --no-linkage skips the check and exits 0."""
-    from verify.linkage import host_library_dirs
+    from verify.env.linkage import host_library_dirs
 
     if any(os.path.exists(os.path.join(d, "libcudart.so.11.0")) for d in host_library_dirs()):
         pytest.skip("this host has libcudart.so.11.0 in its default library folders")

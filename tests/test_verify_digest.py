@@ -18,15 +18,15 @@ from tests.verify_fixtures import (  # noqa: F401  (fixtures)
     vchannel,
     wheel,
 )
-from verify.digest import (
+from verify.env.digest import (
     canonical_manifest,
     digests,
     environment_digest,
     packages_digest,
     prefix_digests,
 )
-from verify.manifest import Entry, build_manifest
-from verify.records import Package
+from verify.env.manifest import Entry, build_manifest
+from verify.env.records import Package
 
 ENTRIES = (
     Entry(path="bin/tool", type="file", exec=True, sha256="a" * 64, owner="conda:x-1-0",

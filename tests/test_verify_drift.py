@@ -20,8 +20,8 @@ from tests.verify_fixtures import (  # noqa: F401  (fixtures)
     vchannel,
     wheel,
 )
-from verify.drift import file_findings
-from verify.manifest import build_manifest
+from verify.env.drift import file_findings
+from verify.env.manifest import build_manifest
 
 SP = "lib/python3.11/site-packages"
 VFA = "conda:vfa-1.0-h0_0"

@@ -1,4 +1,5 @@
-"""verify.hashing and verify.records: parallel sha256 equals hashlib; records parse exactly."""
+"""verify.env.hashing and verify.env.records: parallel sha256 equals hashlib; records parse
+exactly."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from verify.hashing import BATCH_FILES, BIG, BUFFER, FileHasher, hash_file
-from verify.records import read_records, record_sha256
+from verify.env.hashing import BATCH_FILES, BIG, BUFFER, FileHasher, hash_file
+from verify.env.records import read_records, record_sha256
 
 SIZES = [0, 1, 4095, BUFFER - 1, BUFFER, BUFFER + 1, 3 * BUFFER + 7, BIG + 1]
 

@@ -22,8 +22,8 @@ from tests.verify_fixtures import (  # noqa: F401  (fixtures)
     vchannel,
     wheel,
 )
-from verify.linkage import check_linkage
-from verify.manifest import build_manifest
+from verify.env.linkage import check_linkage
+from verify.env.manifest import build_manifest
 
 
 @pytest.fixture(scope="module")

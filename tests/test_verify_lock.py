@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from samebits.lockfile import LockedPackage, parse_lock
+from samebits.lock.model import LockedPackage, parse_lock
 from tests.verify_fixtures import (  # noqa: F401  (fixtures)
     PLATFORM,
     Installed,
@@ -21,9 +21,9 @@ from tests.verify_fixtures import (  # noqa: F401  (fixtures)
     vchannel,
     wheel,
 )
-from verify.lockcheck import lock_check, lock_findings
-from verify.manifest import build_manifest
-from verify.records import Package
+from verify.env.lockcheck import lock_check, lock_findings
+from verify.env.manifest import build_manifest
+from verify.env.records import Package
 
 
 def conda(name: str, version: str = "1.0", build: str = "h0_0", md5: str | None = "aa",

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from samebits.lockfile import Lock, LockedPackage, render_lock
+from samebits.lock.model import Lock, LockedPackage, render_lock
 from tests.fakewheels import Wheel, wheel_bytes_to
 from tests.producers import (  # noqa: F401  (fixtures)
     LINE,
@@ -209,8 +209,8 @@ def test_stale_bytecode_is_a_note_not_a_forgery(produced: dict[str, Path], vcach
 def test_bytecode_verdicts_are_cached(produced: dict[str, Path], tmp_path: Path) -> None:
     """The second run compiles nothing, and its report is the same bytes."""
     from samebits._io import canonical_json
-    from verify.cmd_env import check_env
-    from verify.envreport import report_json
+    from verify.env.cmd_env import check_env
+    from verify.env.envreport import report_json
 
     cache = tmp_path / "cache"
     first = check_env(produced["virtualenv"], cache=cache, linkage=False)
@@ -389,8 +389,8 @@ def test_venv_on_debians_python_checks_its_stdlib_against_dpkg(tmp_path: Path,
 
 def test_dpkg_records_own_the_stdlib_and_its_start_up_links(tmp_path: Path) -> None:
     """md5sums give files and their md5; .list gives ownership of links and conffiles."""
-    from verify.interpreter import Located
-    from verify.startup import dpkg_records
+    from verify.env.interpreter import Located
+    from verify.env.startup import dpkg_records
 
     info = tmp_path / "var/lib/dpkg/info"
     info.mkdir(parents=True)

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from samebits.lockfile import Lock, LockedPackage, render_lock
+from samebits.lock.model import Lock, LockedPackage, render_lock
 from tests.fakechannel import Pkg, _tar_add
 from tests.fakewheels import Wheel, wheel_bytes_to
 

@@ -1,7 +1,7 @@
 """``samebits verify ...`` and ``python -m verify ...``.
 
-Each subcommand lives in its own module (``verify/cmd_<name>.py``) with
-``add_parser(sub, parents)`` that registers it and sets ``func(args, out) -> int``.
+Each subcommand lives in its own module, ``verify/<area>/cmd_<name>.py`` (``SUBCOMMANDS``),
+with ``add_parser(sub, parents)`` that registers it and sets ``func(args, out) -> int``.
 """
 
 from __future__ import annotations
@@ -13,11 +13,14 @@ from collections.abc import Sequence
 
 from samebits.ui import common_options, run_cli
 
-SUBCOMMANDS = ("env", "gpu", "compare", "fleet", "nix", "attestation")
+# subcommand -> the area folder its module is in
+SUBCOMMANDS = {"env": "env", "gpu": "gpu", "compare": "gpu", "fleet": "fleet", "nix": "env",
+               "attestation": "gpu"}
 
 
 def _modules() -> list:
-    return [importlib.import_module(f"verify.cmd_{name}") for name in SUBCOMMANDS]
+    return [importlib.import_module(f"verify.{area}.cmd_{name}")
+            for name, area in SUBCOMMANDS.items()]
 
 
 def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
@@ -31,7 +34,7 @@ def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """``python -m verify``'s own parser: the verify subcommands alone, nothing of the
-    composition layer (``samebits.app``), so it runs wherever samebits' core does."""
+    composition layer (``samebits_app``), so it runs wherever samebits' core does."""
     parser = argparse.ArgumentParser(
         prog="python -m verify",
         description="Verify an environment (env), a machine's numerics (gpu), compare "

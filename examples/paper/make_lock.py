@@ -6,7 +6,7 @@ The spec asks for one file by its official URL (``torch @ https://download.pytor
 and its dependencies from PyPI. ``samebits lock examples/paper-cpu`` does exactly that where the
 URL answers: uv reads the wheel's metadata, resolves the dependencies on PyPI and records the
 URL with the sha256 of the bytes it downloaded. Where the URL does not answer, this script
-runs the same solve (``samebits.locking.solve_spec``, uv, the spec's ``exclude-newer``) on a
+runs the same solve (``samebits.lock.make.solve_spec``, uv, the spec's ``exclude-newer``) on a
 local copy of that file, then writes the official URL back in its place; the sha256 is the
 local file's, so an install fails unless the bytes it fetches are those bytes. Everything
 else (the dependencies, the metadata, ``spec-digest``) is what ``samebits lock`` writes, and
@@ -31,10 +31,10 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from samebits._io import atomic_write  # noqa: E402
-from samebits.lockfile import render_lock  # noqa: E402
-from samebits.locking import content_hashes, custom_metadata, header, solve_spec  # noqa: E402
+from samebits.lock.make import content_hashes, custom_metadata, header, solve_spec  # noqa: E402
+from samebits.lock.model import render_lock  # noqa: E402
 from samebits.project import Project  # noqa: E402
-from samebits.specio import read_spec  # noqa: E402
+from samebits.spec.read import read_spec  # noqa: E402
 
 ENV_ID = "examples/paper-cpu"
 

@@ -14,7 +14,7 @@
 
 ``sniff(path, text)`` names the format from the content (the file name only breaks ties);
 ``read_foreign(path, text, options)`` converts. conda-lock files are not read here but by
-``samebits.lockfile.parse_lock``; ``samebits.lockread.load_lock`` is what every command calls.
+``samebits.lock.model.parse_lock``; ``samebits.lock.read.load_lock`` is what every command calls.
 """
 
 from __future__ import annotations

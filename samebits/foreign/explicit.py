@@ -20,7 +20,7 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 
 from samebits.errors import LockfileError
 from samebits.foreign.model import Conversion, Converted, ReadOptions
-from samebits.lockfile import Lock, LockedPackage, sort_packages
+from samebits.lock.model import Lock, LockedPackage, sort_packages
 
 FORMAT = "conda explicit"
 HEX32 = re.compile(r"^[0-9a-fA-F]{32}$")

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from samebits.lockfile import Lock
+from samebits.lock.model import Lock
 
 # samebits installs and verifies Linux environments; these are the platforms a universal
 # Python lock (uv.lock, pylock.toml, requirements.txt) is converted for when none is named.

@@ -29,7 +29,7 @@ from packaging.utils import canonicalize_name
 from samebits.errors import LockfileError, UsageError
 from samebits.foreign.model import Conversion, Converted, Dropped, ReadOptions, declared_size
 from samebits.foreign.target import host_python
-from samebits.lockfile import Lock, LockedPackage, conda_dependencies, sort_packages
+from samebits.lock.model import Lock, LockedPackage, conda_dependencies, sort_packages
 
 VERSIONS = (6, 7)
 DEFAULT_ENV = "default"

@@ -40,7 +40,7 @@ from samebits.errors import LockfileError
 from samebits.foreign.model import DEFAULT_PLATFORMS, Conversion, Converted, Dropped, ReadOptions
 from samebits.foreign.simpleindex import PYPI, IndexFile, project_files
 from samebits.foreign.target import Target, targets
-from samebits.lockfile import Lock, LockedPackage, sort_packages
+from samebits.lock.model import Lock, LockedPackage, sort_packages
 
 FORMAT = "requirements.txt"
 IGNORED = ("--require-hashes", "--trusted-host", "--pre", "--prefer-binary", "--only-binary",

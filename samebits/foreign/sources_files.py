@@ -35,7 +35,7 @@ from samebits.foreign.sources import (
     _unique,
     read_lines,
 )
-from samebits.lockfile import Lock
+from samebits.lock.model import Lock
 
 if sys.version_info >= (3, 11):
     import tomllib

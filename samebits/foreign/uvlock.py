@@ -38,7 +38,7 @@ from samebits.foreign.model import (
     declared_size,
 )
 from samebits.foreign.target import Target, targets
-from samebits.lockfile import Lock, LockedPackage, sort_packages
+from samebits.lock.model import Lock, LockedPackage, sort_packages
 
 FORMAT = "uv.lock"
 VERSIONS = (1,)

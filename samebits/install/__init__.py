@@ -17,7 +17,7 @@
                written from the entry's manifest, never from the cached files  (place, conda,
                wheels, placeholder, entryfiles)
     compile    bytecode by the prefix's own interpreter when it runs here     (bytecode)
-    verify     ``verify env`` of the result, in the caller (samebits.app.cmd_render)
+    verify     ``verify env`` of the result, in the caller (samebits_app.cmd_render)
 
 Why not ``uv pip install`` / ``pip install --require-hashes --no-deps``: both need a running
 interpreter of the lock's Python and CPU architecture and write the host's paths into the
@@ -50,7 +50,6 @@ from samebits.install.prefix import (
     venv_files,
 )
 from samebits.install.sources import Sources
-from samebits.install.verifyrun import run_verify_env
 
 
 def host_interpreter(line: str, given: str | None = None) -> str | None:
@@ -69,4 +68,4 @@ def host_interpreter(line: str, given: str | None = None) -> str | None:
 __all__ = ["LINK_MODES", "VENV_LINKS", "BytecodeReport", "Fetched", "Fetcher",
            "InstallReport", "Interpreter", "LinkMode", "Places", "Sources", "default_cache_dir",
            "fetch_all", "fetch_url", "find_interpreter", "hash_problem", "host_interpreter",
-           "host_platform", "install_prefix", "python_line", "run_verify_env", "venv_files"]
+           "host_platform", "install_prefix", "python_line", "venv_files"]

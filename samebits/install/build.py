@@ -33,11 +33,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from samebits.builds import BuildDiffersError, BuildRecord, BuildRequirement, is_sdist
 from samebits.errors import InputError, ToolError, clip
 from samebits.install.fetch import Fetched, Fetcher, archive_path, digests, prove
 from samebits.install.sources import NO_SOURCES, Sources
-from samebits.lockfile import LockedPackage
+from samebits.lock.builds import BuildDiffersError, BuildRecord, BuildRequirement, is_sdist
+from samebits.lock.model import LockedPackage
 from samebits.render.archives import link_problem, path_problem
 
 if sys.version_info >= (3, 11):

@@ -35,7 +35,7 @@ from urllib.parse import unquote, urlsplit
 
 from samebits.errors import InputError, SamebitsError, UnreachableError, UsageError, plural
 from samebits.install.sources import NO_SOURCES, Sources
-from samebits.lockfile import LockedPackage
+from samebits.lock.model import LockedPackage
 from samebits.render.archives import BadMember, scan_archive
 
 FETCH_TIMEOUT = 60.0    # seconds without a byte (the socket's timeout), and see STALL_BYTES

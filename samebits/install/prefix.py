@@ -2,7 +2,7 @@
 
     check     every locked package is one install can place (a wheel, an sdist whose build the
               lock records, a conda package): all that are not are named before any download
-              (``samebits.builds``)
+              (``samebits.lock.builds``)
     fetch     each package without a cache entry: its archive proved (``fetch.prove``), from a
               ``--find-links`` folder or ``--mirror`` where given (``sources``); an sdist's
               wheel taken from the cache or built again and proved against the lock's record
@@ -16,7 +16,7 @@
     compile   bytecode, when asked (``bytecode``)
 
 The caller stages the prefix beside its target, renames it into place and runs ``verify env``
-on it (``samebits.app.cmd_render``). ``progress(description, total)`` is the caller's progress
+on it (``samebits_app.cmd_render``). ``progress(description, total)`` is the caller's progress
 factory (``Output.progress``): each phase is one row, or one line when piped.
 """
 
@@ -30,7 +30,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from samebits.builds import builds_of, check_placeable
 from samebits.errors import InputError, LockfileError, SamebitsError, plural
 from samebits.install.build import Artifacts, build_pythons
 from samebits.install.bytecode import BytecodeReport, compile_bytecode
@@ -58,7 +57,8 @@ from samebits.install.place import (
 from samebits.install.sources import NO_SOURCES, Sources
 from samebits.install.unpack import UnpackError, unpack
 from samebits.install.wheels import WheelPlan, layout_for, plan_wheel
-from samebits.lockfile import LockedPackage
+from samebits.lock.builds import builds_of, check_placeable
+from samebits.lock.model import LockedPackage
 from samebits.render.source import LockedEnv
 
 # The one link a venv prefix may have out of itself: the interpreter it runs on.

@@ -32,7 +32,7 @@ from pathlib import Path
 from samebits.install.cache import Entry
 from samebits.install.entryfiles import CorruptEntry, read_checked, read_member
 from samebits.install.place import Copy
-from samebits.lockfile import LockedPackage
+from samebits.lock.model import LockedPackage
 
 INSTALLER_NAME = b"samebits\n"
 SCHEMES = ("purelib", "platlib", "headers", "scripts", "data")

@@ -1,7 +1,7 @@
 """Lock -> artifacts: conda files, an installed prefix, an OCI image, a Containerfile.
 
 The renderers take a ``LockedEnv`` (and facts) and return text, bytes or JSON-able values;
-``samebits.app.cmd_render`` is the edge that writes them. The modules, one job each:
+``samebits_app.cmd_render`` is the edge that writes them. The modules, one job each:
 
     source.py         LockedEnv: a parsed lock with its origin and digest; per-platform views
     conda.py          explicit file (== `conda-lock render --kind explicit`) and environment.yml

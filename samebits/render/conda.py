@@ -22,7 +22,7 @@ import posixpath
 from urllib.parse import urlsplit
 
 from samebits._io import sys_path_kept
-from samebits.lockfile import LockedPackage
+from samebits.lock.model import LockedPackage
 from samebits.render.source import LockedEnv
 
 EXPLICIT_SUFFIX = ".explicit.txt"

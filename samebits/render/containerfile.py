@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import textwrap
 
-from samebits.lockfile import LockedPackage
+from samebits.lock.model import LockedPackage
 from samebits.render.conda import EXPLICIT_SUFFIX, render_explicit
 from samebits.render.source import DEFAULT_PREFIX, LockedEnv
 

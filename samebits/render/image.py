@@ -26,7 +26,7 @@ from typing import Any
 
 from samebits._io import compact_json
 from samebits.errors import InputError, ToolError
-from samebits.install import install_prefix, run_verify_env
+from samebits.install import install_prefix
 from samebits.render.compression import Name, compress_layer, compression
 from samebits.render.layers import assign_layers, read_owners
 from samebits.render.oci import (
@@ -195,9 +195,11 @@ def image_annotations(req: ImageRequest, *, env_digest: str, base: BaseImage | N
 
 
 def build_image(req: ImageRequest, layout: Path, *, work: Path,
-                verify: Verifier = run_verify_env, workers: int | None = None,
+                verify: Verifier, workers: int | None = None,
                 progress: Callable[[str], None] = lambda _: None) -> ImageResult:
-    """Build the image for ``req`` into the empty folder ``layout``."""
+    """Build the image for ``req`` into the empty folder ``layout``; ``verify(prefix, lockfile,
+    platform)`` is verify env's report on the scratch prefix (the composition's
+    ``samebits_app.verifyrun.run_verify_env``: the core does not run verify)."""
     env = req.env
     env.check_platform(req.platform)
     base = read_base(req.base, req.platform) if req.base else None

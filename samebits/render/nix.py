@@ -32,7 +32,7 @@ import re
 from collections.abc import Iterable, Sequence
 from urllib.parse import unquote
 
-from samebits.lockfile import LockedPackage
+from samebits.lock.model import LockedPackage
 from samebits.render.source import LockedEnv
 
 LOCK_NIX = "lock.nix"

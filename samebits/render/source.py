@@ -7,8 +7,8 @@ from pathlib import Path
 
 from samebits.errors import UsageError
 from samebits.foreign.model import Conversion
-from samebits.lockfile import Lock, LockedPackage, lock_digest
-from samebits.lockread import ReadOptions, load_lock
+from samebits.lock.model import Lock, LockedPackage, lock_digest
+from samebits.lock.read import ReadOptions, load_lock
 
 DEFAULT_PREFIX = "/opt/env"
 

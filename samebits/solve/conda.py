@@ -11,12 +11,12 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from samebits.errors import SolveError, UnreachableError, UnsatisfiableError
-from samebits.lockfile import LockedPackage, conda_dependencies
+from samebits.lock.model import LockedPackage, conda_dependencies
 from samebits.solve.virtual import rattler_virtual_packages
 
 if TYPE_CHECKING:
     from rattler import Gateway, RepoDataRecord
-from samebits.spec import EnvironmentSpec, PlatformTarget
+from samebits.spec.model import EnvironmentSpec, PlatformTarget
 
 
 def channel_url(channel: str) -> str:

@@ -27,13 +27,13 @@ from urllib.request import url2pathname
 from packaging.utils import canonicalize_name
 
 from samebits._io import compact_json
-from samebits.builds import UnplaceableError
 from samebits.errors import ToolError, UnreachableError, UnsatisfiableError
 from samebits.foreign.target import Target
-from samebits.lockfile import LockedPackage
+from samebits.lock.builds import UnplaceableError
+from samebits.lock.model import LockedPackage
 from samebits.solve.indexcache import public_url
 from samebits.solve.indexproxy import IndexProxy, Route
-from samebits.spec import EnvironmentSpec, PlatformTarget, exclude_newer_datetime
+from samebits.spec.model import EnvironmentSpec, PlatformTarget, exclude_newer_datetime
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -11,7 +11,7 @@ A PyPI package uv finds no fitting wheel for is locked as its sdist. For each, p
                one), twice, in two different folders
     check      both builds gave the same bytes (else install could never check its own build),
                and the wheel's tags fit the target (else install could not place it)
-    record     ``samebits.builds.BuildRecord``; the wheel is filed in the archive cache, so an
+    record     ``samebits.lock.builds.BuildRecord``; the wheel is filed in the archive cache, so an
                install on this machine takes it without building
 
 A build whose inputs were recorded before (``CACHE/builds/records/<sha256 of the inputs>.json``,
@@ -30,14 +30,6 @@ from pathlib import Path
 from typing import Any
 
 from samebits._io import atomic_write, compact_json, sha256_hex
-from samebits.builds import (
-    DEFAULT_EPOCH,
-    BuildDiffersError,
-    BuildRecord,
-    BuildRequirement,
-    UnplaceableError,
-    is_sdist,
-)
 from samebits.errors import SamebitsError, UnreachableError
 from samebits.foreign.target import Target
 from samebits.install.build import (
@@ -58,8 +50,16 @@ from samebits.install.fetch import (
     prove,
 )
 from samebits.install.sources import Sources, file_roots
-from samebits.lockfile import LockedPackage
-from samebits.spec import EnvironmentSpec, PlatformTarget, exclude_newer_datetime
+from samebits.lock.builds import (
+    DEFAULT_EPOCH,
+    BuildDiffersError,
+    BuildRecord,
+    BuildRequirement,
+    UnplaceableError,
+    is_sdist,
+)
+from samebits.lock.model import LockedPackage
+from samebits.spec.model import EnvironmentSpec, PlatformTarget, exclude_newer_datetime
 
 RECORDS = Path("builds") / "records"
 

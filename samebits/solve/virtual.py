@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from samebits.spec import EnvironmentSpec, PlatformTarget
+from samebits.spec.model import EnvironmentSpec, PlatformTarget
 
 if TYPE_CHECKING:
     from rattler import GenericVirtualPackage

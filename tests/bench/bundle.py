@@ -32,8 +32,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from samebits.bundle import write_bundle
-from samebits.bundleprep import prepare
+from samebits.bundle.make import write_bundle
+from samebits.bundle.prep import prepare
 from samebits.project import Project
 from samebits.render.source import load_locked_env
 

@@ -6,9 +6,9 @@ with its CUDA 13 libraries, triton; ~2.5 GB from PyPI into the samebits cache, h
 installed the way ``samebits install`` does. Then, in interleaved rounds after one warm-up
 (page cache hot for everyone), each in a fresh process:
 
-    ours       verify.codescan.scan_prefix + every generation's decision: walk, owners, every
-               fatbin of every ELF file read (``samebits check --prefix``'s work), timed inside
-               the process after imports
+    ours       verify.kernels.codescan.scan_prefix + every generation's decision: walk,
+               owners, every fatbin of every ELF file read (``samebits check --prefix``'s
+               work), timed inside the process after imports
     cli        ``samebits check --prefix P --json`` end to end, for reference
     verify     ``python -m verify env --prefix P --no-linkage --no-coverage --json``: the time
                verify env takes on the same prefix
@@ -52,8 +52,8 @@ def ensure_prefix(prefix: Path) -> None:
 
 
 def child_ours(prefix: str, jobs: int) -> dict:
-    from verify.codescan import scan_prefix
-    from verify.coverage import generation_decisions
+    from verify.kernels.codescan import scan_prefix
+    from verify.kernels.coverage import generation_decisions
 
     c0 = _cpu()
     t0 = time.perf_counter()

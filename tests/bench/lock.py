@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from samebits.lockfile import parse_lock
+from samebits.lock.model import parse_lock
 from tests.fakechannel import build_cuda_channel
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -93,7 +93,7 @@ async def _bare_uv(proj: Path) -> float:
     """Every (environment, platform) PyPI solve at once as bare `uv pip compile`."""
     from samebits.project import Project
     from samebits.solve.pypi import uv_command
-    from samebits.specio import read_spec
+    from samebits.spec.read import read_spec
 
     project = Project.at(proj)
     specs = [read_spec(project.spec_path(i), root=proj) for i in project.default_ids()]
@@ -149,7 +149,7 @@ def committed_specs(tmp: Path) -> int:
 async def _conda_parts(proj: Path) -> float:
     from samebits.project import Project
     from samebits.solve.conda import solve_conda
-    from samebits.specio import read_spec
+    from samebits.spec.read import read_spec
 
     project = Project.at(proj)
     specs = [read_spec(project.spec_path(i), root=proj) for i in project.default_ids()]

@@ -59,10 +59,10 @@ def ensure_venv(venv: Path) -> None:
 # ------------------------------------------------------------------ children (fresh processes)
 
 def child_ours(prefix: str, jobs: int) -> dict:
-    from verify.digest import digests
-    from verify.drift import file_findings
-    from verify.linkage import check_linkage, host_library_dirs
-    from verify.manifest import build_manifest
+    from verify.env.digest import digests
+    from verify.env.drift import file_findings
+    from verify.env.linkage import check_linkage, host_library_dirs
+    from verify.env.manifest import build_manifest
 
     c0 = _cpu()
     t0 = time.perf_counter()
@@ -83,7 +83,7 @@ def child_ours(prefix: str, jobs: int) -> dict:
 
 
 def child_full(prefix: str, jobs: int, cache: str) -> dict:
-    from verify.cmd_env import check_env
+    from verify.env.cmd_env import check_env
 
     c0 = _cpu()
     t0 = time.perf_counter()

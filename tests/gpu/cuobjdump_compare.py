@@ -21,7 +21,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from verify.fatbin import STRICT_SECTION, read_file
+from verify.kernels.fatbin import STRICT_SECTION, read_file
 
 
 def theirs(tool: Path, path: Path, kind: str) -> list[str]:
@@ -62,7 +62,7 @@ def _first_difference(a: list[str], b: list[str]) -> str:
 
 
 def compare(prefix: Path, tool: Path) -> list[dict]:
-    from verify.codescan import scan_prefix
+    from verify.kernels.codescan import scan_prefix
 
     rows = []
     for lib in scan_prefix(prefix).libraries:

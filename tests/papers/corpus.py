@@ -154,7 +154,7 @@ def _free_archives(lock: Path, min_free_gb: float) -> None:
     if free >= min_free_gb or not lock.exists():
         return
     from samebits.install import default_cache_dir
-    from samebits.lockfile import parse_lock
+    from samebits.lock.model import parse_lock
 
     cache = default_cache_dir()
     for p in parse_lock(lock).packages:

@@ -1,0 +1,1 @@
+"""Bundles: a paper's environment in one reproducible tar (prepare, write, read)."""

@@ -1,0 +1,2 @@
+"""Environment specs: the model, reading (extends chains), validating, writing, drafting; the GPU
+generations."""

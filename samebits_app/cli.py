@@ -1,0 +1,67 @@
+"""The ``samebits`` command: every subcommand wired into one parser.
+
+Errors become messages and exit codes at one edge, ``samebits.ui.run_cli`` (shared with
+``python -m verify``).
+
+Exit codes: 0 success; 1 a check found a difference (stale lock, drift, different bits);
+2 bad input or usage; 3 unsatisfiable; 4 a channel or index unreachable; 5 an external tool
+failed; 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+import verify.cli
+from samebits import __version__
+from samebits.ui import common_options, run_cli
+from samebits_app import (
+    cmd_audit,
+    cmd_bundle,
+    cmd_check,
+    cmd_freeze,
+    cmd_init,
+    cmd_install,
+    cmd_keys,
+    cmd_lock,
+    cmd_render,
+)
+
+# Each has ``add_parser(sub, parents)``; the order is the order of ``samebits --help``.
+COMMANDS = (cmd_init, cmd_lock, cmd_freeze, verify.cli, cmd_render, cmd_install, cmd_bundle,
+            cmd_audit, cmd_check, cmd_keys)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = common_options()
+    parser = argparse.ArgumentParser(
+        prog="samebits",
+        description="Reproducible GPU environments: spec -> lock -> render -> verify.",
+        epilog="exit codes: 0 ok, 1 difference found, 2 bad input, 3 unsatisfiable, "
+        "4 unreachable, 5 tool failed. See README.md.",
+    )
+    parser.add_argument("--version", action="version", version=f"samebits {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for module in COMMANDS:
+        module.add_parser(sub, [common])
+    return parser
+
+
+def _rewrite(argv: list[str]) -> list[str]:
+    # `samebits lock diff A B` is a sub-subcommand in the user's eyes.
+    for i, arg in enumerate(argv):
+        if not arg.startswith("-"):
+            if arg == "lock" and i + 1 < len(argv) and argv[i + 1] == "diff":
+                return [*argv[:i], "lock-diff", *argv[i + 2:]]
+            break
+    return argv
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return run_cli(build_parser(), _rewrite(list(sys.argv[1:] if argv is None else argv)))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

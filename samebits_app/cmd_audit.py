@@ -1,0 +1,350 @@
+"""``samebits attest`` (authors) and ``samebits audit`` (reviewers): the edge that writes.
+
+    samebits attest --lockfile paper/conda-lock.yml [--prefix ENV] \\
+        --out paper/reference.attestation.json [--save-outputs paper/outputs] [--only NAMES]
+    samebits attest paper/ --prefix ENV     # with paper/samebits-paper.toml: its commands too
+    samebits audit --lockfile paper/conda-lock.yml \\
+        --attestation paper/reference.attestation.json [--prefix ENV | --install ENV]
+    samebits audit paper/            # the folder's manifest, or *conda-lock.yml,
+                                     # *.attestation.json and outputs/
+
+The pipelines are ``samebits_app.audit``'s (``attesting``, ``pipeline``); this module reads
+the arguments, writes
+every file atomically (the reports, the SBOM, the reviewer's attestation under ``--out``) and
+turns the results into text or --json. Exit codes: ``samebits_app.audit.verdict``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from samebits._io import atomic_write, canonical_json, sha256_hex
+from samebits.dsse import SigningKey, load_public_key, load_signing_key, signed_bytes
+from samebits.errors import EXIT_OK, UsageError
+from samebits.lock.model import LOCK_SUFFIX
+from samebits.lock.read import add_read_flags
+from samebits.ui import Output
+from samebits_app.sourceflags import add_source_flags
+
+DEFAULT_ATTESTATION = Path("reference.attestation.json")
+DEFAULT_OUT = Path("build/audit")
+LEVEL_CHOICES = ("environment-identical", "explained", "within-tolerance", "bit-identical")
+
+
+def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
+    from verify.gpu.workloads.catalog import NAMES
+    from verify.gpu.workloads.settings import PRECISIONS, PROFILES
+
+    a = sub.add_parser(
+        "attest", parents=parents,
+        help="authors: attest an environment and its workloads' bits, to ship with a paper",
+        description="Check the environment against its lock (verify env), check this machine "
+        "can run it (preflight), run the deterministic workloads with the environment's own "
+        "interpreter, and write an in-toto attestation (the same Statement `verify gpu` "
+        "writes) for reviewers to audit against. With a paper folder (samebits-paper.toml), "
+        "also run the paper's commands in the environment and record each output's digest "
+        "and comparable values; their outputs are saved to the manifest's outputs folder.",
+        epilog="exit codes: 0 written; 1 preflight failed, the environment is not its "
+        "lock's, or a paper command failed or did not write an output it declares (nothing "
+        "written); 2 bad input (a manifest's problems all listed); 5 the interpreter could "
+        "not run the workloads. See README \"The paper manifest\".")
+    a.add_argument("paper", nargs="?", type=Path, metavar="PAPER",
+                   help="a paper folder with samebits-paper.toml (or the manifest itself): "
+                   "its lockfile and attestation are the defaults of the flags below")
+    a.add_argument("--lockfile", type=Path, metavar="L",
+                   help="the paper's lock: the environment must be its files, and the "
+                   "attestation names it")
+    _env_args(a)
+    a.add_argument("--out", type=Path, metavar="FILE",
+                   help=f"where the attestation goes (default: the manifest's attestation, "
+                   f"else {DEFAULT_ATTESTATION})")
+    a.add_argument("--save-outputs", type=Path, metavar="DIR",
+                   help="keep every output's raw bytes: reviewers then get max errors")
+    _sign_arg(a, "the attestation")
+    a.add_argument("--cache-dir", type=Path,
+                   help="where fetched [[inputs]] are kept (default: ~/.cache/samebits)")
+    a.add_argument("--only", action="append", metavar="NAMES",
+                   help=f"comma-separated workloads (default: all {len(NAMES)})")
+    a.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
+    a.add_argument("--profile", choices=sorted(PROFILES), default="deterministic")
+    a.add_argument("--tf32", action="store_true", help="allow TF32 (CUDA only changes)")
+    a.add_argument("--matmul-precision", choices=PRECISIONS)
+    a.set_defaults(func=run_attest)
+
+    r = sub.add_parser(
+        "audit", parents=parents,
+        help="reviewers: audit a paper's environment and bits against its attestation",
+        description="In order: the lockfile's integrity; this machine's preflight; locate or "
+        "install the environment; verify env against the lock; the attestation's workloads "
+        "under its settings; compare with the authors' attestation; with a paper manifest, "
+        "rerun the paper's commands and compare every output (bytes, tensors, metrics, "
+        "curves). Writes a verdict and reports (Markdown, self-contained HTML with the "
+        "curves, JSON), a CycloneDX SBOM and this machine's attestation under --out.",
+        epilog="verdicts and exit codes: 0 bit-identical, within-tolerance, explained or "
+        "environment-identical; 1 not-reproduced (or weaker than --require); 2 bad input; "
+        "5 a tool failed. See README \"Auditing a paper\".")
+    r.add_argument("paper", nargs="?", type=Path, metavar="PAPER",
+                   help="a paper folder: its samebits-paper.toml, or else the lock "
+                   "(*conda-lock.yml), the attestation (*.attestation.json) and optionally "
+                   "outputs/; the flags below win")
+    r.add_argument("--lockfile", type=Path, metavar="L")
+    r.add_argument("--attestation", type=Path, metavar="A")
+    r.add_argument("--outputs", type=Path, metavar="DIR",
+                   help="the authors' saved outputs (attest --save-outputs): max errors")
+    _env_args(r)
+    r.add_argument("--install", type=Path, metavar="ENV",
+                   help="install the lock into ENV first (samebits install), then audit it")
+    r.add_argument("--replace", action="store_true", help="with --install: replace ENV")
+    r.add_argument("--cache-dir", type=Path, help="with --install: the archive cache")
+    add_source_flags(r)
+    r.add_argument("--device", default="auto",
+                   help="auto (the authors' kind of device when this machine has one), cpu, "
+                   "cuda or cuda:N")
+    r.add_argument("--no-workloads", action="store_true",
+                   help="check the environment only: neither the suite nor the paper's "
+                   "commands run (best verdict: environment-identical)")
+    r.add_argument("--require", choices=LEVEL_CHOICES,
+                   help="exit 1 unless the verdict is at least this level")
+    r.add_argument("--out", type=Path, default=DEFAULT_OUT, metavar="DIR",
+                   help=f"where the reports go (default: {DEFAULT_OUT})")
+    r.add_argument("--trust", type=Path, metavar="KEY.pub",
+                   help="the authors' public key: an attestation that is not a DSSE envelope "
+                   "signed by it is a reason for not-reproduced")
+    _sign_arg(r, "the reviewer's attestation")
+    r.set_defaults(func=run_audit)
+
+
+def _sign_arg(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument("--sign", type=Path, metavar="KEY",
+                   help=f"write {what} as a DSSE envelope signed with this Ed25519 private key "
+                   "(samebits keygen)")
+
+
+def _env_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--prefix", type=Path, metavar="ENV",
+                   help="the environment (default: the running one)")
+    p.add_argument("--python", metavar="PATH",
+                   help="the interpreter that runs the workloads (default: ENV/bin/python, or "
+                   "this one for the running environment)")
+    p.add_argument("--platform", metavar="P", help="the lock platform (default: this machine's)")
+    add_read_flags(p, python_default="the environment's")
+
+
+# ------------------------------------------------------------------------------ attest
+
+def run_attest(args: argparse.Namespace, out: Output) -> int:
+    from samebits_app.audit.attesting import AttestRequest
+    from samebits_app.audit.attesting import run_attest as attest
+    from samebits_app.paper.manifest import read_manifest
+    from verify.gpu.cmd_gpu import device_line
+    from verify.gpu.workloads import select
+    from verify.gpu.workloads.settings import PROFILES
+
+    manifest = read_manifest(args.paper) if args.paper is not None else None
+    lockfile = args.lockfile or (manifest.lockfile if manifest else None)
+    args.out = args.out or (manifest.attestation if manifest else DEFAULT_ATTESTATION)
+    args.lockfile = lockfile
+    key = load_signing_key(args.sign) if args.sign else None  # before anything runs
+    settings = PROFILES[args.profile].with_precision(matmul=args.matmul_precision,
+                                                     tf32=True if args.tf32 else None)
+    req = AttestRequest(out=args.out, lockfile=lockfile, prefix=args.prefix,
+                        python=args.python, platform=args.platform, device=args.device,
+                        names=select(args.only), settings=settings,
+                        save_outputs=args.save_outputs, paper=manifest,
+                        lock_env=args.lock_env, lock_python=args.lock_python,
+                        cache=args.cache_dir)
+    start = time.perf_counter()
+    with out.steps("attest: ") as step:
+        result = attest(req, progress=step)
+    data = signed_bytes(result.data, key)
+    atomic_write(args.out, data)
+    seconds = time.perf_counter() - start
+    digests = result.env_report["digests"]
+    counts: dict[str, int] = {}
+    for rec in result.measured.workloads.values():
+        counts[rec["status"]] = counts.get(rec["status"], 0) + 1
+    payload: dict[str, Any] = {
+        "attestation": {"path": str(args.out), "sha256": sha256_hex(data),
+                        "signed_by": key.keyid if key else None},
+        "device": result.device, "device_line": device_line(result.facts, result.device),
+        "python": result.python, "environment": {"prefix": result.env_report["prefix"],
+                                                 "digests": dict(digests)},
+        "lockfile": str(args.lockfile) if args.lockfile else None,
+        "workloads": dict(result.measured.workloads), "seconds": round(seconds, 3)}
+    ran = {n: result.measured.workloads[n] for n in select(None)
+           if n in result.measured.workloads}  # catalog order
+    width = max((len(n) for n in ran), default=8)
+    lines = [device_line(result.facts, result.device),
+             f"environment {result.env_report['prefix']}: "
+             + (f"identical to {args.lockfile}" if args.lockfile else "as its installers "
+                "recorded it"),
+             f"  environment sha256:{digests['environment']}",
+             f"  packages    sha256:{digests['packages']}",
+             *(f"  {n:<{width}}  {r['status']:<11}  {_what(r)}" for n, r in ran.items()),
+             f"workloads: {', '.join(f'{v} {k}' for k, v in sorted(counts.items()))} in "
+             f"{seconds:.1f} s (run by {result.python})",
+             f"attestation: {args.out} (sha256 {sha256_hex(data)})"
+             + (f", signed by keyid {key.keyid}" if key else "")]
+    if result.paper is not None:
+        commands = result.paper["commands"]
+        payload["paper"] = {"manifest": str(manifest.file) if manifest else None,
+                            "outputs": str(manifest.outputs / "commands") if manifest else None,
+                            "commands": {n: {"status": c["status"], "outputs": {
+                                o["output"]: o.get("sha256") for o in c["outputs"]}}
+                                for n, c in commands.items()}}
+        for name, c in commands.items():
+            lines.append(f"paper command {name}: `{' '.join(c['run'])}` in {c['cwd']}: "
+                         f"{len(c['outputs'])} output(s) recorded")
+            lines += [f"  {o['output']:<24} {o['kind']:<8} sha256 {o['sha256'][:16]}"
+                      for o in c["outputs"]]
+        if manifest is not None:
+            lines.append(f"paper outputs: {manifest.outputs / 'commands'} (ship them: "
+                         "reviewers compare tensors element by element)")
+    if args.save_outputs:
+        lines.append(f"outputs: {args.save_outputs} (ship it: reviewers get max errors)")
+    out.emit(payload, "\n".join(lines))
+    return EXIT_OK
+
+
+def _what(result: Mapping[str, Any]) -> str:
+    """A workload's line end: the first 16 hex digits of its digest, or its whole reason
+    (``EFFICIENT_ATTENTION has no CPU kernel``), never a reason cut mid-word."""
+    return result["sha256"][:16] if result.get("sha256") else str(result.get("detail", ""))
+
+
+# ------------------------------------------------------------------------------- audit
+
+def paper_inputs(args: argparse.Namespace) -> tuple[Path, Path, Path | None, Any]:
+    """(lockfile, attestation, outputs, manifest) from the flags, else from the PAPER folder
+    (its samebits-paper.toml when it has one)."""
+    from samebits_app.paper.manifest import MANIFEST_NAME, read_manifest
+
+    lockfile, attestation, outputs = args.lockfile, args.attestation, args.outputs
+    folder = args.paper
+    manifest = None
+    if folder is not None and (folder.is_file() or (folder / MANIFEST_NAME).is_file()):
+        manifest = read_manifest(folder)
+        lockfile = lockfile or manifest.lockfile
+        attestation = attestation or manifest.attestation
+        if outputs is None and (manifest.outputs / "outputs.json").is_file():
+            outputs = manifest.outputs
+    elif folder is not None:
+        if not folder.is_dir():
+            raise UsageError(f"{folder}: no such folder")
+        if lockfile is None:
+            lockfile = _one(folder, [f"*{LOCK_SUFFIX}", "conda-lock.yml"], "lockfile")
+        if attestation is None:
+            attestation = _one(folder, ["*.attestation.json"], "attestation")
+        if outputs is None and (folder / "outputs" / "outputs.json").is_file():
+            outputs = folder / "outputs"
+    if lockfile is None or attestation is None:
+        raise UsageError("audit needs --lockfile and --attestation (or a PAPER folder with "
+                         "both)", hint="samebits audit --lockfile paper/conda-lock.yml "
+                         "--attestation paper/reference.attestation.json")
+    return lockfile, attestation, outputs, manifest
+
+
+def _one(folder: Path, patterns: list[str], what: str) -> Path:
+    found = sorted({p for pat in patterns for p in folder.glob(pat)})
+    if len(found) != 1:
+        names = ", ".join(p.name for p in found) or "none"
+        raise UsageError(f"{folder}: expected one {what} ({' or '.join(patterns)}), found "
+                         f"{names}", hint=f"pass --{what} explicitly")
+    return found[0]
+
+
+def run_audit(args: argparse.Namespace, out: Output) -> int:
+    from samebits_app.audit.document import build_document
+    from samebits_app.audit.pipeline import AuditRequest
+    from samebits_app.audit.pipeline import run_audit as audit
+    from samebits_app.sourceflags import sources_for
+
+    if (args.find_links or args.mirror) and args.install is None:
+        raise UsageError("--find-links and --mirror go with --install (where the audit "
+                         "installs the lock)")
+    sources = sources_for(args)
+    lockfile, attestation, outputs, manifest = paper_inputs(args)
+    key = load_signing_key(args.sign) if args.sign else None  # bad keys: exit 2, no step run
+    trust = load_public_key(args.trust) if args.trust else None
+    req = AuditRequest(lockfile=lockfile, attestation=attestation, out=args.out,
+                       prefix=args.prefix, install=args.install, python=args.python,
+                       platform=args.platform, device=args.device, outputs=outputs,
+                       workloads=not args.no_workloads, cache=args.cache_dir,
+                       replace=args.replace, paper=manifest, trust=trust, sources=sources,
+                       lock_env=args.lock_env, lock_python=args.lock_python)
+    with out.steps("audit: ") as step:
+        result = audit(req, progress=step)
+    doc = build_document(result)
+    files = write_reports(result, doc, args.out, sign=key)
+    code = result.verdict.exit_code(args.require)
+    payload = {**doc, "files": files, "exit_code": code}
+    out.emit(payload, audit_text(doc, files, code))
+    return code
+
+
+def write_reports(result: Any, doc: dict[str, Any], folder: Path, *,
+                  sign: SigningKey | None = None) -> dict[str, str]:
+    """Every report file under ``folder``, atomically; name -> path. With ``sign``, the
+    reviewer's attestation is a DSSE envelope signed with that key."""
+    from samebits_app.audit.pipeline import REVIEWER_ATTESTATION
+    from samebits_app.audit.report_html import render_html
+    from samebits_app.audit.report_md import render_markdown
+    from samebits_app.audit.sbom import render_sbom, sbom_timestamp
+
+    files: dict[str, tuple[Path, bytes | str]] = {
+        "json": (folder / "audit.json", canonical_json(doc)),
+        "markdown": (folder / "audit.md", render_markdown(doc)),
+        "html": (folder / "audit.html", render_html(doc)),
+    }
+    if result.reviewer_data is not None:
+        files["attestation"] = (folder / REVIEWER_ATTESTATION,
+                                signed_bytes(result.reviewer_data, sign))
+    if result.env_report is not None:
+        lock = result.lock
+        name = lock.meta("environment") or Path(result.request.lockfile).name.removesuffix(
+            LOCK_SUFFIX).removesuffix(".yml")
+        files["sbom"] = (folder / "sbom.cdx.json", render_sbom(
+            name=name, env_report=result.env_report,
+            locked=lock.packages_for(result.platform), lock_sha256=result.lock_sha256,
+            platform=result.platform,
+            timestamp=sbom_timestamp(lock.meta("exclude-newer"), os.environ)))
+    for path, data in files.values():
+        atomic_write(path, data)
+    return {k: str(p) for k, (p, _) in files.items()}
+
+
+def audit_text(doc: dict[str, Any], files: dict[str, str], code: int) -> str:
+    v = doc["verdict"]
+    from samebits_app.audit.verdict import CAUSES
+
+    lines = [f"verdict: {v['level']}: {v['title']} (exit {code})"]
+    for r in v["reasons"]:
+        lines.append(f"  reason ({CAUSES.get(r['cause'], r['cause'])}): {r['text']}")
+        lines += [f"    which explains: {e}" for e in r.get("explains") or ()]
+    lines += [f"  note: {n}" for n in v["notes"]]
+    lines.append("steps:")
+    for i, s in enumerate(doc["steps"], 1):
+        lines.append(f"  {i}. {s['name']:<12} {s['status']:<8} {s['summary']}")
+        if s["status"] == "failed":  # what to try next, e.g. --find-links for a lost host
+            lines += [f"     {n}" for n in s.get("notes") or () if n.startswith("hint: ")]
+    check = (doc.get("checks") or {}).get("workloads") or {}
+    if check.get("checked") is False:
+        lines.append(f"workloads: not checked ({check.get('why')})")
+    else:
+        cells: dict[str, int] = {}
+        for w in doc["workloads"]:
+            cells[w["cell"]] = cells.get(w["cell"], 0) + 1
+        lines.append("workloads: " + ", ".join(f"{n} {c}" for c, n in sorted(cells.items())))
+    for c in (doc.get("paper") or {}).get("commands") or ():
+        lines.append(f"paper command {c['name']}: {c['level']} (`{c['run']}`)")
+        lines += [f"  {o['level']:<16} {o['summary']}" for o in c["outputs"]]
+    lines.append("report: " + ", ".join(files[k] for k in ("html", "markdown", "json")
+                                        if k in files))
+    if "sbom" in files:
+        lines.append(f"sbom: {files['sbom']}")
+    return "\n".join(lines)

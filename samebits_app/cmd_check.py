@@ -1,0 +1,228 @@
+"""``samebits check``: on which GPUs does an environment run, read from its kernels.
+
+    samebits check hopper [--gpu H100|sm_90|9.0|hopper] [--driver 535.104] [--platform P]
+    samebits check lockfiles/volta.conda-lock.yml --gpu V100 --package torch
+    samebits check --prefix /opt/env [--gpu ...] [--driver ...]
+    samebits check --all --write        lockfiles/<env>.coverage.json + .coverage.md, every lock
+    samebits check hopper --write       the same for one lock (nox -s lock does it for those it
+                                        locked)
+    samebits check --all --check        exit 1 when one of those is missing or names another lock
+
+A lock's archives are fetched into the cache (hash-checked) and read without installing
+(``samebits_app.lockcoverage``); a prefix is read in place (``verify.kernels.codescan``). The
+decisions are ``verify.kernels.coverage``'s, the documents ``verify.kernels.report``'s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from pathlib import Path
+from typing import Any
+
+from samebits._io import atomic_write, canonical_json, read_json
+from samebits.errors import EXIT_DIFFERENT, EXIT_OK, UsageError
+from samebits.ui import Output
+
+COVERAGE_SUFFIX = ".coverage"
+
+
+def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
+    p = sub.add_parser(
+        "check", parents=parents,
+        help="on which GPUs does a lock or an environment run? read from its kernels",
+        description="Read the fatbins of every CUDA library of a lock (its archives are "
+        "fetched into the cache, hash-checked, and read without installing) or of an installed "
+        "environment (--prefix): the SASS architectures and PTX versions each carries. Decide "
+        "per GPU generation: runs natively, runs by PTX JIT (and the driver that needs), or "
+        "fails, naming the library and the missing architecture; and what the CUDA runtime "
+        "asks of the driver.",
+        epilog="exit codes: 0 runs (with --gpu), printed, written or fresh; 1 does not run on "
+        "that GPU or driver (--gpu), or a coverage file is stale (--all --check); 2 bad input; "
+        "4 an archive could not be fetched. Examples: samebits check hopper --gpu H100; "
+        "samebits check volta --gpu V100 --driver 535.104; samebits check --all --write")
+    p.add_argument("names", nargs="*", metavar="ENV",
+                   help="environment ids (lockfiles/<id>.conda-lock.yml) or lockfile paths")
+    p.add_argument("--prefix", type=Path, metavar="P", help="an installed environment instead")
+    p.add_argument("--gpu", metavar="G",
+                   help="sm_90, 9.0, a model (H100, L4, V100, B200, GB300, RTX 5090) or a "
+                   "generation (hopper): decide for it alone")
+    p.add_argument("--driver", metavar="V",
+                   help="the NVIDIA driver version to check against (535.104.05)")
+    p.add_argument("--platform", action="append", metavar="P",
+                   help="only this platform of the lock (repeatable; default: every platform)")
+    p.add_argument("--package", action="append", metavar="NAME",
+                   help="read only these packages' archives (repeatable; default: every "
+                   "archive that can hold native code)")
+    p.add_argument("--all", action="store_true", help="every lockfile of the project")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--write", action="store_true",
+                      help="write lockfiles/<env>.coverage.json and .coverage.md beside each "
+                      "lock")
+    mode.add_argument("--check", action="store_true",
+                      help="write nothing; exit 1 when a coverage file is missing or stale")
+    p.add_argument("--cache-dir", type=Path,
+                   help="archive cache (default: $XDG_CACHE_HOME/samebits)")
+    p.add_argument("--root", type=Path, default=Path("."), help="project root (default: .)")
+    p.add_argument("--lockfiles", type=Path, help="lockfile folder (default: ROOT/lockfiles)")
+    p.set_defaults(func=run_check)
+
+
+def _gpu(value: str | None) -> tuple[str, tuple[str, ...]] | None:
+    from samebits.spec.gpus import registry
+
+    if value is None:
+        return None
+    got = registry().resolve_gpu(value)
+    if got is None:
+        known = ", ".join(sorted(registry().models))
+        raise UsageError(f'--gpu "{value}": not a compute capability (9.0, sm_90), a GPU model '
+                         "or a generation",
+                         hint=f"known models: {known}; generations: "
+                         f"{', '.join(g for g in registry().generations if g != 'cpu')}")
+    return got
+
+
+def _driver(value: str | None) -> str | None:
+    if value is not None and not re.fullmatch(r"\d+\.\d+(\.\d+)?", value):
+        raise UsageError(f'--driver "{value[:80]}": expected a driver version like 535.104.05')
+    return value
+
+
+def coverage_paths(lockfile: Path) -> tuple[Path, Path]:
+    from samebits.lock.model import LOCK_SUFFIX
+
+    stem = lockfile.name.removesuffix(LOCK_SUFFIX)
+    return (lockfile.with_name(stem + COVERAGE_SUFFIX + ".json"),
+            lockfile.with_name(stem + COVERAGE_SUFFIX + ".md"))
+
+
+def run_check(args: argparse.Namespace, out: Output) -> int:
+    gpu = _gpu(args.gpu)
+    driver = _driver(args.driver)
+    if args.prefix is not None:
+        if args.names or args.all or args.write or args.check:
+            raise UsageError("--prefix checks one installed environment: give no ENV, --all, "
+                             "--write or --check with it")
+        return _check_prefix(args.prefix, gpu, driver, out)
+    if args.all and args.names:
+        raise UsageError("give ENV names or --all, not both")
+    if args.write and (args.package or gpu or driver or args.platform):
+        raise UsageError("--write records whole locks: no --package, --gpu, --driver or "
+                         "--platform with it")
+    from samebits.project import Project
+    from samebits_app.cmd_render import _all_lock_ids, locked_env
+
+    project = Project.at(args.root, lockfiles=args.lockfiles)
+    names = args.names or ([i for i in _all_lock_ids(project) if "/" not in i]
+                           if args.all else [])
+    if not names:
+        raise UsageError("name an environment or a lockfile, or pass --all or --prefix",
+                         hint="samebits check hopper --gpu H100")
+    envs = [locked_env(n, project) for n in names]
+    if args.check:
+        return _check_fresh(envs, out)
+    return _check_locks(envs, args, gpu, driver, out)
+
+
+def _check_prefix(prefix: Path, gpu: tuple[str, tuple[str, ...]] | None, driver: str | None,
+                  out: Output) -> int:
+    from verify.env.manifest import prefix_kind
+    from verify.kernels.codescan import scan_prefix
+    from verify.kernels.report import gpu_doc, gpu_text, platform_doc, platform_text
+
+    prefix = prefix.absolute()
+    prefix_kind(prefix)
+    out.info(f"reading the device code of {prefix}")
+    cov = scan_prefix(prefix)
+    if gpu is not None:
+        doc = gpu_doc(cov, gpu[0], gpu[1], driver=driver)
+        out.emit({"prefix": str(prefix), **doc}, gpu_text(doc, str(prefix)))
+        return EXIT_OK if doc["runs"] else EXIT_DIFFERENT
+    doc = platform_doc(cov, driver=driver)
+    out.emit({"prefix": str(prefix), **doc}, platform_text(doc, str(prefix)))
+    return EXIT_OK
+
+
+def _cache(args: argparse.Namespace) -> Path:
+    from samebits.install import default_cache_dir
+
+    return Path(args.cache_dir) if args.cache_dir else default_cache_dir()
+
+
+def _check_locks(envs: list, args: argparse.Namespace, gpu: Any, driver: str | None,
+                 out: Output) -> int:
+    from samebits.project import Project
+    from samebits_app.lockcoverage import lock_coverage
+    from samebits_app.sourceflags import own_sources
+    from verify.kernels.report import (
+        gpu_doc,
+        gpu_text,
+        lock_doc,
+        markdown,
+        platform_doc,
+        platform_text,
+    )
+
+    cache = _cache(args)
+    payload: dict[str, Any] = {}
+    text: list[str] = []
+    runs = True
+    for env in envs:
+        platforms = [env.check_platform(p) for p in args.platform or env.platforms]
+        covs = {}
+        for plat in platforms:
+            covs[plat], _ = lock_coverage(env, plat, cache, packages=args.package,
+                                          progress=out.info, sources=own_sources(
+                                              Project.at(args.root, lockfiles=args.lockfiles),
+                                              env))
+        entry: dict[str, Any] = {"lockfile": str(env.path), "lock_sha256": env.digest,
+                                 "platforms": {}}
+        for plat, cov in covs.items():
+            where = f"{env.origin} {plat}" + (f" ({', '.join(args.package)} only)"
+                                              if args.package else "")
+            if gpu is not None:
+                doc = gpu_doc(cov, gpu[0], gpu[1], driver=driver)
+                runs = runs and doc["runs"]
+                text.append(gpu_text(doc, where))
+            else:
+                doc = platform_doc(cov, driver=driver)
+                text.append(platform_text(doc, where))
+            entry["platforms"][plat] = doc
+        if args.write:
+            written = lock_doc(environment=env.name, lockfile=env.path.name,
+                               lock_sha256=env.digest, platforms=covs)
+            jpath, mpath = coverage_paths(env.path)
+            atomic_write(jpath, canonical_json(written))
+            atomic_write(mpath, markdown(written))
+            entry["written"] = [str(jpath), str(mpath)]
+            text.append(f"wrote {jpath} and {mpath}")
+        payload[env.name] = entry
+    result: dict[str, Any] = {"environments": payload}
+    if gpu is not None:
+        result["runs"] = runs
+    out.emit(result, "\n".join(text))
+    return EXIT_OK if runs else EXIT_DIFFERENT
+
+
+def _check_fresh(envs: list, out: Output) -> int:
+    from verify.kernels.report import DOC_FORMAT, DOC_KIND
+
+    states: dict[str, str] = {}
+    for env in envs:
+        jpath, mpath = coverage_paths(env.path)
+        if not jpath.exists() or not mpath.exists():
+            states[str(jpath)] = "missing"
+            continue
+        doc = read_json(jpath, what="coverage file")
+        fresh = (isinstance(doc, dict) and doc.get("kind") == DOC_KIND
+                 and doc.get("format") == DOC_FORMAT and doc.get("lock_sha256") == env.digest
+                 and sorted(doc.get("platforms", {})) == sorted(env.platforms))
+        states[str(jpath)] = "fresh" if fresh else "stale"
+    bad = [p for p, s in states.items() if s != "fresh"]
+    lines = [f"{p}: {s}" for p, s in states.items()]
+    if bad:
+        lines.append(f"{len(bad)} coverage files are out of date: run `nox -s coverage` "
+                     "(samebits check --all --write)")
+    out.emit({"files": states, "fresh": not bad}, "\n".join(lines))
+    return EXIT_DIFFERENT if bad else EXIT_OK

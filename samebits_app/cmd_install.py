@@ -1,0 +1,226 @@
+"""``samebits install``: a lock's platform into a prefix, then ``verify env`` of the result.
+
+    samebits install ENV --prefix DIR [--platform P] [--python PY] [--link-mode M]
+                     [--no-bytecode] [--cache-dir C] [--replace] [--from-nix [--store URI]]
+                     [--find-links DIR ...] [--mirror FROM=TO ...]
+                     [--lock-env NAME] [--lock-python X.Y]
+    samebits install --from-bundle FILE --prefix DIR [...]
+
+The work is ``samebits.install`` (fetch, unpack, place, compile); this module finds the lock and
+the interpreter (a lock of another format is read with ``samebits.lock.read``; the archives
+may come from a bundle or the Nix store into the cache first, or from ``--find-links`` folders
+and ``--mirror`` URLs by their hash: ``samebits_app.sourceflags``), stages the prefix beside its
+target and renames it into place, runs the verifier in this process
+(``verify.env.cmd_env.check_env``, exactly what ``samebits verify env --prefix DIR --lockfile L
+--platform P`` runs) and returns its exit code (the report's ``ok``): one verdict. Files that
+verify finds changed evict the cache entries they were placed from.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+from pathlib import Path
+from typing import Any
+
+from samebits.errors import InputError, UsageError
+from samebits.install.place import LINK_MODES
+from samebits.install.prefix import silent
+from samebits.lock.read import ReadOptions, read_options
+from samebits.ui import Output
+from samebits_app.cmd_render import _cache, _install_args, _project, locked_env, show_conversion
+from samebits_app.sourceflags import add_source_flags, sources_for
+
+
+def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
+    i = sub.add_parser(
+        "install", parents=parents, help="install a lock's platform into a prefix",
+        description="Install exactly the locked archives (hash-checked; unpacked once into "
+        "the cache, then placed by reflink or copy; nothing resolved) into --prefix, compile "
+        "its bytecode with the prefix's own interpreter, then run `verify env` on it: the "
+        "verdict and exit code are verify env's. A locked sdist is built into the wheel the "
+        "lock recorded, from its locked build environment (or taken from the cache), and "
+        "refused if the bytes differ; a package install cannot place is named before "
+        "anything is downloaded.",
+        epilog="exit codes: 0 installed and verify env identical, 1 installed but verify env "
+        "found drift or an unresolved library, 2 bad input (hash mismatch, unsafe archive, no "
+        "interpreter, a package install cannot place, an sdist that builds into other bytes "
+        "than the lock recorded), 4 unreachable, 5 a tool failed (an sdist's build). See "
+        "README \"The install cache\".")
+    i.add_argument("name", nargs="?", metavar="ENV",
+                   help="environment id or lockfile path, in any format samebits reads (not "
+                   "with --from-bundle)")
+    i.add_argument("--from-bundle", type=Path, metavar="FILE",
+                   help="install offline from a `samebits bundle` tar: its lock and archives, "
+                   "every hash checked, unpacked into the cache first")
+    i.add_argument("--prefix", type=Path, required=True, help="the folder to create")
+    i.add_argument("--platform", help="default: this machine's")
+    i.add_argument("--python", metavar="PATH",
+                   help="for a lock without conda Python: the interpreter of the venv "
+                   "(default: the first pythonX.Y that runs, from PATH, pyenv, /usr/local/bin, "
+                   "/usr/bin, `uv python find`)")
+    i.add_argument("--link-mode", choices=LINK_MODES, default="auto",
+                   help="how files go from the cache into the prefix: auto (reflink where the "
+                   "filesystem can, else copy; the default), reflink, copy, or hardlink "
+                   "(shares inodes with the cache: a write into the prefix changes the cache)")
+    i.add_argument("--no-bytecode", action="store_true",
+                   help="do not compile bytecode (verify env then checks no pycs)")
+    i.add_argument("--from-nix", action="store_true",
+                   help="take every archive from the Nix store (realised by `nix-build "
+                   "containers/ENV -A all`), hash-checked, and install offline")
+    i.add_argument("--store", metavar="URI",
+                   help="with --from-nix: a local store other than the default "
+                   "(/path or local?root=/path)")
+    add_source_flags(i)
+    _install_args(i)
+    i.set_defaults(func=run_install)
+
+
+def _phases(out: Output) -> Any:
+    """Install's progress: rich rows on a terminal (``Output.progress``), one line per phase
+    on stderr when piped, nothing with --quiet or --json."""
+    if out.json or out.quiet:
+        return silent
+    if sys.stderr.isatty():
+        return out.progress
+
+    @contextlib.contextmanager
+    def lines(description: str, total: float | None) -> Any:
+        out.info(f"{description} ...")
+        yield lambda n=1, description=None: None
+
+    return lines
+
+
+def _fill_cache_from_nix(env: Any, platform: str, cache: Path, store: str | None) -> None:
+    """Every locked archive of ``platform`` from the Nix store into the install cache, each
+    one hash-checked: the install that follows needs no network."""
+    from samebits.render.nixstore import NixStore, fill_cache
+
+    problems = fill_cache([*env.conda(platform), *env.pip(platform)], cache, NixStore(store))
+    if problems:
+        raise InputError(f"{len(problems)} locked archive"
+                         + ("" if len(problems) == 1 else "s")
+                         + " not in the Nix store as locked:\n  " + "\n  ".join(problems),
+                         hint=f"realise them: nix-build containers/{env.name} -A all "
+                         f"--argstr platform {platform}")
+
+
+def _python_version(interpreter: str | None) -> str | None:
+    """``X.Y.Z`` of ``--python``, the Python a uv.lock/pylock/requirements lock is read for."""
+    if not interpreter:
+        return None
+    import subprocess
+
+    try:
+        proc = subprocess.run([interpreter, "-c", "import sys; print('%d.%d.%d' % "
+                               "sys.version_info[:3])"], capture_output=True, text=True,
+                              timeout=30)
+    except OSError as exc:
+        raise UsageError(f'--python "{interpreter}": cannot run: {exc.strerror}') from None
+    if proc.returncode != 0:
+        raise UsageError(f'--python "{interpreter}": exited {proc.returncode}: '
+                         f"{proc.stderr.strip()[:200]}")
+    return proc.stdout.strip()
+
+
+def _locked(args: argparse.Namespace, out: Output, platform: str) -> tuple[Any, ReadOptions]:
+    """The lock to install (from ENV, or the bundle's own) and how it was read."""
+    project = _project(args)
+    if args.from_bundle is not None and args.from_nix:
+        raise UsageError("--from-bundle and --from-nix: choose one source of archives")
+    if args.from_bundle is not None:
+        from samebits_app.cmd_bundle import unpack_for_install
+
+        env = unpack_for_install(args.from_bundle, args.name, project=project, out=out,
+                                 platform=platform, cache=_cache(args))
+        return env, read_options(args, platforms=(platform,), python=None)
+    if args.name is None:
+        raise UsageError("install needs ENV (an environment id or a lockfile) or --from-bundle")
+    options = read_options(args, platforms=(platform,), python=_python_version(args.python))
+    return locked_env(args.name, project, options), options
+
+
+VERIFY_KEYS = ("format", "kind", "identical", "ok", "digests", "summary", "findings",
+               "linkage", "notes")
+REPAIR_KINDS = ("modified", "missing", "type", "exec", "symlink", "bytecode")
+
+
+def run_install(args: argparse.Namespace, out: Output) -> int:
+    from samebits.install import find_interpreter, host_platform, install_prefix
+    from samebits.install.cache import evict
+    from samebits.install.prefix import check_something_to_place
+    from samebits.render.publish import staged_dir
+    from verify.env.cmd_env import check_env
+    from verify.env.envreport import report_json, report_text
+
+    if args.store and not args.from_nix:
+        raise UsageError("--store goes with --from-nix")
+    platform = args.platform or host_platform()
+    env, options = _locked(args, out, platform)
+    conversion = show_conversion(out, env)
+    platform = env.check_platform(platform)
+    check_something_to_place(env, platform)  # before any prefix is made
+    progress = _phases(out)
+    python = None
+    if env.python and env.pip(platform) and not any(p.name == "python"
+                                                   for p in env.conda(platform)):
+        with progress(f"finding a Python {env.python} interpreter", None):
+            python = find_interpreter(env.python, args.python).executable
+    prefix = Path(args.prefix).absolute()
+    cache = _cache(args)
+    sources = sources_for(args, _project(args), env.name)
+    if args.from_nix:
+        with progress("archives from the Nix store", None):
+            _fill_cache_from_nix(env, platform, cache, args.store)
+    # exactly what `verify env --lockfile L --platform P [--lock-env E --lock-python X]` reads
+    read = (ReadOptions(environment=options.environment, python=options.python)
+            if env.conversion is not None else None)
+    try:
+        with staged_dir(prefix, replace=args.replace) as stage:
+            report = install_prefix(env, platform, stage, final=str(prefix), cache=cache,
+                                    interpreter=python, link_mode=args.link_mode,
+                                    bytecode=not args.no_bytecode, progress=progress,
+                                    sources=sources, build_python=args.python)
+    except OSError as exc:  # a full disk, a read-only cache: said, not a traceback
+        where = exc.filename or prefix
+        raise InputError(f"{where}: {exc.strerror or exc}",
+                         hint=f"nothing was installed at {prefix}") from None
+    with progress(f"verify env {prefix}", None):
+        verdict = check_env(prefix, lockfile=env.path, platform=platform, cache=cache,
+                            progress=progress, read=read)
+    broken = sorted(report.entries_of([f.path for f in verdict.findings
+                                       if f.kind in REPAIR_KINDS and f.path]))
+    for where in broken:  # a placed file differs from its record: its cache entry is bad
+        folder, _, key = where.rpartition("/")
+        evict(cache / folder, key)
+    doc = report_json(verdict)
+    payload = {**report.to_json(), "lockfile": str(env.path), "identical": verdict.identical,
+               "ok": verdict.ok, "exit_code": verdict.exit_code,
+               "evicted": broken, "verify": {k: doc[k] for k in VERIFY_KEYS if k in doc}}
+    if conversion is not None:
+        payload["conversion"] = conversion
+    lines = [f"{prefix}: {env.name} ({platform}) installed: {len(report.conda)} conda, "
+             f"{len(report.pip)} PyPI packages"]
+    placed = ", ".join(f"{n:,} by {how}" for how, n in report.placed.items()) or "none"
+    reused = len(report.conda) + len(report.pip) - len(report.unpacked)
+    lines.append(f"  files      {placed} (link mode {report.link_mode}); "
+                 f"{reused} of {reused + len(report.unpacked)} packages from the cache")
+    bc = report.bytecode
+    if bc is None:
+        lines.append("  bytecode   not compiled (--no-bytecode)")
+    elif bc.skipped:
+        lines.append(f"  bytecode   none compiled: {bc.skipped}")
+    else:
+        lines.append(f"  bytecode   {bc.compiled + bc.reused:,} pycs by {bc.interpreter} "
+                     f"(Python {bc.version}): {bc.compiled:,} compiled, {bc.reused:,} from the "
+                     f"cache" + (f", {len(bc.failed)} sources do not compile"
+                                 if bc.failed else ""))
+    lines.extend(f"  note: {n}" for n in report.notes)
+    if broken:
+        lines.append(f"  cache: {len(broken)} entries had changed since they were unpacked and "
+                     "were removed; install again to unpack them afresh")
+    lines.append(report_text(verdict))
+    out.emit(payload, "\n".join(lines))
+    return verdict.exit_code

@@ -1,0 +1,278 @@
+"""Hash many files fast: sha256 in worker processes, streaming, constant memory.
+
+``FileHasher`` starts ``jobs`` worker processes when it is created (before the caller builds
+anything large, so each worker is small). The walk calls ``add(path, size)`` for each file and
+the workers start hashing at once; ``no_more()`` ends the input, the caller does its own work
+(reading the installers' records, making entries in ``wait``'s ``each`` callback) while the
+workers finish, and ``wait()`` gives one ``Hashed`` per path, in order.
+
+Large files go out first (the largest-processing-time rule: one 400 MB library must not start
+last and finish alone; while the walk runs only two batches per worker are queued, so one found
+late still jumps ahead), small files in batches of a few hundred so the per-file cost is paid in
+the workers, not in pickling. Each worker reads through one 1 MiB buffer, so memory stays flat
+whatever the file sizes. Processes rather than threads: hashlib releases the GIL while it
+hashes, but opening, reading and closing 20,000 small files is Python work too.
+
+A worker that meets an ELF file (``\\x7fELF``) also reads its dynamic section with pyelftools
+while the file is hot in the page cache (``verify.env.elfinfo``), so the linkage check costs no
+second pass. ``jobs=1`` hashes in this process: no workers, the same results.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import heapq
+import multiprocessing
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable
+from typing import NamedTuple
+
+from samebits.errors import ToolError
+from verify.env.elfinfo import ElfInfo, read_elf_info
+
+BUFFER = 1 << 20            # bytes read at a time, per worker
+BIG = 8 << 20               # a file this large is a batch of its own
+BATCH_FILES = 256           # at most this many small files per batch
+BATCH_BYTES = 8 << 20       # ... or this many bytes
+ELF_MAGIC = b"\x7fELF"
+STARTUP_LIMIT = 60.0        # seconds for the first worker to answer before the pool is refused
+_FLAGS = os.O_RDONLY | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
+
+
+class HashWorkersFailed(ToolError):
+    """The worker processes never answered (each one failed as it started)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, hint="run again with --jobs 1 (hashing in this process), "
+                         "and report the workers' error printed above")
+
+
+class Hashed(NamedTuple):
+    """What reading one file gave: its sha256 (hex), or why it could not be read.
+
+    A NamedTuple, not a dataclass: workers send tens of thousands back as plain tuples, which
+    pickle fifty times faster than objects."""
+
+    sha256: str | None
+    elf: ElfInfo | None = None
+    error: str | None = None
+    head: bytes | None = None      # a .pyc file's 16-byte header (verify.env.bytecode reads it)
+
+
+def default_jobs() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+_local = threading.local()
+
+
+def hash_file(path: str, *, elf: bool = True, size: int = -1) -> Hashed:
+    """sha256 of one file through this thread's one buffer; ELF facts when ``elf``.
+    ``size``, when known, spares the read that would only find the end of a small file."""
+    return Hashed._make(_hash(path, elf, size))
+
+
+def _hash(path: str, elf: bool, size: int
+          ) -> tuple[str | None, ElfInfo | None, str | None, bytes | None]:
+    buf = getattr(_local, "buffer", None)
+    if buf is None:
+        buf = _local.buffer = bytearray(BUFFER)
+    try:
+        fd = os.open(path, _FLAGS)
+    except OSError as exc:
+        return None, None, exc.strerror or str(exc), None
+    try:
+        h = hashlib.sha256()
+        n = os.readv(fd, (buf,))
+        is_elf = n >= 4 and buf[:4] == ELF_MAGIC
+        head = bytes(buf[:16]) if path.endswith(".pyc") else None
+        if n == size and n < BUFFER:  # all of it, as the walk saw it: no read to find the end
+            h.update(memoryview(buf)[:n])
+        else:
+            view = memoryview(buf)
+            while n:
+                h.update(view[:n])
+                n = os.readv(fd, (buf,))
+        info = None
+        if is_elf and elf:
+            with os.fdopen(os.dup(fd), "rb") as stream:
+                info = read_elf_info(stream)
+        return h.hexdigest(), info, None, head
+    except OSError as exc:
+        return None, None, exc.strerror or str(exc), None
+    finally:
+        os.close(fd)
+
+
+def _hash_batch(batch: tuple[int, str, list[str], list[int]], elf: bool
+                ) -> tuple[int, list[tuple]]:
+    b, root, paths, sizes = batch
+    return b, [_hash(p if p[0] == "/" else root + p, elf, n)
+               for p, n in zip(paths, sizes, strict=True)]
+
+
+def _ready() -> int:
+    return os.getpid()
+
+
+def _worker_init() -> None:
+    # Ctrl-C goes to the whole process group: the parent says "interrupted" and stops the
+    # workers; each worker printing its own KeyboardInterrupt traceback would only be noise.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _context() -> multiprocessing.context.BaseContext:
+    # fork starts a worker in a millisecond; Python 3.12+ warns when a process that has
+    # threads forks, so there the fork server starts them (once, then forks from itself).
+    if sys.platform == "linux" and sys.version_info < (3, 12):
+        return multiprocessing.get_context("fork")
+    ctx = multiprocessing.get_context("forkserver" if sys.platform == "linux" else "spawn")
+    if sys.platform == "linux":
+        ctx.set_forkserver_preload(["verify.env.hashing"])
+    return ctx
+
+
+class FileHasher:
+    """``add(path, size)`` as the walk finds files, ``no_more()`` when it is done, then
+    ``wait()`` for the results (do other work in between: the workers keep hashing).
+
+    While files come in, at most two batches per worker wait in the pool, the largest first,
+    so a big file found late still goes ahead of the small ones; ``no_more`` queues the rest,
+    largest first. A context manager, so the workers always stop.
+    """
+
+    def __init__(self, *, jobs: int | None = None, elf: bool = True, root: str = "") -> None:
+        self.jobs = jobs or default_jobs()
+        self.elf = elf
+        self.root = root  # every path added is relative to it (sent once per batch)
+        self._pool = _context().Pool(self.jobs, initializer=_worker_init) \
+            if self.jobs > 1 else None
+        # the first task: a worker that cannot start (an import failing in the worker, as on
+        # Python 3.12 when a vendored path led sys.path) is respawned by the pool forever and
+        # would make ``wait`` wait forever; this answer, due before any result, bounds that
+        self._ready = self._pool.apply_async(_ready) if self._pool is not None else None
+        self._paths: list[str] = []
+        self._sizes: list[int] = []
+        self._heap: list[tuple[int, int]] = []      # (-bytes, batch id) not yet submitted
+        self._batches: list[tuple[int, list[int]]] = []  # batch id -> (bytes, path indices)
+        self._small: list[int] = []
+        self._small_bytes = 0
+        self._cond = threading.Condition()
+        self._running = 0                           # submitted, not finished (under _cond)
+        self._done: list[tuple[int, object]] = []   # (batch id, results or exception)
+
+    def __enter__(self) -> FileHasher:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.terminate()
+            self._pool.join()
+            self._pool = None
+
+    def add(self, path: str, size: int) -> int:
+        """Queue ``root + path`` (``path`` itself when absolute: the files of a venv's base
+        interpreter); returns its index in what ``wait`` returns."""
+        i = len(self._paths)
+        self._paths.append(path)
+        self._sizes.append(size)
+        if size >= BIG:
+            self._push(size, [i])
+        else:
+            self._small.append(i)
+            self._small_bytes += size
+            if len(self._small) >= BATCH_FILES or self._small_bytes >= BATCH_BYTES:
+                self._flush()
+        return i
+
+    def no_more(self) -> None:
+        """The walk is done: queue every remaining batch, largest first."""
+        self._flush()
+        if self._pool is not None:
+            self._submit(len(self._heap))
+
+    def wait(self, advance: Callable[[int], None] = lambda n: None,
+             each: Callable[[int, Hashed], None] | None = None) -> list[Hashed]:
+        """One Hashed per added path, in the order they were added. ``each(index, hashed)``
+        is called as each file's result comes in, so the caller can use the time the
+        workers still need for the rest; ``advance(nbytes)`` as each batch does."""
+        self.no_more()
+        out: list[Hashed | None] = [None] * len(self._paths)
+        make = Hashed._make
+        while self._heap:  # no workers: hash here, now, largest first
+            _, b = heapq.heappop(self._heap)
+            self._done.append(_hash_batch(self._work(b), self.elf))
+        for _ in range(len(self._batches)):
+            b, hashed = self._next()
+            if isinstance(hashed, BaseException):
+                raise hashed
+            nbytes, idx = self._batches[b]
+            for i, h in zip(idx, hashed, strict=True):  # type: ignore[call-overload]
+                out[i] = result = make(h)
+                if each is not None:
+                    each(i, result)
+            advance(nbytes)
+        return out  # type: ignore[return-value]
+
+    # -- internals
+
+    def _flush(self) -> None:
+        if self._small:
+            self._push(self._small_bytes, self._small)
+            self._small, self._small_bytes = [], 0
+
+    def _push(self, nbytes: int, idx: list[int]) -> None:
+        self._batches.append((nbytes, idx))
+        heapq.heappush(self._heap, (-nbytes, len(self._batches) - 1))
+        if self._pool is not None:
+            with self._cond:
+                room = 2 * self.jobs - self._running
+            self._submit(room)
+
+    def _work(self, b: int) -> tuple[int, str, list[str], list[int]]:
+        idx = self._batches[b][1]
+        return b, self.root, [self._paths[i] for i in idx], [self._sizes[i] for i in idx]
+
+    def _submit(self, n: int) -> None:
+        assert self._pool is not None
+        for _ in range(min(n, len(self._heap))):
+            _, b = heapq.heappop(self._heap)
+            with self._cond:
+                self._running += 1
+            self._pool.apply_async(_hash_batch, (self._work(b), self.elf),
+                                   callback=self._finished,
+                                   error_callback=functools.partial(self._failed, b))
+
+    def _failed(self, batch: int, exc: BaseException) -> None:  # in the pool's result thread
+        self._finished((batch, exc))
+
+    def _finished(self, result: tuple[int, object]) -> None:  # in the pool's result thread
+        with self._cond:
+            self._running -= 1
+            self._done.append(result)
+            self._cond.notify()
+
+    def _next(self) -> tuple[int, object]:
+        if self._ready is not None:
+            try:
+                self._ready.get(timeout=STARTUP_LIMIT)
+            except multiprocessing.TimeoutError:
+                raise HashWorkersFailed(
+                    f"the hashing workers did not start within {STARTUP_LIMIT:g} s "
+                    f"({_context().get_start_method()} start method, {self.jobs} workers)"
+                ) from None
+            self._ready = None
+        with self._cond:
+            while not self._done:
+                self._cond.wait()
+            return self._done.pop(0)

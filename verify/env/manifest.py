@@ -1,0 +1,293 @@
+"""The manifest of an installed prefix: every file and symlink, its hash, and who owns it.
+
+``build_manifest(prefix)`` walks the prefix (no symlink is followed), hashes every regular file
+in parallel (``verify.env.hashing``) while it walks, reads the installers' records
+(``verify.env.records``) and gives each entry an owner and a category:
+
+    package   claimed by a conda-meta record or a dist-info RECORD (owner: the package id)
+    scaffold  made by the tool that made the venv (``verify.env.scaffold``: python -m venv,
+              virtualenv, uv venv; keyed on what pyvenv.cfg says made it)
+    base      a base interpreter's own files (prefix kind "python": outside site-packages,
+              except the files Python runs at start-up: sitecustomize, usercustomize, a zip
+              on sys.path, which no record owns there and so are unowned)
+    meta      the installer's records: conda-meta/ and py-rattler's CACHEDIR.TAG
+    cache     bytecode under __pycache__/ (derived from its source, checked against the
+              record's hash or a fresh compile by ``verify.env.bytecode``; Python rewrites it at
+              will, so it stays out of the environment digest)
+    unowned   none of the above: drift
+
+``outside``: files of a venv's base interpreter (its binary, libpython, its stdlib folder),
+hashed by the same workers, with absolute paths (``verify.env.interpreter`` says which).
+
+Kinds of prefix: ``conda`` (has conda-meta/), ``venv`` (has pyvenv.cfg), ``python`` (a base
+interpreter: bin/python3 and lib/python3.*). Anything else is an ``InputError``.
+Directories are not entries; an empty directory is invisible to the manifest.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal, NamedTuple
+
+from samebits.errors import InputError
+from verify.env.elfinfo import ElfInfo
+from verify.env.hashing import FileHasher, Hashed
+from verify.env.records import Claim, Records, read_records, site_packages
+from verify.env.scaffold import is_scaffold, producer, read_pyvenv_cfg
+
+PrefixKind = Literal["conda", "venv", "python"]
+EntryType = Literal["file", "symlink", "other"]
+Category = Literal["package", "scaffold", "base", "meta", "cache", "unowned"]
+IN_DIGEST: frozenset[str] = frozenset({"package", "scaffold", "base", "unowned"})
+
+VENV_OWNER = "<venv>"
+PYTHON_OWNER = "<python>"
+INSTALLER_OWNER = "<installer>"
+OUTSIDE_SKIP = frozenset({"site-packages", "dist-packages"})
+# What a bare interpreter runs at start-up from its own folders (site.py's sitecustomize and
+# usercustomize imports, a zip on sys.path): never "the interpreter's own" unless a record says.
+STARTUP = re.compile(r"^lib/(python3\d+\.zip|python3\.\d+/(lib-dynload/)?"
+                     r"(site|user)customize(\.py|\.pyc|/.*|\..*\.so))$")
+
+Progress = Callable[[str, float | None], AbstractContextManager[Callable[..., None]]]
+
+
+class Entry(NamedTuple):
+    """One file, symlink or special file of the prefix (a NamedTuple: there are tens of
+    thousands, and a frozen dataclass costs three times as much to make)."""
+
+    path: str                      # prefix-relative, "/"-separated
+    type: EntryType
+    exec: bool = False             # owner-execute bit (files only)
+    size: int = 0
+    sha256: str | None = None      # files
+    target: str | None = None      # symlinks: the link text, as stored
+    owner: str | None = None       # Package.id, "<venv>", "<python>", "<installer>" or None
+    category: Category = "unowned"
+    claim: Claim | None = None     # the record this entry is checked against
+    error: str | None = None       # the file could not be read
+    elf: ElfInfo | None = None
+    mtime: int = 0                 # st_mtime in whole seconds (what a pyc header records)
+    head: bytes | None = None      # a .pyc file's first 16 bytes
+
+    @property
+    def in_digest(self) -> bool:
+        return self.category in IN_DIGEST
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Manifest:
+    prefix: Path
+    kind: PrefixKind
+    entries: tuple[Entry, ...]     # sorted by path
+    records: Records
+    unreadable: tuple[tuple[str, str], ...] = ()  # folders the walk could not list: (path, why)
+    venv: Mapping[str, str] = field(default_factory=dict)   # pyvenv.cfg
+    made_by: str | None = None     # venv: "venv" | "virtualenv" | "uv"
+    outside: tuple[Entry, ...] = ()  # absolute paths: a venv's base interpreter files
+
+    def by_path(self) -> dict[str, Entry]:
+        return {e.path: e for e in self.entries}
+
+
+def prefix_kind(prefix: Path) -> PrefixKind:
+    if not prefix.is_dir():
+        raise InputError(f"{prefix}: no such directory",
+                         hint="pass --prefix with an installed environment")
+    if (prefix / "conda-meta").is_dir():
+        return "conda"
+    if (prefix / "pyvenv.cfg").is_file():
+        return "venv"
+    if site_packages(prefix) and any((prefix / "bin").glob("python3*")):
+        return "python"
+    raise InputError(f"{prefix}: not an environment (no conda-meta/, no pyvenv.cfg, "
+                     "no bin/python3 with lib/python3.*/site-packages)",
+                     hint="pass --prefix with a conda prefix or a virtual environment")
+
+
+def build_manifest(prefix: Path, *, jobs: int | None = None, elf: bool = True,
+                   progress: Progress | None = None, archives: Path | None = None,
+                   outside: tuple[str, ...] = ()) -> Manifest:
+    """Walk, hash and attribute every file under ``prefix``; also hash ``outside`` (absolute
+    files, or folders walked whole: a venv's base interpreter) with the same workers."""
+    prefix = Path(os.path.abspath(prefix))
+    kind = prefix_kind(prefix)
+    cfg = read_pyvenv_cfg(prefix) if kind == "venv" else {}
+    made_by = producer(cfg) if kind == "venv" else None
+    with FileHasher(jobs=jobs, elf=elf, root=f"{prefix}/") as hasher:  # workers start now
+        walked: list[tuple[str, os.stat_result, str | None, int]] = []
+        first_of_inode: dict[tuple[int, int], int] = {}
+        unreadable: list[tuple[str, str]] = []
+        total = 0
+        n_inside = 0
+        for rel, st, target in _walk_all(str(prefix), outside, unreadable):
+            n = -1
+            if stat.S_ISREG(st.st_mode):
+                if st.st_nlink > 1:  # another name for a file already seen is hashed once
+                    inode = (st.st_dev, st.st_ino)
+                    n = first_of_inode.get(inode, -1)
+                if n < 0:
+                    n = hasher.add(rel, st.st_size)
+                    total += st.st_size
+                    if st.st_nlink > 1:
+                        first_of_inode[(st.st_dev, st.st_ino)] = n
+            walked.append((rel, st, target, n))
+            if rel[0] != "/":
+                n_inside = len(walked)
+        hasher.no_more()
+        records = read_records(prefix, archives=archives)  # while the workers hash
+        claims = records.claims
+        sps = tuple(sp + "/" for sp in site_packages(prefix))
+        entries: list[Entry | None] = [None] * len(walked)
+        users: dict[int, int | list[int]] = {}  # hash index -> position(s) in walked
+
+        def make(pos: int, h: Hashed | None) -> Entry:
+            rel, st, target, _ = walked[pos]
+            if rel[0] == "/":
+                return _outside(rel, st, target, h)
+            return _entry(kind, made_by, rel, st, target, h, claims.get(rel, ()), sps)
+
+        for pos, (_, _, _, n) in enumerate(walked):
+            if n < 0:
+                entries[pos] = make(pos, None)
+            elif n in users:  # hardlinks: one hash, several entries
+                had = users[n]
+                users[n] = [*(had if isinstance(had, list) else [had]), pos]
+            else:
+                users[n] = pos
+
+        def each(n: int, h: Hashed) -> None:  # entries are made while the workers hash
+            who = users[n]
+            for pos in who if isinstance(who, list) else (who,):
+                entries[pos] = make(pos, h)
+
+        what = f"hashing {len(users):,} files of {prefix} (MB)"
+        bar = progress(what, total / 1e6) if progress else \
+            nullcontext(lambda n=1: None)
+        with bar as advance:
+            hasher.wait(lambda nbytes: advance(nbytes / 1e6), each)
+    inside = [e for e in entries[:n_inside] if e is not None and e.path[0] != "/"]
+    out = [e for e in entries if e is not None and e.path[0] == "/"]
+    done = sorted(inside, key=lambda e: os.fsencode(e.path))
+    return Manifest(prefix=prefix, kind=kind, entries=tuple(done), records=records,
+                    unreadable=tuple(sorted(unreadable)), venv=cfg, made_by=made_by,
+                    outside=tuple(sorted(out, key=lambda e: os.fsencode(e.path))))
+
+
+def _walk_all(root: str, outside: tuple[str, ...], unreadable: list[tuple[str, str]]
+              ) -> Iterator[tuple[str, os.stat_result, str | None]]:
+    yield from _walk(root, unreadable)
+    for path in outside:
+        try:
+            st = os.lstat(path)
+        except OSError as exc:
+            unreadable.append((path, exc.strerror or str(exc)))
+            continue
+        if stat.S_ISDIR(st.st_mode):
+            yield from _walk(path, unreadable, absolute=True)
+        else:
+            yield path, st, os.readlink(path) if stat.S_ISLNK(st.st_mode) else None
+
+
+def _walk(root: str, unreadable: list[tuple[str, str]], *, absolute: bool = False
+          ) -> Iterator[tuple[str, os.stat_result, str | None]]:
+    """(relative path, lstat, link target) for everything below ``root`` but directories;
+    a folder that cannot be listed goes to ``unreadable`` (it may hide anything)."""
+    cut = 0 if absolute else len(root) + 1
+    stack = [root]
+    while stack:
+        folder = stack.pop()
+        if absolute and folder != root and os.path.basename(folder) in OUTSIDE_SKIP:
+            continue  # a base interpreter's site-packages: not the venv's (see interpreter)
+        try:
+            it = os.scandir(folder)
+        except OSError as exc:
+            unreadable.append((folder[cut:] or ".", exc.strerror or str(exc)))
+            continue
+        with it:
+            for d in it:
+                try:
+                    if d.is_dir(follow_symlinks=False):
+                        stack.append(d.path)
+                        continue
+                    st = d.stat(follow_symlinks=False)
+                    target = os.readlink(d.path) if stat.S_ISLNK(st.st_mode) else None
+                except OSError:
+                    continue
+                yield d.path[cut:], st, target
+
+
+def _entry(kind: PrefixKind, made_by: str | None, rel: str, st: os.stat_result,
+           target: str | None, hashed: Hashed | None, claims: tuple[Claim, ...],
+           sps: tuple[str, ...]) -> Entry:
+    mode = st.st_mode
+    if stat.S_ISREG(mode):
+        etype: EntryType = "file"
+        size, exec_bit = st.st_size, bool(mode & stat.S_IXUSR)
+    else:
+        etype = "symlink" if stat.S_ISLNK(mode) else "other"
+        size, exec_bit = 0, False
+    sha, elf, error, head = hashed if hashed is not None else (None, None, None, None)
+    claim = pick_claim(claims, etype, sha, target) if claims else None
+    owner: str | None
+    category: Category
+    if rel.endswith(".pyc") and is_bytecode(rel):  # derived: checked against its source
+        owner, category = (claim.package if claim else None), "cache"
+    elif claim is not None:
+        owner, category = claim.package, "package"
+    elif kind == "conda" and (rel.startswith("conda-meta/") or rel == "CACHEDIR.TAG"):
+        owner, category = INSTALLER_OWNER, "meta"
+    elif kind == "venv" and is_scaffold(rel, made_by or "venv"):
+        owner, category = VENV_OWNER, "scaffold"
+    elif kind == "python" and (not rel.startswith(sps)
+                               or rel.endswith("site-packages/README.txt")) \
+            and not STARTUP.match(rel):
+        owner, category = PYTHON_OWNER, "base"
+    else:
+        owner, category = None, "unowned"
+    return Entry(rel, etype, exec_bit, size, sha, target, owner, category, claim, error, elf,
+                 int(st.st_mtime), head)
+
+
+def _outside(path: str, st: os.stat_result, target: str | None, hashed: Hashed | None
+             ) -> Entry:
+    """A base interpreter's file (absolute path): its owner is decided by verify.env.interpreter."""
+    mode = st.st_mode
+    sha, elf, error, head = hashed if hashed is not None else (None, None, None, None)
+    etype: EntryType = "file" if stat.S_ISREG(mode) else \
+        "symlink" if stat.S_ISLNK(mode) else "other"
+    category: Category = "cache" if is_bytecode(path) else "base"
+    return Entry(path, etype, etype == "file" and bool(mode & stat.S_IXUSR),
+                 st.st_size if etype == "file" else 0, sha, target, PYTHON_OWNER, category,
+                 None, error, elf, int(st.st_mtime), head)
+
+
+def is_bytecode(rel: str) -> bool:
+    return rel.endswith(".pyc") and "/__pycache__/" in f"/{rel}"
+
+
+def pick_claim(claims: tuple[Claim, ...], etype: EntryType, sha256: str | None,
+               target: str | None) -> Claim | None:
+    """The claim this entry satisfies, or (none does) the last one: the last install wins."""
+    if not claims:
+        return None
+    if len(claims) > 1:
+        for c in claims:
+            if c.type == "file" and etype == "file" and c.sha256 and c.sha256 == sha256:
+                return c
+            if c.type == "symlink" and etype == "symlink" and (
+                    c.target == target or c.sha256 and c.sha256 == _sha_text(target)):
+                return c
+    return claims[-1]
+
+
+def _sha_text(text: str | None) -> str | None:
+    import hashlib
+
+    return None if text is None else hashlib.sha256(os.fsencode(text)).hexdigest()

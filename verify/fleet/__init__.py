@@ -1,0 +1,1 @@
+"""verify fleet: many ranks under a launcher, their collectives and attestations, one report."""

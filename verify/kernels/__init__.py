@@ -1,0 +1,2 @@
+"""Kernel coverage: the device code an environment carries (fatbins) against the GPUs it must run
+on."""
