@@ -12,12 +12,11 @@
 from __future__ import annotations
 
 import os
-import urllib.error
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from samebits import net
 from samebits.errors import InputError, SamebitsError, SourceError, UnreachableError, UsageError
 from samebits.foreign.model import ReadOptions
 from samebits.foreign.simpleindex import IndexFile, project_files
@@ -128,9 +127,11 @@ def torch_requires(wheels: list[PinWheels], python: str, platform: str,
     if wheel is None:
         return None
     try:
-        with urllib.request.urlopen(wheel.url + ".metadata", timeout=METADATA_TIMEOUT) as resp:
-            body = resp.read()
-    except (urllib.error.URLError, TimeoutError, ConnectionError):
+        reply = net.get(wheel.url + ".metadata", timeout=METADATA_TIMEOUT)
+        if reply.status != 200:
+            raise FileNotFoundError(wheel.url + ".metadata")
+        body = reply.body
+    except OSError:
         # no PEP 658 file: the wheel's own METADATA, by range requests (what uv does)
         from samebits.solve.wheelmeta import BadWheel, wheel_metadata
 

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
@@ -21,10 +19,11 @@ from urllib.parse import unquote, urljoin, urlsplit
 
 from packaging.utils import canonicalize_name
 
+from samebits import net
 from samebits._io import sha256_file
 from samebits.errors import InputError, UnreachableError
 
-TIMEOUT = 30.0
+TIMEOUT = net.TIMEOUT
 ACCEPT = ("application/vnd.pypi.simple.v1+json, "
           "application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.1")
 PYPI = "https://pypi.org/simple"
@@ -62,22 +61,17 @@ def project_files(index: str, name: str) -> list[IndexFile]:
     base = index.rstrip("/") + "/" + str(canonicalize_name(name)) + "/"
     if urlsplit(base).scheme == "file":
         return _page_files(base, _read_file_page(base))
-    req = urllib.request.Request(base, headers={"Accept": ACCEPT})
     try:
-        with urllib.request.urlopen(req, timeout=TIMEOUT) as resp:
-            body = resp.read()
-            ctype = resp.headers.get("Content-Type", "")
-            url = resp.geturl()
-    except urllib.error.HTTPError as exc:
-        if exc.code == 404:
-            return []
-        raise UnreachableError(f"{base}: HTTP {exc.code} {exc.reason}") from None
-    except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
-        raise UnreachableError(f"{base}: {getattr(exc, 'reason', exc)}",
-                               hint="check the network, or the index URL") from None
-    if "json" in ctype:
-        return _json_files(url, body)
-    return _page_files(url, body.decode("utf-8", "replace"))
+        reply = net.get(base, accept=ACCEPT, timeout=TIMEOUT)
+    except OSError as exc:
+        raise net.reach(base, exc, hint="check the network, or the index URL") from None
+    if reply.status == 404:
+        return []
+    if reply.status != 200:
+        raise UnreachableError(f"{net.public_url(base)}: HTTP {reply.status}")
+    if "json" in reply.content_type:
+        return _json_files(reply.url, reply.body)
+    return _page_files(reply.url, reply.body.decode("utf-8", "replace"))
 
 
 def _read_file_page(base: str) -> str:

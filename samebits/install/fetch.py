@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+from samebits import net
 from samebits.errors import InputError, SamebitsError, UnreachableError, UsageError, plural
 from samebits.install.sources import NO_SOURCES, Sources
 from samebits.lock.model import LockedPackage
@@ -133,7 +134,7 @@ def fetch_url(url: str, dest: Path, limits: Limits | None = None) -> None:
             return
         if parts.scheme not in ("http", "https"):
             raise InputError(f"{url}: unsupported URL scheme '{parts.scheme}'")
-        with urllib.request.urlopen(url, timeout=limits.stall) as resp, open(dest, "wb") as f:
+        with net.open_url(url, timeout=limits.stall) as resp, open(dest, "wb") as f:
             length = resp.headers.get("Content-Length")
             if length is not None and length.strip().isdigit() \
                     and int(length) > limits.max_bytes:
@@ -144,7 +145,7 @@ def fetch_url(url: str, dest: Path, limits: Limits | None = None) -> None:
     except FileNotFoundError:
         raise InputError(f"{url}: no such file") from None
     except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
-        raise HostUnreachable(url, f"{url}: {getattr(exc, 'reason', exc)}") from None
+        raise HostUnreachable(url, f"{net.public_url(url)}: {net.reason(exc)}") from None
 
 
 def _copy_stream(url: str, src: Any, out: Any, limits: Limits) -> None:

@@ -5,11 +5,10 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import functools
-import urllib.error
-import urllib.request
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from samebits import net
 from samebits.errors import SolveError, UnreachableError, UnsatisfiableError
 from samebits.lock.model import LockedPackage, conda_dependencies
 from samebits.solve.virtual import rattler_virtual_packages
@@ -34,17 +33,13 @@ def probe_channels(channels: Sequence[str], subdir: str, *, timeout: float) -> N
         url = channel_url(ch)
         if not url.startswith(("http://", "https://")):
             continue
-        req = urllib.request.Request(f"{url}/{subdir}/repodata.json", method="HEAD")
         try:
-            urllib.request.urlopen(req, timeout=timeout).close()
-        except urllib.error.HTTPError:
-            continue  # it answered; the solve will report what is missing
-        except (urllib.error.URLError, OSError) as exc:
-            reason = getattr(exc, "reason", exc)
-            timed_out = isinstance(reason, TimeoutError) or "timed out" in str(reason)
-            what = f"did not answer within {timeout:g} s" if timed_out else "is unreachable"
+            net.head(f"{url}/{subdir}/repodata.json", timeout=timeout)  # any status: it answered
+        except OSError as exc:
+            what = (f"did not answer within {timeout:g} s" if net.timed_out(exc)
+                    else "is unreachable")
             raise UnreachableError(
-                f"channel {ch} ({url}) {what}: {reason}",
+                f"channel {ch} ({net.public_url(url)}) {what}: {net.reason(exc)}",
                 hint="check the network or the channel name; locks that need it are solved "
                 "where it is reachable",
             ) from None

@@ -34,8 +34,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urljoin, urlsplit, urlunsplit
+from urllib.parse import urljoin
 
+from samebits import net
 from samebits._io import atomic_write, compact_json
 
 FINAL_AFTER = dt.timedelta(days=1)  # how far in the past an instant must be to count as final
@@ -59,12 +60,8 @@ def is_final(exclude_newer: dt.datetime | None, now: dt.datetime) -> bool:
 
 
 def public_url(url: str) -> str:
-    """``url`` without user:password."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    return urlunsplit(parts._replace(netloc=host))
+    """``url`` without user:password (``samebits.net.public_url``)."""
+    return net.public_url(url)
 
 
 def instant_text(when: dt.datetime) -> str:

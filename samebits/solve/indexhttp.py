@@ -7,39 +7,22 @@ basic auth and never leaves in a URL).
 
 from __future__ import annotations
 
-import base64
 import http.server
 import sys
-import urllib.error
-import urllib.request
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote, urlsplit
 
-from samebits import __version__
-from samebits.solve.indexcache import PAGE_MEDIA, public_url
+from samebits import net
+from samebits.solve.indexcache import PAGE_MEDIA
 
 if TYPE_CHECKING:
     from samebits.solve.indexproxy import IndexProxy
 
 
-def auth_header(url: str) -> dict[str, str]:
-    parts = urlsplit(url)
-    if parts.username is None:
-        return {}
-    token = f"{unquote(parts.username)}:{unquote(parts.password or '')}".encode()
-    return {"Authorization": "Basic " + base64.b64encode(token).decode()}
-
-
 def get(url: str, *, accept: str, timeout: float) -> tuple[int, str, bytes, str]:
-    """(status, content type, body, final URL) of a GET; OSError when nothing answered."""
-    headers = {"Accept": accept, "User-Agent": f"samebits/{__version__}", **auth_header(url)}
-    req = urllib.request.Request(public_url(url), headers=headers)
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
-            return (resp.status, resp.headers.get("Content-Type", ""), resp.read(),
-                    resp.geturl())
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.headers.get("Content-Type", "") if exc.headers else "", b"", url
+    """(status, content type, body, final URL) of a GET (``samebits.net.get``); OSError
+    when nothing answered."""
+    r = net.get(url, accept=accept, timeout=timeout)
+    return r.status, r.content_type, r.body, r.url
 
 
 class Server(http.server.ThreadingHTTPServer):

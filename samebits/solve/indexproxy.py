@@ -43,6 +43,7 @@ from urllib.parse import urlsplit
 
 from samebits import __version__
 from samebits._io import compact_json
+from samebits.net import auth_header
 from samebits.solve.indexcache import (
     PAGE_MEDIA,
     BadPage,
@@ -53,7 +54,7 @@ from samebits.solve.indexcache import (
     metadata_hash,
     public_url,
 )
-from samebits.solve.indexhttp import Handler, Server, auth_header, get
+from samebits.solve.indexhttp import Handler, Server, get
 from samebits.solve.wheelmeta import BadWheel, wheel_metadata
 
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import io
 import re
-import urllib.error
-import urllib.request
 import zipfile
 from collections.abc import Mapping
 
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+
+from samebits import net
 
 TAIL = 64 * 1024  # the first read: the end of central directory and, mostly, the directory
 _CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+)")
@@ -47,17 +47,16 @@ class RangeReader(io.RawIOBase):
             self._segments.append((int(m[1]), data))
 
     def _get(self, byte_range: str) -> tuple[int, bytes, str | None]:
-        req = urllib.request.Request(self.url, headers={**self.headers, "Range": byte_range})
         self.requests += 1
-        try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-                return resp.status, resp.read(), resp.headers.get("Content-Range")
-        except urllib.error.HTTPError as exc:
-            if exc.code == 416:  # a file shorter than TAIL is answered whole on a plain GET
-                plain = urllib.request.Request(self.url, headers=self.headers)
-                with urllib.request.urlopen(plain, timeout=self.timeout) as resp:
-                    return 200, resp.read(), None
-            raise BadWheel(f"{self.url}: HTTP {exc.code}") from None
+        reply = net.get(self.url, timeout=self.timeout,
+                        headers={**self.headers, "Range": byte_range})
+        if reply.status == 416:  # a file shorter than TAIL is answered whole on a plain GET
+            reply = net.get(self.url, timeout=self.timeout, headers=self.headers)
+            if reply.status == 200:
+                return 200, reply.body, None
+        if reply.status not in (200, 206):
+            raise BadWheel(f"{net.public_url(self.url)}: HTTP {reply.status}")
+        return reply.status, reply.body, reply.headers.get("Content-Range")
 
     def readable(self) -> bool:
         return True

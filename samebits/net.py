@@ -1,0 +1,133 @@
+"""Every HTTP request samebits makes: one timeout rule, one User-Agent, one credentials rule.
+
+    get(url, accept=, timeout=, headers=)   -> Reply(status, content_type, body, url); an HTTP
+                                               error is a status, not an exception
+    open_url(url, timeout=, headers=)       -> the response, to stream (fetches of archives)
+    head(url, timeout=)                     -> the status of a HEAD
+    reach(url, exc)                         -> the UnreachableError for an OSError of these
+
+Callers: the install's fetches (``samebits.install.fetch``), the loopback index's upstream
+pages and wheel metadata (``samebits.solve.indexproxy``, ``samebits.solve.wheelmeta``), the
+simple-API reader of freeze and init (``samebits.foreign.simpleindex``), the conda channel
+probe (``samebits.solve.conda``) and init's torch metadata. Each passes its own ``timeout``
+(the seconds a socket may wait for a byte), by default ``TIMEOUT``.
+
+Credentials: ``user:password@`` in a URL becomes HTTP basic auth for that URL's host and is
+never sent on: a redirect to another host drops the ``Authorization`` header (as pip does),
+and no URL with its password reaches a message, a cache key or a record (``public_url``).
+Environment proxies (``https_proxy``...) apply, as urllib applies them.
+"""
+
+from __future__ import annotations
+
+import base64
+import urllib.error
+import urllib.request
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import unquote, urlsplit, urlunsplit
+
+from samebits import __version__
+from samebits.errors import UnreachableError
+
+TIMEOUT = 60.0
+USER_AGENT = f"samebits/{__version__}"
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    status: int
+    content_type: str
+    body: bytes
+    url: str         # the final URL, after redirects (without credentials)
+    headers: Mapping[str, str]
+
+
+def public_url(url: str) -> str:
+    """``url`` without user:password."""
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    return urlunsplit(parts._replace(netloc=host))
+
+
+def auth_header(url: str) -> dict[str, str]:
+    """Basic auth from ``url``'s user:password ({} when it has none)."""
+    parts = urlsplit(url)
+    if parts.username is None:
+        return {}
+    token = f"{unquote(parts.username)}:{unquote(parts.password or '')}".encode()
+    return {"Authorization": "Basic " + base64.b64encode(token).decode()}
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    parts = urlsplit(url)
+    return parts.scheme, (parts.hostname or "").lower(), parts.port
+
+
+class _Redirects(urllib.request.HTTPRedirectHandler):
+    """urllib's redirects, minus the credentials when the host changes."""
+
+    def redirect_request(self, req: urllib.request.Request, fp: Any, code: int, msg: str,
+                         headers: Any, newurl: str) -> urllib.request.Request | None:
+        new = super().redirect_request(req, fp, code, msg, headers, newurl)
+        if new is not None and _origin(newurl) != _origin(req.full_url):
+            new.remove_header("Authorization")
+        return new
+
+
+_OPENER = urllib.request.build_opener(_Redirects)
+
+
+def _request(url: str, headers: Mapping[str, str] | None, method: str) -> urllib.request.Request:
+    merged = {"User-Agent": USER_AGENT, **auth_header(url), **(headers or {})}
+    return urllib.request.Request(public_url(url), headers=merged, method=method)
+
+
+def open_url(url: str, *, timeout: float = TIMEOUT, headers: Mapping[str, str] | None = None,
+             method: str = "GET") -> Any:
+    """The response to ``url`` (a context manager; ``.read``, ``.status``, ``.headers``);
+    urllib.error.HTTPError for an HTTP error, OSError when nothing answered."""
+    return _OPENER.open(_request(url, headers, method), timeout=timeout)
+
+
+def get(url: str, *, accept: str = "*/*", timeout: float = TIMEOUT,
+        headers: Mapping[str, str] | None = None) -> Reply:
+    """The whole answer to a GET of ``url``; OSError when nothing answered."""
+    try:
+        with open_url(url, timeout=timeout, headers={"Accept": accept, **(headers or {})}) as r:
+            return Reply(r.status, r.headers.get("Content-Type", ""), r.read(),
+                         public_url(r.geturl()), dict(r.headers.items()))
+    except urllib.error.HTTPError as exc:
+        hdrs = dict(exc.headers.items()) if exc.headers else {}
+        return Reply(exc.code, hdrs.get("Content-Type", ""), b"", public_url(url), hdrs)
+
+
+def head(url: str, *, timeout: float = TIMEOUT) -> int:
+    """The status of a HEAD of ``url``; OSError when nothing answered."""
+    try:
+        with open_url(url, timeout=timeout, method="HEAD") as r:
+            return int(r.status)
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+def reason(exc: BaseException) -> str:
+    """What went wrong, in words: urllib's reason, or the error itself."""
+    return str(getattr(exc, "reason", exc))
+
+
+def timed_out(exc: BaseException) -> bool:
+    why = getattr(exc, "reason", exc)
+    return isinstance(why, TimeoutError) or isinstance(exc, TimeoutError) \
+        or "timed out" in str(why)
+
+
+def reach(url: str, exc: BaseException, *, hint: str | None = None) -> UnreachableError:
+    """The error for a request to ``url`` that nothing answered (exit 4)."""
+    return UnreachableError(f"{public_url(url)}: {reason(exc)}",
+                            hint=hint or "check the network, or the URL")
