@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import hypothesis
+import hypothesis.strategies
 import pytest
 import yaml
 
@@ -216,3 +218,19 @@ def test_real_lock_with_git_dependencies_install_refuses_them_first(geoapps_lock
     assert "nothing was downloaded" in proc.stderr
     assert "Traceback" not in proc.stderr
     assert not (cache / "archives").exists() and not (tmp_path / "env").exists()
+
+
+@hypothesis.settings(max_examples=300, deadline=None)
+@hypothesis.given(hypothesis.strategies.dictionaries(
+    hypothesis.strategies.sampled_from(["python", "pip", "a", "b", "c", "d", "libz", "__glibc"]),
+    hypothesis.strategies.sets(hypothesis.strategies.sampled_from(
+        ["python", "pip", "a", "b", "c", "d", "libz", "__glibc", "__cuda"])),
+    max_size=8))
+def test_conda_order_is_conda_locks(deps: dict[str, set[str]]) -> None:
+    """Our twenty lines give the order of conda-lock's vendored conda toposort (the reader of
+    record) on any graph: chains, cycles, self-loops, python<->pip, names only depended on."""
+    from conda_lock.interfaces.vendored_conda import toposort
+
+    from samebits.render.conda import conda_order
+
+    assert conda_order(deps) == toposort({k: set(v) for k, v in deps.items()})

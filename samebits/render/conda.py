@@ -2,9 +2,9 @@
 
 ``render_explicit`` writes what ``conda-lock render --kind explicit -p PLATFORM`` writes,
 line for line: conda-lock's header, ``@EXPLICIT``, one ``url#md5`` per conda package in
-conda-lock's topological order (its own vendored ``toposort``), then the PyPI part as
-``# pip name @ url#sha256=`` comments. ``conda create --file`` / ``micromamba create --file``
-install it and check each md5.
+conda-lock's topological order (``conda_order``: conda's, which conda-lock vendors), then the
+PyPI part as ``# pip name @ url#sha256=`` comments. ``conda create --file`` / ``micromamba
+create --file`` install it and check each md5.
 
 ``render_environment_yml`` writes conda-lock's ``--kind env`` dependency list
 (``name=version=build`` for every conda package, alphabetical; a ``pip:`` section with
@@ -19,9 +19,9 @@ Limitation: packages that conda-lock files mark as optional ``extras`` are rende
 from __future__ import annotations
 
 import posixpath
+from collections.abc import Iterable, Mapping
 from urllib.parse import urlsplit
 
-from samebits._io import sys_path_kept
 from samebits.lock.model import LockedPackage
 from samebits.render.source import LockedEnv
 
@@ -29,13 +29,30 @@ EXPLICIT_SUFFIX = ".explicit.txt"
 ENVIRONMENT_SUFFIX = ".environment.yml"
 
 
-def _toposorted(packages: list[LockedPackage]) -> list[LockedPackage]:
-    """conda-lock's order for explicit files: its vendored conda ``toposort`` on dep names."""
-    with sys_path_kept():
-        from conda_lock.interfaces.vendored_conda import toposort
+def conda_order(deps: Mapping[str, Iterable[str]]) -> list[str]:
+    """conda's topological order, the one conda-lock writes explicit files in (its vendored
+    ``conda.common.toposort``; a test checks the two agree): rounds of every name whose
+    dependencies are all placed, each round sorted; a cycle is broken by placing the name with
+    the fewest unplaced dependencies (ties by name); python never waits for pip."""
+    data = {k: set(v) - {k} for k, v in deps.items()}
+    if "python" in data:
+        data["python"].discard("pip")
+    data.update({d: set() for d in set().union(*data.values()) - data.keys()})
+    out: list[str] = []
+    while data:
+        ready = sorted(k for k, v in data.items() if not v) \
+            or [min(data, key=lambda k: (len(data[k]), k))]
+        for k in ready:
+            del data[k]
+        for v in data.values():
+            v.difference_update(ready)
+        out += ready
+    return out
 
+
+def _toposorted(packages: list[LockedPackage]) -> list[LockedPackage]:
     by_name = {p.name: p for p in packages}
-    order = toposort({p.name: {d for d, _ in p.dependencies} for p in packages})
+    order = conda_order({p.name: {d for d, _ in p.dependencies} for p in packages})
     return [by_name[n] for n in order if n in by_name]
 
 
