@@ -16,6 +16,20 @@ manifest (``entryfiles``), and returns what to place:
 and the ``conda-meta/<name>-<version>-<build>.json`` record, written with py-rattler's own
 ``PrefixRecord`` (so conda, mamba and pixi read it as theirs) from the lock's URL and channel and
 the manifest's hashes, never a path of the machine that installed it. Link scripts are not run.
+
+**Why not ``rattler.install``.** py-rattler 0.28's ``install(records, target_prefix,
+cache_dir=...)`` downloads, unpacks and links in one call, from each record's URL through its
+own client into its own package cache. samebits needs the steps apart: a file is fetched under
+samebits' rules (``samebits.install.fetch``: any file with the lock's sha256 via
+``--find-links``/``--mirror``, the size caps, ``file://`` only from named folders), unpacked
+into an entry whose every member is proved against the archive's records before use
+(``samebits.install.cache``), planned together with the PyPI wheels so that two packages
+writing one path are caught before anything is written (``samebits.install.place``), placed
+by the chosen link mode into a staging folder that becomes the prefix only whole, and proved
+again after placement. The linking rules themselves (placeholders, noarch python, entry
+points, the conda-meta record) follow rattler's, and the record is rattler's own
+``PrefixRecord``; tests/test_install_conda.py installs real rattler-build packages and checks
+the prefix against what ``rattler.install`` makes of the same packages.
 """
 
 from __future__ import annotations
