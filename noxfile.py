@@ -151,3 +151,34 @@ def lint(session: nox.Session) -> None:
     install_cpu_torch(session)  # verify's workloads are typed against torch
     session.install("-e", ".[gpu]", "mypy==2.4.1", "types-PyYAML")
     session.run("mypy")
+
+
+
+VERIFIER_EXCLUDE_NEWER = "2026-12-01T00:00:00Z"
+VERIFIER_LOCK = r"""
+import subprocess, sys
+from pathlib import Path
+from samebits.render.containerfile import VERIFIER_REQUIREMENTS, verifier_inputs
+when = sys.argv[1]
+body = subprocess.run(
+    [sys.executable, "-m", "uv", "pip", "compile", "pyproject.toml", "--universal",
+     "--generate-hashes", "--only-binary", ":all:", "--no-header", "--quiet",
+     "--python-version", "3.10", "--exclude-newer", when],
+    check=True, capture_output=True, text=True).stdout
+digest = verifier_inputs(Path("pyproject.toml").read_text(), when)
+head = ("# samebits' own dependencies, for the verifier a Containerfile runs; installed with\n"
+        "# pip install --no-deps --require-hashes --only-binary=:all: -r THIS_FILE\n"
+        f"# resolved by uv for Python >= 3.10 on every platform, as of {when}\n"
+        f"# inputs sha256: {digest}\n")
+Path(VERIFIER_REQUIREMENTS).write_text(head + body)
+"""
+
+
+@nox.session(name="verifier-lock")
+def verifier_lock(session: nox.Session) -> None:
+    """containers/verifier.requirements.txt: samebits' own dependencies resolved by uv for
+    every Python and platform (--universal), wheels only, every file hashed, as of
+    VERIFIER_EXCLUDE_NEWER; the Containerfiles install the verifier from it by hash. Run it
+    when pyproject.toml's dependencies change (tests/test_render_containerfile.py says so)."""
+    session.install("-e", ".")
+    session.run("python", "-c", VERIFIER_LOCK, VERIFIER_EXCLUDE_NEWER)

@@ -55,9 +55,48 @@ def test_curated_pip_only(name: str, gpu: bool) -> None:
     for plat, arch in (("linux-64", "amd64"), ("linux-aarch64", "arm64")):
         assert (f"{arch}) platform={plat} ;;" in install) is (plat in env.platforms)
     assert steps[-1].startswith("RUN set -eu; python3.12 -m venv /opt/samebits/tools;")
-    assert ("/opt/samebits/tools/bin/python -m verify env --prefix /opt/env --lockfile "
-            "/opt/samebits/lock.conda-lock.yml --platform \"$(cat /opt/samebits/platform)\"; "
-            "rm -rf /opt/samebits/tools /opt/samebits/src") in steps[-1]
+    assert ("/opt/samebits/tools/bin/pip install --no-cache-dir --quiet --no-deps "
+            "--require-hashes --only-binary=:all: -r /opt/samebits/verifier.requirements.txt; "
+            "PYTHONPATH=/opt/samebits/src /opt/samebits/tools/bin/python -m verify env --prefix "
+            "/opt/env --lockfile /opt/samebits/lock.conda-lock.yml --platform "
+            "\"$(cat /opt/samebits/platform)\"; rm -rf /opt/samebits/tools /opt/samebits/src"
+            ) in steps[-1]
+    assert "COPY containers/verifier.requirements.txt /opt/samebits/" in steps
+    assert not any("pip install" in s and "--require-hashes" not in s for s in steps)
+
+
+def test_the_verifier_is_installed_by_hash() -> None:
+    """containers/verifier.requirements.txt pins every dependency of samebits (pyproject.toml)
+    to one version with hashes, and is fresh: its header's inputs digest is pyproject's today
+    (else: `nox -s verifier-lock`)."""
+    import re
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    from samebits.render.containerfile import VERIFIER_REQUIREMENTS, verifier_inputs
+
+    text = (REPO / VERIFIER_REQUIREMENTS).read_text()
+    when = re.search(r"^# resolved by uv .* as of (\S+)$", text, re.M)
+    digest = re.search(r"^# inputs sha256: ([0-9a-f]{64})$", text, re.M)
+    assert when and digest, text[:400]
+    pyproject = (REPO / "pyproject.toml").read_text()
+    assert digest[1] == verifier_inputs(pyproject, when[1]), (
+        f"{VERIFIER_REQUIREMENTS} is stale: pyproject.toml's dependencies changed; run "
+        "`nox -s verifier-lock`")
+    blocks = re.split(r"\n(?=[a-z0-9])", text.split("\n", 4)[4])
+    pins = {}
+    for b in blocks:
+        head = b.split(" \\", 1)[0].split(";", 1)[0].strip()
+        name, _, version = head.partition("==")
+        assert version and "--hash=sha256:" in b, b[:200]
+        pins.setdefault(str(canonicalize_name(name)), set()).add(version.strip())
+    from samebits.render.containerfile import tomllib
+
+    for dep in tomllib.loads(pyproject)["project"]["dependencies"]:
+        req = Requirement(dep)
+        if req.marker is None or req.marker.evaluate({"python_version": "3.10"}):
+            assert str(canonicalize_name(req.name)) in pins, req.name
 
 
 @pytest.mark.parametrize(("base", "expected"), [

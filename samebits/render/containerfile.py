@@ -14,7 +14,11 @@ samebits/ and verify/. What it does, in order:
   Python) or into the conda prefix (its Python). Nothing is resolved.
 - the last step runs ``python -m verify env`` against the lock; a drift fails the build. The
   verifier runs from a throwaway venv that is removed in the same step, so the image holds only
-  the locked environment (its own dependencies come from PyPI at build time and are not pinned).
+  the locked environment. Its dependencies are installed by hash like everything else:
+  ``containers/verifier.requirements.txt`` (``VERIFIER_REQUIREMENTS``: samebits' own
+  dependencies resolved for every Python and platform with ``--generate-hashes``, wheels
+  only), with ``--no-deps --require-hashes``; samebits' core and verify run from the copied
+  source on ``PYTHONPATH`` (nothing is built).
 
 It cannot be built here (no container daemon); ``samebits render oci`` builds the same prefix
 into an image without one. The texts are pure functions of the lock and the options.
@@ -22,18 +26,39 @@ into an image without one. The texts are pure functions of the lock and the opti
 
 from __future__ import annotations
 
+import hashlib
+import sys
 import textwrap
 
+from samebits._io import canonical_json
 from samebits.lock.model import LockedPackage
 from samebits.render.conda import EXPLICIT_SUFFIX, render_explicit
 from samebits.render.source import DEFAULT_PREFIX, LockedEnv
 
 REQUIREMENTS_SUFFIX = ".requirements.txt"
+# the verifier's own dependencies, pinned by hash (repository root-relative; refreshed by
+# this repository's `nox -s verifier_lock` when pyproject.toml's dependencies change)
+VERIFIER_REQUIREMENTS = "containers/verifier.requirements.txt"
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
 ZERO = "0" * 64
 BASE_PLACEHOLDER = f"docker.io/library/python:{{python}}-slim-bookworm@sha256:{ZERO}"
 CONDA_BASE_PLACEHOLDER = f"docker.io/library/debian:bookworm-slim@sha256:{ZERO}"
 MICROMAMBA_PLACEHOLDER = f"docker.io/mambaorg/micromamba:2-bookworm-slim@sha256:{ZERO}"
 TARGETARCH = {"linux-64": "amd64", "linux-aarch64": "arm64"}
+
+
+def verifier_inputs(pyproject: str, exclude_newer: str) -> str:
+    """The sha256 of what ``VERIFIER_REQUIREMENTS`` is resolved from: pyproject.toml's
+    ``dependencies`` and ``requires-python`` and the resolution's exclude-newer, written in the
+    file's header so that a stale file is found (tests/test_render_containerfile.py)."""
+    project = tomllib.loads(pyproject)["project"]
+    doc = {"dependencies": sorted(project.get("dependencies", [])),
+           "requires-python": project.get("requires-python"), "exclude-newer": exclude_newer}
+    return hashlib.sha256(canonical_json(doc)).hexdigest()
 
 
 def _pip_line(p: LockedPackage) -> str:
@@ -134,7 +159,7 @@ def render_containerfile(env: LockedEnv, *, base: str | None = None,
         out.append(f"COPY {reqs} /opt/samebits/")
     if has_conda:
         out.append(f"COPY --from=conda {prefix} {prefix}")
-    out.append("COPY pyproject.toml README.md /opt/samebits/src/")
+    out.append(f"COPY {VERIFIER_REQUIREMENTS} /opt/samebits/")
     out.append("COPY samebits /opt/samebits/src/samebits")
     out.append("COPY verify /opt/samebits/src/verify")
     py = f"{prefix}/bin/python" if has_conda else f"python{python}"
@@ -151,10 +176,14 @@ def render_containerfile(env: LockedEnv, *, base: str | None = None,
     out.append("; \\\n    ".join(run))
     out += [
         "# The check: verify env compares every installed file with the lock; drift fails the",
-        "# build. The verifier lives in a throwaway venv, removed in this same step.",
+        "# build. The verifier lives in a throwaway venv, removed in this same step; its",
+        "# dependencies are installed by hash, samebits itself runs from the copied source.",
         f"RUN set -eu; {py} -m venv /opt/samebits/tools; \\",
-        "    /opt/samebits/tools/bin/pip install --no-cache-dir --quiet /opt/samebits/src; \\",
-        f"    /opt/samebits/tools/bin/python -m verify env --prefix {prefix} \\",
+        "    /opt/samebits/tools/bin/pip install --no-cache-dir --quiet --no-deps "
+        "--require-hashes --only-binary=:all: \\",
+        "        -r /opt/samebits/verifier.requirements.txt; \\",
+        f"    PYTHONPATH=/opt/samebits/src /opt/samebits/tools/bin/python -m verify env "
+        f"--prefix {prefix} \\",
         "        --lockfile /opt/samebits/lock.conda-lock.yml "
         "--platform \"$(cat /opt/samebits/platform)\"; \\",
         "    rm -rf /opt/samebits/tools /opt/samebits/src",
