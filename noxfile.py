@@ -59,7 +59,9 @@ def install_cpu_torch(session: nox.Session) -> None:
 
 @nox.session
 def lock(session: nox.Session) -> None:
-    """Solve every spec (or the ones named after --) into lockfiles/."""
+    """Solve every spec (or the ones named after --) into lockfiles/; then the kernel
+    coverage tables of the locks whose sha256 changed (a fresh table is left alone, so a
+    fresh clone downloads no archive when no lock changed)."""
     session.install("-e", ".")
     session.run("samebits", "lock", *session.posargs)
     # the kernel coverage tables are refreshed with the locks (archives read once, cached)

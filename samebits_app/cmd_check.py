@@ -169,6 +169,13 @@ def _check_locks(envs: list, args: argparse.Namespace, gpu: Any, driver: str | N
     text: list[str] = []
     runs = True
     for env in envs:
+        if args.write and coverage_state(env) == "fresh":
+            # the lock's sha256 is the one its coverage was read for: nothing to download
+            payload[env.name] = {"lockfile": str(env.path), "lock_sha256": env.digest,
+                                 "unchanged": True}
+            text.append(f"{coverage_paths(env.path)[0]}: unchanged (lock sha256 "
+                        f"{env.digest[:12]})")
+            continue
         platforms = [env.check_platform(p) for p in args.platform or env.platforms]
         covs = {}
         for plat in platforms:
@@ -205,20 +212,32 @@ def _check_locks(envs: list, args: argparse.Namespace, gpu: Any, driver: str | N
     return EXIT_OK if runs else EXIT_DIFFERENT
 
 
-def _check_fresh(envs: list, out: Output) -> int:
+def coverage_state(env: Any) -> str:
+    """"fresh" when the coverage files beside ``env``'s lock are this reader's, for this lock's
+    sha256 and platforms; else "missing" or "stale"."""
     from verify.kernels.report import DOC_FORMAT, DOC_KIND
 
+    jpath, mpath = coverage_paths(env.path)
+    if not jpath.exists() or not mpath.exists():
+        return "missing"
+    doc = read_json(jpath, what="coverage file")
+    fresh = (isinstance(doc, dict) and doc.get("kind") == DOC_KIND
+             and doc.get("format") == DOC_FORMAT and doc.get("lock_sha256") == env.digest
+             and sorted(doc.get("platforms", {})) == sorted(env.platforms)
+             and _markdown_of(doc) == mpath.read_text())
+    return "fresh" if fresh else "stale"
+
+
+def _markdown_of(doc: Any) -> str:
+    from verify.kernels.report import markdown as render
+
+    return str(render(doc))
+
+
+def _check_fresh(envs: list, out: Output) -> int:
     states: dict[str, str] = {}
     for env in envs:
-        jpath, mpath = coverage_paths(env.path)
-        if not jpath.exists() or not mpath.exists():
-            states[str(jpath)] = "missing"
-            continue
-        doc = read_json(jpath, what="coverage file")
-        fresh = (isinstance(doc, dict) and doc.get("kind") == DOC_KIND
-                 and doc.get("format") == DOC_FORMAT and doc.get("lock_sha256") == env.digest
-                 and sorted(doc.get("platforms", {})) == sorted(env.platforms))
-        states[str(jpath)] = "fresh" if fresh else "stale"
+        states[str(coverage_paths(env.path)[0])] = coverage_state(env)
     bad = [p for p, s in states.items() if s != "fresh"]
     lines = [f"{p}: {s}" for p, s in states.items()]
     if bad:

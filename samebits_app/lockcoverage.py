@@ -75,7 +75,8 @@ def lock_coverage(env: LockedEnv, platform: str, cache: Path, *,
     if todo:
         if progress:
             progress(f"fetching {len(todo)} archives of {env.name} ({platform})")
-        fetched = {f.package.name: f.path for f in fetch_all(todo, cache, sources=sources)}
+        fetched = {f.package.name: f.path
+                   for f in fetch_all(todo, cache, sources=sources, say=progress)}
         tmp = cache / "coverage" / "tmp"
         tmp.mkdir(parents=True, exist_ok=True)
         jobs_ = [(str(fetched[p.name]), _label(p), str(tmp)) for p in todo]

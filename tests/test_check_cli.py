@@ -109,6 +109,24 @@ def test_write_is_byte_stable_and_check_sees_staleness(project: Path, tmp_path: 
     assert "lockfiles/gpu.coverage.json: stale" in res.stdout
 
 
+def test_write_leaves_unchanged_locks_alone(project: Path, tmp_path: Path) -> None:
+    """--write refreshes only the locks whose sha256 changed (what `nox -s lock` runs on a
+    fresh clone): with an empty cache, a fresh coverage file is kept and nothing is fetched;
+    a changed lock, or a hand-edited table, is read again."""
+    cache = tmp_path / "cache"
+    assert samebits("check", "--all", "--write", "--cache-dir", str(tmp_path / "warm"),
+                    cwd=project).returncode == 0
+    out = project / "lockfiles"
+    res = samebits("check", "--all", "--write", "--cache-dir", str(cache), cwd=project)
+    assert res.returncode == 0 and "lockfiles/gpu.coverage.json: unchanged" in res.stdout
+    assert not cache.exists() or not any(cache.rglob("*.whl")), "a fresh lock fetched archives"
+    md = out / "gpu.coverage.md"
+    md.write_text(md.read_text() + "edited\n")
+    res = samebits("check", "--all", "--write", "--cache-dir", str(cache), cwd=project)
+    assert res.returncode == 0 and "unchanged" not in res.stdout
+    assert any(cache.rglob("*.whl")) and "edited" not in md.read_text()
+
+
 def test_installed_prefix(tmp_path: Path) -> None:
     """--prefix reads the ELF files of an installed venv in place, owners from RECORD."""
     from installer import install

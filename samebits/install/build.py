@@ -34,7 +34,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from samebits.errors import InputError, ToolError, clip
-from samebits.install.fetch import Fetched, Fetcher, archive_path, digests, prove
+from samebits.install.fetch import (
+    Fetched,
+    Fetcher,
+    archive_path,
+    digests,
+    download_size,
+    fetch_url,
+    prove,
+)
 from samebits.install.sources import NO_SOURCES, Sources
 from samebits.lock.builds import BuildDiffersError, BuildRecord, BuildRequirement, is_sdist
 from samebits.lock.model import LockedPackage
@@ -281,6 +289,11 @@ class Artifacts:
         if p.manager == "pip" and record is not None and is_sdist(p.filename):
             return wheel_view(p, record)
         return p
+
+    def download_size(self, packages: Sequence[LockedPackage]) -> tuple[int, int, int]:
+        """(files, bytes, of unknown size) fetching ``packages`` would download; servers are
+        asked for sizes only by the real fetcher (``fetch.download_size``)."""
+        return download_size(packages, self.cache, self.sources, ask=self.fetch is fetch_url)
 
     def prove(self, p: LockedPackage) -> Fetched:
         a = self.artifact(p)

@@ -327,9 +327,66 @@ def raise_problems(problems: Sequence[str | SamebitsError]) -> None:
     raise InputError(head, hint=hint)
 
 
+LARGE_DOWNLOAD = 500 * 1000**2  # bytes: above this a command says how much before it starts
+SIZE_TIMEOUT = 10.0  # seconds for one HEAD asking a server for a file's size
+
+
+def size_text(n: float) -> str:
+    """``4.82 GB``, ``3.1 kB``: how progress lines give a size."""
+    for unit in ("B", "kB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n:.1f} GB"
+
+
+def download_size(packages: Sequence[LockedPackage], cache: Path,
+                  sources: Sources = NO_SOURCES, *, ask: bool = True) -> tuple[int, int, int]:
+    """(files, bytes, files of unknown size) that fetching ``packages`` would download: those
+    neither in the cache nor at hand in ``sources``; each by the lock's size, else (with
+    ``ask``) the server's Content-Length: one HEAD each, in parallel, ``SIZE_TIMEOUT``."""
+    todo = [p for p in packages if not archive_path(cache, p).exists()
+            and not any(True for _ in sources.candidates(p.filename, p.sha256))]
+
+    def size(p: LockedPackage) -> int | None:
+        if p.size is not None:
+            return p.size
+        url = sources.rewrite(p.url)
+        if urlsplit(url).scheme == "file":
+            try:
+                return os.stat(unquote(urlsplit(url).path)).st_size
+            except OSError:
+                return None
+        if not ask:
+            return None
+        try:
+            with net.open_url(url, timeout=SIZE_TIMEOUT, method="HEAD") as r:
+                length = r.headers.get("Content-Length", "")
+        except OSError:
+            return None
+        return int(length) if length.strip().isdigit() else None
+
+    with ThreadPoolExecutor(max_workers=FETCH_THREADS) as pool:
+        sizes = list(pool.map(size, todo))
+    return (len(todo), sum(s for s in sizes if s is not None),
+            sum(1 for s in sizes if s is None))
+
+
+def download_text(files: int, size: int, unknown: int) -> str:
+    """"32 archives, 4.7 GB" (", 2 of unknown size")."""
+    return (f"{plural(files, 'archive')}, {size_text(size)}"
+            + (f" ({unknown} of unknown size)" if unknown else ""))
+
+
 def fetch_all(packages: Sequence[LockedPackage], cache: Path, *,
-              fetch: Fetcher = fetch_url, sources: Sources = NO_SOURCES) -> list[Fetched]:
-    """Every archive in the cache, hash-checked, then every member scanned; all problems listed."""
+              fetch: Fetcher = fetch_url, sources: Sources = NO_SOURCES,
+              say: Callable[[str], None] | None = None) -> list[Fetched]:
+    """Every archive in the cache, hash-checked, then every member scanned; all problems
+    listed. ``say`` hears the download's size first when it is over ``LARGE_DOWNLOAD``."""
+    if say is not None:
+        files, size, unknown = download_size(packages, cache, sources, ask=fetch is fetch_url)
+        if size > LARGE_DOWNLOAD:
+            say(f"downloading {download_text(files, size, unknown)} into {cache}")
     problems: list[str | SamebitsError] = []
     fetched: list[Fetched] = []
 

@@ -40,10 +40,12 @@ from samebits.install.entryfiles import CorruptEntry, check_tree
 from samebits.install.fetch import (
     Fetcher,
     cache_key,
+    download_text,
     fetch_url,
     label,
     labelled,
     raise_problems,
+    size_text,
 )
 from samebits.install.place import (
     Copy,
@@ -107,15 +109,6 @@ class InstallReport:
         return {self.sources[p] for p in paths if p in self.sources}
 
 
-def size_text(n: float) -> str:
-    """``4.82 GB``, ``3.1 kB``: how progress lines give a size."""
-    for unit in ("B", "kB", "MB", "GB"):
-        if n < 1000 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000
-    return f"{n:.1f} GB"
-
-
 def host_platform() -> str:
     machine = os.uname().machine
     return HOST_PLATFORMS.get(machine, f"linux-{machine}")
@@ -161,7 +154,10 @@ def _entries(packages: Sequence[LockedPackage], how: Artifacts,
         return entries, []
     problems: list[str | SamebitsError] = []
     proved = []
-    with progress(f"fetching {len(missing)} archives", len(missing)) as advance:
+    # the size first (the lock's sizes, else a HEAD each): a 4.7 GB download says so
+    files, size, unknown = how.download_size(missing)
+    what = download_text(files, size, unknown) if files else plural(len(missing), "archive")
+    with progress(f"fetching {what}", len(missing)) as advance:
         def one(p: LockedPackage) -> None:
             try:
                 proved.append(how.prove(p))
