@@ -265,10 +265,12 @@ def _cache(args: argparse.Namespace) -> Path:
 
 
 def run_oci(args: argparse.Namespace, out: Output) -> int:
+    from samebits.install.sources import user_sources
     from samebits.render.image import ImageRequest, build_image
     from samebits.render.oci import parse_base_ref, platform_json
     from samebits.render.publish import staged_dir
     from samebits.render.tarball import source_date_epoch
+    from samebits_app.sourceflags import own_sources
     from samebits_app.verifyrun import run_verify_env
 
     project = _project(args)
@@ -282,7 +284,8 @@ def run_oci(args: argparse.Namespace, out: Output) -> int:
                        base=parse_base_ref(args.base) if args.base else None,
                        interpreter=python, cache=_cache(args),
                        epoch=source_date_epoch(os.environ), tag=args.tag or env.slug,
-                       compression=args.compression)
+                       compression=args.compression,
+                       sources=own_sources(project, env).merged(user_sources()))
     target = args.out or project.root / "build" / "oci" / env.slug
     if args.archive and args.archive.exists() and not args.replace:
         raise UsageError(f"{args.archive}: already exists", hint="pass --replace")

@@ -200,7 +200,11 @@ def test_a_command_cannot_write_outside_its_scratch_copy(tmp_path: Path) -> None
             "    print(e.strerror, file=sys.stderr); sys.exit(3)\n")
     rec = _run(_one_command(tmp_path / "paper", code, python="python"), venv / "bin")
     assert not outside.exists() and not spy.exists()
-    here = Path(__file__).resolve().parent / f".hostile-probe-{os.getpid()}"  # not under /tmp
+    # a host folder that is not under /tmp (the sandbox's /tmp is its own): the checkout's
+    # tests/ where the checkout is not under /tmp (CI may clone there), else HOME, /var/tmp
+    folder = next(d for d in (Path(__file__).resolve().parent, Path.home(), Path("/var/tmp"))
+                  if not d.is_relative_to("/tmp") and os.access(d, os.W_OK))
+    here = folder / f".hostile-probe-{os.getpid()}"
     try:
         code = f"open('out.txt', 'w')\nopen('{here}', 'w').write('x')\n"
         ro = _run(_one_command(tmp_path / "paper2", code))

@@ -229,10 +229,10 @@ def test_changed_archive_writes_nothing(render_project: RenderProject, tmp_path:
     import shutil
     import zipfile
 
-    wheels = tmp_path / "wheels"
+    # the wheels beside the lock: its own folder is one whose file:// URLs may be read
+    wheels = tmp_path / "lockfiles" / "wheels"
     shutil.copytree(render_project.wheels, wheels)
     lock = tmp_path / "lockfiles" / "changed.conda-lock.yml"
-    lock.parent.mkdir()
     lock.write_text(render_project.lockfile("gpu").read_text()
                     .replace(render_project.wheels.as_uri(), wheels.as_uri()))
     with zipfile.ZipFile(wheels / "tinyapp-1.0-py3-none-any.whl", "a") as zf:

@@ -27,6 +27,7 @@ from typing import Any
 from samebits._io import compact_json
 from samebits.errors import InputError, ToolError
 from samebits.install import install_prefix
+from samebits.install.sources import NO_SOURCES, Sources
 from samebits.render.compression import Name, compress_layer, compression
 from samebits.render.layers import assign_layers, read_owners
 from samebits.render.oci import (
@@ -61,6 +62,9 @@ class ImageRequest:
     epoch: int
     tag: str
     compression: Name = "gzip"
+    # where else a locked archive may be read from (the project's own folders and file://
+    # channels, SAMEBITS_FIND_LINKS): the install's file:// rule (``samebits.install.fetch``)
+    sources: Sources = NO_SOURCES
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -208,7 +212,8 @@ def build_image(req: ImageRequest, layout: Path, *, work: Path,
         prefix_dir = Path(tmp) / "prefix"
         progress(f"{env.name}: installing {req.platform} into a scratch prefix")
         report = install_prefix(env, req.platform, prefix_dir, final=req.prefix,
-                                cache=req.cache, interpreter=req.interpreter)
+                                cache=req.cache, interpreter=req.interpreter,
+                                sources=req.sources)
         progress(f"{env.name}: verify env on the scratch prefix")
         verdict = dict(verify(prefix_dir, env.path, req.platform))
         if verdict.get("ok") is not True:
