@@ -151,7 +151,7 @@ def run_install(args: argparse.Namespace, out: Output) -> int:
     from samebits.install import find_interpreter, host_platform, install_prefix
     from samebits.install.cache import evict
     from samebits.install.prefix import check_something_to_place
-    from samebits.render.publish import staged_dir
+    from samebits.staging import staged_dir
     from verify.env.cmd_env import check_env
     from verify.env.envreport import report_json, report_text
 

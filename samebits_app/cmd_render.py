@@ -268,8 +268,8 @@ def run_oci(args: argparse.Namespace, out: Output) -> int:
     from samebits.install.sources import user_sources
     from samebits.render.image import ImageRequest, build_image
     from samebits.render.oci import parse_base_ref, platform_json
-    from samebits.render.publish import staged_dir
     from samebits.render.tarball import source_date_epoch
+    from samebits.staging import staged_dir
     from samebits_app.sourceflags import own_sources
     from samebits_app.verifyrun import run_verify_env
 

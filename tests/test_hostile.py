@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from samebits.archives import MAX_MEMBER_BYTES
 from samebits.errors import InputError
 from samebits.install import fetch_all
 from samebits.install.sources import Sources
 from samebits.lock.model import LockedPackage
-from samebits.render.archives import MAX_MEMBER_BYTES
 
 
 def conda_archive(member: tarfile.TarInfo, data: bytes = b"") -> bytes:

@@ -19,8 +19,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from samebits.archives import link_problem, path_problem
 from samebits.errors import InputError
-from samebits.render.archives import link_problem, path_problem
 from samebits.render.compression import compression, zstd_layer
 from samebits.render.layers import assign_layers, group_of
 from samebits.render.tarball import (

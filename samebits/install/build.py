@@ -33,6 +33,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from samebits.archives import link_problem, path_problem
 from samebits.errors import InputError, ToolError, clip
 from samebits.install.fetch import (
     Fetched,
@@ -46,7 +47,6 @@ from samebits.install.fetch import (
 from samebits.install.sources import NO_SOURCES, Sources
 from samebits.lock.builds import BuildDiffersError, BuildRecord, BuildRequirement, is_sdist
 from samebits.lock.model import LockedPackage
-from samebits.render.archives import link_problem, path_problem
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -42,12 +42,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from samebits.archives import link_problem, path_problem
 from samebits.install.cache import Entry, Member
 from samebits.install.entryfiles import CorruptEntry, read_checked, read_member
 from samebits.install.place import Copy
 from samebits.install.placeholder import PlaceholderError, replace_binary, replace_text
 from samebits.lock.model import LockedPackage
-from samebits.render.archives import link_problem, path_problem
 
 ENTRY_POINT = """{shebang}
 # -*- coding: utf-8 -*-

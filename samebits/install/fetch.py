@@ -11,7 +11,7 @@ Before the network, ``prove`` looks in the ``Sources`` it is given (``--find-lin
 host, once its sha256 is the lock's; one of the locked name and another hash is refused, named.
 A host that does not answer is an ``UnreachableError`` whose hint names those two flags.
 
-``fetch_all`` proves and scans (``samebits.render.archives``) every archive and lists every
+``fetch_all`` proves and scans (``samebits.archives``) every archive and lists every
 problem of every archive in one error; the installer calls ``prove`` per package and scans when
 it unpacks (``samebits.install.unpack``).
 """
@@ -34,10 +34,10 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from samebits import net
+from samebits.archives import BadMember, scan_archive
 from samebits.errors import InputError, SamebitsError, UnreachableError, UsageError, plural
 from samebits.install.sources import NO_SOURCES, Sources
 from samebits.lock.model import LockedPackage
-from samebits.render.archives import BadMember, scan_archive
 
 FETCH_TIMEOUT = 60.0    # seconds without a byte (the socket's timeout), and see STALL_BYTES
 FETCH_THREADS = 8

@@ -3,7 +3,7 @@
 ``unpack(fetched, cache)`` runs once per archive, right after ``fetch.prove`` checked the
 archive against the lock:
 
-1. every member is scanned (``samebits.render.archives.scan_archive``): absolute or ``..``
+1. every member is scanned (``samebits.archives.scan_archive``): absolute or ``..``
    paths, links out of the root, device files, absurd sizes and zip bombs are refused;
 2. every member is written to the entry's ``tree/`` (read-only) while its sha256 and size are
    computed from the bytes read out of the archive;
@@ -29,6 +29,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from samebits.archives import scan_archive
 from samebits.install.cache import (
     UNPACKED,
     Entry,
@@ -39,7 +40,6 @@ from samebits.install.cache import (
     read_entry,
 )
 from samebits.install.fetch import Fetched, cache_key
-from samebits.render.archives import scan_archive
 
 BUFFER = 1 << 20
 SIGNATURES = ("RECORD.jws", "RECORD.p7s")

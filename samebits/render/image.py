@@ -7,7 +7,7 @@
              every core
     layout   base blobs copied (re-hashed), layers, config, manifest, index, oci-layout
 
-Everything is written into a staging folder that ``samebits.render.publish`` renames into place,
+Everything is written into a staging folder that ``samebits.staging`` renames into place,
 so the output is the whole image or nothing. The image is a function of the lock, the base, the
 prefix path, SOURCE_DATE_EPOCH, the compression and its library (zlib's deflate, libzstd): not
 of the folder, umask, clock, time zone, core count or file times of the machine that builds it.

@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, Literal
 
+from samebits.archives import BadMember, link_problem
 from samebits.errors import InputError, plural
-from samebits.render.archives import BadMember, link_problem
 
 BLOCK = 1 << 20
 WINDOW = 32 * 1024

@@ -80,7 +80,7 @@ class Attested:
 
 def run_attest(req: AttestRequest, *, runtime_for: RuntimeFactory | None = None,
                progress: Callable[[str], None] = lambda s: None) -> Attested:
-    from samebits.render.publish import staged_dir
+    from samebits.staging import staged_dir
     from samebits_app.paper.runner import Host
     from samebits_app.paper.session import (
         COMMANDS,

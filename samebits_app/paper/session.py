@@ -379,7 +379,7 @@ def rerun(manifest: PaperManifest, authors: Any, checked: Checked, *, runtime: A
           python: str, settings: Mapping[str, Any], out: Path, skip: Sequence[Path] = (),
           progress: Callable[[str], None] = lambda s: None) -> Rerun:
     """The paper's commands rerun in the audited environment, and their tensors compared."""
-    from samebits.render.publish import staged_dir
+    from samebits.staging import staged_dir
 
     theirs = authors_commands(authors.paper, source=str(authors.source))
     root = out / "outputs" / COMMANDS
