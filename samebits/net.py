@@ -25,6 +25,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass
+from email.message import Message
 from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
@@ -41,7 +42,7 @@ class Reply:
     content_type: str
     body: bytes
     url: str         # the final URL, after redirects (without credentials)
-    headers: Mapping[str, str]
+    headers: Message  # case-insensitive, as HTTP's are: headers.get("Content-Range")
 
 
 def public_url(url: str) -> str:
@@ -101,9 +102,9 @@ def get(url: str, *, accept: str = "*/*", timeout: float = TIMEOUT,
     try:
         with open_url(url, timeout=timeout, headers={"Accept": accept, **(headers or {})}) as r:
             return Reply(r.status, r.headers.get("Content-Type", ""), r.read(),
-                         public_url(r.geturl()), dict(r.headers.items()))
+                         public_url(r.geturl()), r.headers)
     except urllib.error.HTTPError as exc:
-        hdrs = dict(exc.headers.items()) if exc.headers else {}
+        hdrs = exc.headers if exc.headers is not None else Message()
         return Reply(exc.code, hdrs.get("Content-Type", ""), b"", public_url(url), hdrs)
 
 

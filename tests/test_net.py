@@ -76,6 +76,23 @@ def test_credentials_are_basic_auth_for_their_host_only() -> None:
     assert all(s["User-Agent"] == net.USER_AGENT for s in seen + seen_other)
 
 
+def test_reply_headers_are_case_insensitive() -> None:
+    """A server that writes its headers in lower case (as HTTP/2 front ends pass them on):
+    the range reader still finds Content-Range (a fresh clone's lock read wheel metadata by
+    ranges and failed on it once)."""
+    def answer(h: http.server.BaseHTTPRequestHandler) -> None:
+        h.send_response(206)
+        h.send_header("content-range", "bytes 0-1/10")
+        h.send_header("content-length", "2")
+        h.end_headers()
+        h.wfile.write(b"ab")
+
+    with server(answer) as (port, _):
+        got = net.get(f"http://127.0.0.1:{port}/w.whl", headers={"Range": "bytes=0-1"})
+    assert (got.status, got.body, got.headers.get("Content-Range")) == (206, b"ab",
+                                                                       "bytes 0-1/10")
+
+
 def test_http_errors_are_statuses_and_silence_is_an_oserror_within_the_timeout() -> None:
     with server(lambda h: reply(h, b"gone", 404)) as (port, _):
         assert net.get(f"http://127.0.0.1:{port}/x", timeout=10).status == 404
