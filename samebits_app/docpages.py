@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import textwrap
 from collections.abc import Iterator
 
 # command path -> the page (relative to docs/) that explains it
@@ -83,6 +84,16 @@ def doc_line(path: tuple[str, ...]) -> str:
     return f"docs: docs/{guide_page(path)}; {what}: docs/{cli_page(path)}."
 
 
+class _WholePaths(argparse.HelpFormatter):
+    """argparse's formatter, but the description and epilog are wrapped at spaces only, so a
+    page's path (docs/how-to/lock.md) is never cut at a hyphen across two lines."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        text = " ".join(text.split())
+        return textwrap.fill(text, width, initial_indent=indent, subsequent_indent=indent,
+                             break_on_hyphens=False, break_long_words=False)
+
+
 def add_doc_epilogs(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """End every parser's epilog with its docs line (the module's own text kept first)."""
     for path, sub in commands(parser):
@@ -90,4 +101,6 @@ def add_doc_epilogs(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
         if own and own[-1] not in ".;:!?":
             own += "."
         sub.epilog = f"{own} {doc_line(path)}" if own else doc_line(path)
+        if sub.formatter_class is argparse.HelpFormatter:
+            sub.formatter_class = _WholePaths
     return parser
