@@ -18,7 +18,8 @@ import pytest
 from samebits_app.cli import _rewrite, build_parser
 from samebits_app.docpages import DOC_PAGES, cli_page, commands, doc_line
 
-ROOT = Path(__file__).resolve().parents[1]
+# the checkout: found upwards, so the file may move within tests/
+ROOT = next(p for p in Path(__file__).resolve().parents if (p / "pyproject.toml").is_file())
 DOCS = ROOT / "docs"
 PAGES = sorted(DOCS.rglob("*.md"))
 TEXTS = [ROOT / "README.md", *PAGES]
