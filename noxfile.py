@@ -12,6 +12,8 @@
     nox -s papers [-- NAME ...]     the real papers of tests/papers from their authors' files
                                     to audit verdicts (GBs of CUDA torch each; a table)
     nox -s lint                     ruff, and mypy (strict on the core)
+    nox -s docs                     the docs site (docs/, mkdocs.yml) built strict into
+                                    build/docs, the CLI reference generated from the parser
 """
 
 from __future__ import annotations
@@ -149,12 +151,23 @@ def lint(session: nox.Session) -> None:
     """ruff; then mypy, strict on the core (samebits) and default checks on
     verify and samebits_app (pyproject.toml [tool.mypy]), against the installed packages."""
     session.install("ruff")
-    session.run("ruff", "check", "samebits", "samebits_app", "verify", "tests", "noxfile.py")
+    session.run("ruff", "check", "samebits", "samebits_app", "verify", "tests", "noxfile.py",
+                "docs/gen_cli.py")
     install_cpu_torch(session)  # verify's workloads are typed against torch
     session.install("-e", ".[gpu]", "mypy==2.4.1", "types-PyYAML")
     session.run("mypy")
 
 
+@nox.session
+def docs(session: nox.Session) -> None:
+    """The documentation site: docs/ built by MkDocs Material with --strict (a broken link,
+    anchor or snippet, or a page left out of the nav, fails it) into build/docs. The CLI
+    reference, docs/reference/cli/, is written from samebits_app.cli.build_parser() by
+    docs/gen_cli.py, a hook of mkdocs.yml, before every build; `mkdocs serve` for a live
+    preview."""
+    session.install("-e", ".", "mkdocs-material==9.8.2")
+    session.run("mkdocs", "build", "--strict", "--site-dir", "build/docs",
+                env={"NO_MKDOCS_2_WARNING": "1"})  # Material's notice about its successor
 
 VERIFIER_EXCLUDE_NEWER = "2026-12-01T00:00:00Z"
 VERIFIER_LOCK = r"""

@@ -16,7 +16,7 @@ optional ``hint: ...`` and an exit code; nothing below it prints or exits.
     ├── UnreachableError          exit 4: a channel or index did not answer in time
     └── ToolError                 exit 5: an external tool (uv, skopeo, ...) failed unexpectedly
 
-Exit codes (README "Exit codes"): 0 success, 1 a check found a difference (stale lock,
+Exit codes (docs/reference/exit-codes.md): 0 success, 1 a check found a difference (stale lock,
 drift, different bits), 2 bad input or usage, 3 unsatisfiable, 4 unreachable, 5 tool failure.
 
 Words for messages, shared by every module that writes one: ``quote(value)`` shows a value

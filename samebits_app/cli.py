@@ -28,6 +28,7 @@ from samebits_app import (
     cmd_lock,
     cmd_render,
 )
+from samebits_app.docpages import add_doc_epilogs
 
 # Each has ``add_parser(sub, parents)``; the order is the order of ``samebits --help``.
 COMMANDS = (cmd_init, cmd_lock, cmd_freeze, verify.cli, cmd_render, cmd_install, cmd_bundle,
@@ -46,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for module in COMMANDS:
         module.add_parser(sub, [common])
-    return parser
+    return add_doc_epilogs(parser)
 
 
 def _rewrite(argv: list[str]) -> list[str]:

@@ -97,6 +97,17 @@ def _launch(environ: dict[str, str], keep: tuple[str, ...] = ()) -> dict:
                                  timeout=60).stdout)
 
 
+def test_the_shim_holds_both_packages_whole() -> None:
+    """The worker runs ``python -m verify.gpu.workloads`` from the shim, so its ``verify`` must
+    be the package itself, not one of its areas (a link to verify/gpu/ broke every attest and
+    audit: "No module named 'verify.gpu'")."""
+    from verify.gpu.launch import shim
+
+    with shim() as folder:
+        assert (folder / "verify" / "gpu" / "workloads" / "__main__.py").is_file()
+        assert (folder / "samebits" / "childenv.py").is_file()
+
+
 @pytest.mark.parametrize("see", [_interpreter, _launch])
 def test_a_callers_sitecustomize_does_not_reach_the_worker(hostile: dict[str, str],
                                                             see) -> None:

@@ -1,4 +1,4 @@
-"""The package layers import one way: core -> verify -> composition (README "Layout").
+"""Layers import one way: core -> verify -> composition (docs/explanation/architecture.md).
 
     core         samebits.*: imports nothing of verify or samebits_app
     verify       verify.*: imports the core only, never samebits_app

@@ -169,7 +169,7 @@ def test_custom_metadata_and_content_hash(project: TmpProject) -> None:
         "samebits.generation": "blackwell", "samebits.compute-capabilities": "10.0,12.0",
         "samebits.__cuda": "12.8", "samebits.__glibc.linux-64": "2.28",
         "samebits.python": "3.12"}
-    assert len(custom["samebits.spec.model-digest"]) == 64
+    assert len(custom["samebits.spec-digest"]) == 64
     assert list(raw["metadata"]["content_hash"]) == ["linux-64"]
     first_hash = raw["metadata"]["content_hash"]["linux-64"]
     spec = project.spec("env", conda_spec(generation="blackwell", cuda="12.8"))

@@ -118,7 +118,7 @@ def test_the_example_manifest_reads() -> None:
          "seed: 'random' would make str hashes differ run to run)",
          "M: run.threads = 0: expected an integer >= 1",
          "M: run.timeout = -1: expected a finite number >= 0",
-         'M: run.env.PATH = "/x": samebits sets this one (README "The paper manifest"); '
+         'M: run.env.PATH = "/x": samebits sets this one (docs/reference/paper-manifest.md); '
          "remove it",
          'M: run.env.1X = "a": not an environment variable name',
          "M: run.env.N = 3: expected a string (environment values are text)"]),

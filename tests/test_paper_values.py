@@ -102,7 +102,7 @@ def test_a_backtracking_regex_is_cut_off() -> None:
 
 @pytest.mark.slow
 def test_a_backtracking_regex_cannot_hang_samebits() -> None:
-    """Through the default limit (README "The paper manifest"): the read ends by itself."""
+    """Through the default limit (docs/reference/paper-manifest.md): the read ends by itself."""
     import subprocess
     import sys
 

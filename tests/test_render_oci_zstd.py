@@ -1,6 +1,6 @@
 """render oci --compression zstd: the same digest anywhere, the same tars as gzip, skopeo reads
 and copies it, the layers unpack to a prefix verify env finds identical; and what cannot read
-zstd layers (umoci 0.4.7, docker-archive:) says so, as README states."""
+zstd layers (umoci 0.4.7, docker-archive:) says so, as docs/how-to/render-oci.md states."""
 # ruff: noqa: F811  (pytest fixtures are imported by name and requested by name)
 
 from __future__ import annotations
@@ -143,8 +143,8 @@ def test_zstd_layers_unpack_to_an_identical_prefix(render_project: RenderProject
 @pytest.mark.parametrize("tool", ["umoci", "docker-archive"])
 def test_what_cannot_read_zstd_says_so(zstd_image: tuple[Path, dict], tmp_path: Path,
                                        tool: str) -> None:
-    """umoci 0.4.7 and skopeo's docker-archive: transport refuse zstd layers (README says so;
-    gzip stays the default for them)."""
+    """umoci 0.4.7 and skopeo's docker-archive: transport refuse zstd layers
+    (docs/how-to/render-oci.md says so; gzip stays the default for them)."""
     layout, _ = zstd_image
     if tool == "umoci":
         cmd = [need("umoci"), "unpack", "--image", f"{layout}:gpu", str(tmp_path / "bundle")]

@@ -180,7 +180,8 @@ def test_tamper_is_detected_without_a_reference(fresh_env: Installed,
 
 @pytest.mark.parametrize("name", sorted(NEEDS_REFERENCE))
 def test_forged_records_pass_without_a_reference(fresh_env: Installed, name: str) -> None:
-    """The README's limit, pinned: a record forged with its file is silent without --against."""
+    """The limit docs/explanation/guarantees.md states, pinned: a record forged with its file
+    is silent without --against."""
     mutate = next(c[1] for c in CASES if c[0] == name)
     mutate(fresh_env.prefix)
     code, doc = verify_env(fresh_env.prefix, fresh_env.lockfile)

@@ -1,7 +1,7 @@
 """verify: prove an installed environment and a machine's numerics match a lock and a reference.
 
 The middle layer (``samebits/__init__.py`` draws all three): it imports samebits' core
-(errors, _io, ui, lockfile, gpus) and never the composition, ``samebits_app``. It runs inside
+(errors, _io, ui, lock, spec) and never the composition, ``samebits_app``. It runs inside
 the environment under test (``python -m verify env``), so modules import heavy libraries
 (pyelftools, packaging, torch) only where they need them. The worker part
 (``verify.gpu.workloads``, ``verify.gpu.facts``, ``verify.gpu.errorstats``) needs nothing but the

@@ -130,7 +130,7 @@ def read_requirements(text: str, *, source: str, include: Include | None = None)
                include=include, into=got, depth=0)
     if got.problems:
         raise SourceError(got.problems, hint="fix the file, or list what it should install "
-                          "in a spec by hand (README \"Spec format\")")
+                          "in a spec by hand (docs/reference/spec.md)")
     return Declared(format="requirements.txt", source=source, pypi=_unique(got.pypi, got.notes),
                     index=got.index, extra_indexes=tuple(dict.fromkeys(got.extra)),
                     left=tuple(got.left), notes=tuple(got.notes), files=tuple(got.files))

@@ -25,9 +25,9 @@ prefix; this needs neither (bytecode, which does, is skipped with a reason), so 
 Python 3.12 prefix builds on an x86_64 Python 3.11 host, byte for byte the same in any folder.
 The Containerfile, which runs inside the image, uses pip with --require-hashes --no-deps.
 
-The argument for trusting a warm install is in ``samebits.install.cache`` and README "The
-install cache". The interpreter of a PyPI-only lock's venv is found by running candidates
-(``interpreter``).
+The argument for trusting a warm install is in ``samebits.install.cache`` and
+docs/explanation/install-cache.md. The interpreter of a PyPI-only lock's venv is found by
+running candidates (``interpreter``).
 """
 
 from samebits.install.bytecode import BytecodeReport

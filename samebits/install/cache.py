@@ -14,9 +14,9 @@ the same entry at once both succeed (the second rename loses and its copy is dro
 gone. A broken entry (its manifest unreadable, a member missing, a placed file that verify
 finds changed) is evicted by renaming it away first, then deleting it.
 
-What an entry is trusted for (README "The install cache"): the manifest's hashes were computed
-from the archive's bytes while they were proved against the lock, and they, not the files in
-``tree/`` nor the RECORD or paths.json stored there, are what the installer writes into the
+What an entry is trusted for (docs/explanation/install-cache.md): the manifest's hashes were
+computed from the archive's bytes while they were proved against the lock, and they, not the files
+in ``tree/`` nor the RECORD or paths.json stored there, are what the installer writes into the
 prefix's records. So a file changed in the cache, or a file changed together with its RECORD,
 makes the prefix fail ``verify env``. The manifest itself lives in the same writable folder.
 """

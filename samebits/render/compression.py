@@ -8,7 +8,7 @@ machine write the same bytes (single-threaded mode, workers = 0, would not: it i
 The bytes can change with the zstd library's version, so it is recorded beside the digests
 (``Compression.params``), as zlib's is for gzip.
 
-Which runtimes read ``application/vnd.oci.image.layer.v1.tar+zstd``: see README "zstd layers".
+Which runtimes read ``application/vnd.oci.image.layer.v1.tar+zstd``: see docs/how-to/render-oci.md.
 """
 
 from __future__ import annotations

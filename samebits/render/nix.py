@@ -17,7 +17,7 @@ Three files per environment, in ``containers/<env>/`` beside the conda files:
                  with the NVIDIA driver's libraries left to the host (``autoAddDriverRunpath``,
                  ``autoPatchelfIgnoreMissingDeps``), a dev shell and an OCI image
                  (``dockerTools``). It cannot be built where samebits is tested (no nixpkgs):
-                 README says so.
+                 docs/how-to/nix.md says so.
 
 Store names: Nix allows ``[A-Za-z0-9+._?=-]`` and no leading dot; an artifact's name is its
 file name (URL-decoded) with anything else replaced by ``_`` (``store_name``). The store path
@@ -41,7 +41,7 @@ FLAKE_NIX = "flake.nix"
 NIX_SYSTEMS = {"linux-64": "x86_64-linux", "linux-aarch64": "aarch64-linux"}
 # What nixpkgs the flake follows; a user pins it further with their own flake.lock.
 NIXPKGS = "github:NixOS/nixpkgs/nixos-25.05"
-# The NVIDIA driver provides these at run time; the image must not ship them (README).
+# The NVIDIA driver provides these at run time; the image must not ship them (docs/how-to/nix.md).
 DRIVER_LIBS = ("libcuda.so.1", "libnvidia-ml.so.1", "libnvidia-ptxjitcompiler.so.1",
                "libcuda.so", "libnvidia-ml.so")
 

@@ -2,7 +2,7 @@
 
 ``read_spec(path)`` does the I/O (and follows ``extends``); ``EnvironmentSpec.from_mapping``
 validates a merged mapping, purely, and raises one ``SpecError`` listing every problem, each
-naming the file, the key and the value. The format, in full (README "Spec format"):
+naming the file, the key and the value. The format, in full (docs/reference/spec.md):
 
     format = 1                       # spec format version
     name = "hopper"                  # defaults to the file's stem

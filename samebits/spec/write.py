@@ -1,7 +1,8 @@
 """Writing a spec: the mapping ``samebits init`` and ``samebits freeze`` draft, as TOML.
 
-``spec_mapping(...)`` builds the mapping in the key order of the committed specs (README "Spec
-format"); ``spec_toml(mapping, comments)`` writes it with tomli-w, the comment lines first.
+``spec_mapping(...)`` builds the mapping in the key order of the committed specs
+(docs/reference/spec.md); ``spec_toml(mapping, comments)`` writes it with tomli-w, the
+comment lines first.
 Both are pure; ``EnvironmentSpec.from_mapping`` validates the same mapping before anything is
 written, so a spec samebits writes always reads back.
 """

@@ -39,7 +39,7 @@ network only with ``network = true``.
 
 ``read_manifest`` is the I/O edge; ``PaperManifest.from_mapping`` validates, pure
 (``manifestcheck``), and lists every problem (``ManifestError``: file, key, value) before
-anything runs. README "The paper manifest" documents every key.
+anything runs. docs/reference/paper-manifest.md documents every key.
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ CURVE_FORMATS = ("jsonl", "csv", "regex")
 STREAMS = ("stdout", "stderr")
 DEFAULT_TIMEOUT = 600.0
 # A curve's regex runs in samebits' own process, after the command: all of its searches over
-# one output get this many seconds together (README "The paper manifest"), past which the
+# one output get this many seconds together (docs/reference/paper-manifest.md), past which the
 # output is unreadable, so a pattern that backtracks without end cannot hang attest or audit.
 REGEX_SECONDS = 10.0
 TOP_KEYS = ("format", "title", "lockfile", "attestation", "outputs", "keep-env", "run",
@@ -81,7 +81,7 @@ OUTPUT_KEYS = ("path", "stream", "kind", "rtol", "atol", "save", "format", "metr
                "step", "series")
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-# Set by samebits for every command (README "The paper manifest"): not the manifest's to set.
+# Set by samebits for every command (docs/reference/paper-manifest.md): not the manifest's to set.
 RESERVED_ENV = ("PATH", "PYTHONHASHSEED", "HOME")
 
 
@@ -94,7 +94,7 @@ class ManifestError(SamebitsError):
         self.problems = tuple(problems)
         lines = [str(p) for p in self.problems]
         head = lines[0] if len(lines) == 1 else f"{len(lines)} problems:\n  " + "\n  ".join(lines)
-        super().__init__(head, hint="fix the manifest (README \"The paper manifest\")")
+        super().__init__(head, hint="fix the manifest (docs/reference/paper-manifest.md)")
 
     def to_json(self) -> dict[str, object]:
         out = super().to_json()

@@ -258,7 +258,7 @@ def _run_settings(v: _Validator, data: Mapping[str, Any], where: str,
         if not ENV_NAME.match(k):
             v.add(key, val, "not an environment variable name")
         elif k in RESERVED_ENV:
-            v.add(key, val, "samebits sets this one (README \"The paper manifest\"); "
+            v.add(key, val, "samebits sets this one (docs/reference/paper-manifest.md); "
                   + ("use python-hash-seed" if k == "PYTHONHASHSEED" else "remove it"))
         elif not isinstance(val, str):
             v.add(key, val, "expected a string (environment values are text)")

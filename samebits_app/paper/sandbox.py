@@ -16,7 +16,7 @@
 
 ``detect`` probes this machine once (running ``bwrap ... true``); ``Sandbox.argv`` wraps one
 command; ``Sandbox.record`` is what the attestation and the audit report say of it
-(README "The paper manifest").
+(docs/reference/paper-manifest.md).
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ def package_dirs() -> dict[str, Path]:
     import verify.gpu.attest
 
     return {"samebits": Path(samebits._io.__file__).resolve().parent,
-            "verify": Path(verify.gpu.attest.__file__).resolve().parent}
+            "verify": Path(verify.gpu.attest.__file__).resolve().parent.parent}
 
 
 @contextlib.contextmanager
