@@ -34,6 +34,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from samebits.errors import InputError, SamebitsError, UnreachableError, UsageError, plural
+from samebits.host import cache_dir
 from samebits.install.sources import NO_SOURCES, Sources
 from samebits.lock.model import LockedPackage
 from samebits.render.archives import BadMember, scan_archive
@@ -97,9 +98,7 @@ class Fetched:
     size: int = 0
 
 
-def default_cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "samebits"
+default_cache_dir = cache_dir  # samebits.host's: the one cache folder
 
 
 def cache_key(p: LockedPackage) -> str:

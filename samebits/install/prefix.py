@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from samebits.errors import InputError, LockfileError, SamebitsError, plural
+from samebits.host import host_platform
 from samebits.install.build import Artifacts, build_pythons
 from samebits.install.bytecode import BytecodeReport, compile_bytecode
 from samebits.install.bytecode import Sources as PycSources
@@ -63,7 +64,6 @@ from samebits.render.source import LockedEnv
 
 # The one link a venv prefix may have out of itself: the interpreter it runs on.
 VENV_LINKS = ("bin/python",)
-HOST_PLATFORMS = {"x86_64": "linux-64", "aarch64": "linux-aarch64", "arm64": "linux-aarch64"}
 UNPACK_THREADS = 4
 
 Progress = Callable[[str, float | None], contextlib.AbstractContextManager[Callable[..., Any]]]
@@ -114,11 +114,6 @@ def size_text(n: float) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1000
     return f"{n:.1f} GB"
-
-
-def host_platform() -> str:
-    machine = os.uname().machine
-    return HOST_PLATFORMS.get(machine, f"linux-{machine}")
 
 
 def python_line(env: LockedEnv, platform: str) -> str | None:

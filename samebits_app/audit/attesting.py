@@ -21,11 +21,11 @@ from pathlib import Path
 from typing import Any
 
 from samebits.errors import EXIT_DIFFERENT, LockfileError, SamebitsError, UsageError, plural
+from samebits.host import host_platform
 from samebits.lock.read import ReadOptions, read_lock
 from samebits_app.audit import envcheck
 from samebits_app.audit.common import (
     RuntimeFactory,
-    host_platform,
     interpreter_for,
     lock_info,
     run_suite,

@@ -45,6 +45,7 @@ from typing import Any
 
 from samebits.dsse import PublicKey
 from samebits.errors import SamebitsError, UsageError, plural
+from samebits.host import host_platform
 from samebits.install.sources import NO_SOURCES, Sources
 from samebits.lock.model import Lock, lock_digest
 from samebits.lock.read import read_lock
@@ -53,7 +54,6 @@ from samebits_app.audit.common import (
     OUTPUTS,
     REVIEWER_ATTESTATION,
     RuntimeFactory,
-    host_platform,
     interpreter_for,
     lock_info,
     run_suite,

@@ -13,7 +13,6 @@ resolves), 1 drift or an unresolved library found, 2 bad input or usage.
 from __future__ import annotations
 
 import argparse
-import platform as _platform
 import sys
 from collections import Counter
 from contextlib import nullcontext
@@ -22,13 +21,12 @@ from typing import TYPE_CHECKING, Any
 
 from samebits._io import canonical_json
 from samebits.errors import UsageError
+from samebits.host import host_platform
 from samebits.lock.read import ReadOptions, add_read_flags
 from samebits.ui import Output
 
 if TYPE_CHECKING:
     from verify.env.envreport import EnvReport
-
-HOST_PLATFORMS = {"x86_64": "linux-64", "aarch64": "linux-aarch64", "arm64": "linux-aarch64"}
 
 
 def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
@@ -224,5 +222,4 @@ def _default_platform(lock, manifest) -> str:
                       if p.manager == "conda" and p.subdir and p.subdir != "noarch")
     if subdirs:
         return subdirs.most_common(1)[0][0]
-    machine = _platform.machine()
-    return HOST_PLATFORMS.get(machine, f"linux-{machine}")
+    return host_platform()

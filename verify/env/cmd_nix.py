@@ -51,16 +51,14 @@ def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
 
 
 def run_nix_store(args: argparse.Namespace, out: Output) -> int:
+    from samebits.host import host_platform
     from samebits.render.nixstore import NixStore, look_up
     from samebits.render.source import load_locked_env
-    from verify.env.cmd_env import HOST_PLATFORMS
 
     env = load_locked_env(args.lockfile, name=args.lockfile.name, root=Path.cwd())
     platform = args.platform or (env.platforms[0] if len(env.platforms) == 1 else None)
     if platform is None:
-        import platform as _platform
-
-        platform = HOST_PLATFORMS.get(_platform.machine(), "")
+        platform = host_platform()
     env.check_platform(platform)
     store = NixStore(args.store)
     file_problems = _nix_file_problems(args.nix, env, platform) if args.nix else []
