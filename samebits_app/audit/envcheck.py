@@ -22,9 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from samebits.cli.options import read_flags
 from samebits.errors import SamebitsError, plural
 from samebits.install.sources import NO_SOURCES, Sources
-from samebits.lock.read import ReadOptions, read_flags
+from samebits.lock.read import ReadOptions
 from samebits_app.audit.verdict import Step, failed
 from verify.gpu.attest import Attestation
 
