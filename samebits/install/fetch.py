@@ -319,7 +319,7 @@ def raise_problems(problems: Sequence[str | SamebitsError]) -> None:
     head = texts[0] if len(texts) == 1 else (
         f"{len(texts)} problems with the locked archives:\n  " + "\n  ".join(texts))
     hint = "nothing was installed; if the archives changed on purpose, re-lock " \
-        "(nox -s lock -- ENV)"
+        "(samebits lock ENV)"
     if unreachable:
         hint += "; for the hosts that did not answer: --find-links DIR or --mirror FROM=TO"
     raise InputError(head, hint=hint)

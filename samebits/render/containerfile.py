@@ -154,9 +154,8 @@ def render_containerfile(env: LockedEnv, *, base: str | None = None,
         "# build. The verifier lives in a throwaway venv, removed in this same step.",
         f"RUN set -eu; {py} -m venv /opt/samebits/tools; \\",
         "    /opt/samebits/tools/bin/pip install --no-cache-dir --quiet /opt/samebits/src; \\",
-        f"    /opt/samebits/tools/bin/python -m verify env --prefix {prefix} \\",
-        "        --lockfile /opt/samebits/lock.conda-lock.yml "
-        "--platform \"$(cat /opt/samebits/platform)\"; \\",
+        "    /opt/samebits/tools/bin/python -m verify env /opt/samebits/lock.conda-lock.yml \\",
+        f"        --prefix {prefix} --platform \"$(cat /opt/samebits/platform)\"; \\",
         "    rm -rf /opt/samebits/tools /opt/samebits/src",
     ]
     return "\n".join(out) + "\n"

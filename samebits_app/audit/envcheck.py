@@ -1,10 +1,10 @@
 """The environment under audit: locate or install it, ``verify env`` it, weigh its digests.
 
     locate   ``--prefix ENV``: an installed environment; none given: the running one
-    install  ``--install ENV``: ``samebits.install.install_prefix`` of the lock's platform,
-             staged beside ENV and renamed into place (as ``samebits install`` does)
+    install  ``--target DIR``: ``samebits.install.install_prefix`` of the lock's platform,
+             staged beside DIR and renamed into place (as ``samebits install`` does)
     verify   the running environment through ``verify.env.cmd_env.check_env`` (no subprocess);
-             another prefix through ``python -m verify env --prefix ENV --json``
+             another prefix through ``python -m verify env LOCK --prefix ENV --json``
              (``samebits_app.verifyrun.run_verify_env``). Both give the ``verify env`` report
              document, which the audit keeps whole.
 
