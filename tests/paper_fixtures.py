@@ -72,7 +72,7 @@ def copy_example(dest: Path, lockfile: Path) -> Path:
 
 def make_paper(root: Path, installed: Installed) -> PaperFolder:
     folder = copy_example(root / "paper", installed.lockfile)
-    proc = start("attest", str(folder), "--prefix", str(installed.prefix), "--python",
+    proc = start("attest", str(folder), "--prefix", str(installed.prefix), "--workload-python",
                  sys.executable, "--only", SUBSET, "--device", "cpu", cwd=root,
                  env=environ(OMP_NUM_THREADS="2"))
     out, err = proc.communicate(timeout=900)
@@ -123,7 +123,7 @@ def run_all(root: Path, paper: PaperFolder) -> dict[str, Run]:
     (broken / "reference.attestation.json").unlink()
     again = root / "elsewhere"
     again.mkdir()
-    here = ["--prefix", str(paper.prefix), "--python", sys.executable]
+    here = ["--prefix", str(paper.prefix), "--workload-python", sys.executable]
     audit = ["audit", str(paper.folder), *here]
     jobs: dict[str, tuple[list[str], Path, str, str]] = {  # args, cwd, OMP_NUM_THREADS, out
         "same": (audit, root, "2", "same"),
@@ -133,7 +133,7 @@ def run_all(root: Path, paper: PaperFolder) -> dict[str, Run]:
         "seed": (["audit", str(seed), *here], root, "2", "seed"),
         "code": (["audit", str(code), *here], root, "2", "code"),
         "input": (["audit", str(data), *here], root, "2", "input"),
-        "no-manifest": (["audit", "--lockfile", str(paper.folder / "conda-lock.yml"),
+        "no-manifest": (["audit", str(paper.folder / "conda-lock.yml"),
                          "--attestation", str(paper.attestation), *here], root, "2",
                         "no-manifest"),
         "trusted": (["audit", str(signed), *here, "--trust", str(root / "keys/authors.pub"),

@@ -167,15 +167,15 @@ def test_attest_refuses_drift(audits: dict[str, Run]) -> None:
 
 @pytest.mark.parametrize(("argv", "message"), [
     (["audit"], "error: audit needs --lockfile and --attestation"),
-    (["audit", "--lockfile", "nope.conda-lock.yml", "--attestation", "{att}"],
+    (["audit", "nope.conda-lock.yml", "--attestation", "{att}"],
      "error: nope.conda-lock.yml: no such lockfile"),
-    (["audit", "--lockfile", "{lock}", "--attestation", "nope.json"],
+    (["audit", "{lock}", "--attestation", "nope.json"],
      "error: nope.json: no such attestation"),
-    (["audit", "--lockfile", "{lock}", "--attestation", "{att}", "--prefix", "{env}",
-      "--install", "x"], "error: --prefix and --install: pass one"),
-    (["audit", "--lockfile", "{lock}", "--attestation", "{att}", "--platform", "linux-ppc64le"],
+    (["audit", "{lock}", "--attestation", "{att}", "--prefix", "{env}",
+      "--target", "x"], "error: --prefix and --target: pass one"),
+    (["audit", "{lock}", "--attestation", "{att}", "--platform", "linux-ppc64le"],
      "error: {lock}: no platform linux-ppc64le (it has linux-64)"),
-    (["audit", "--lockfile", "{lock}", "--attestation", "{att}", "--outputs", "nowhere"],
+    (["audit", "{lock}", "--attestation", "{att}", "--outputs", "nowhere"],
      "error: --outputs nowhere: no outputs.json there"),
     (["audit", "{folder}/outputs"], "expected one lockfile"),
     (["attest", "--only", "gemm_fp64"], "error: unknown workload 'gemm_fp64'"),
@@ -204,8 +204,8 @@ def test_interpreter_missing(paper: Paper, tmp_path: Path,
                              capsys: pytest.CaptureFixture[str]) -> None:
     """An interpreter that is not there: the preflight fails, named with a hint; the
     environment is still checked, the workloads are skipped; not reproduced (exit 1)."""
-    rc = main(["audit", "--lockfile", str(paper.lockfile), "--attestation",
-               str(paper.attestation), "--prefix", str(paper.prefix), "--python",
+    rc = main(["audit", str(paper.lockfile), "--attestation",
+               str(paper.attestation), "--prefix", str(paper.prefix), "--workload-python",
                "/nonexistent/python", "--out", str(tmp_path / "out"), "--json"])
     doc = json.loads(capsys.readouterr().out)
     assert (rc, doc["exit_code"], doc["verdict"]["level"]) == (1, 1, "not-reproduced")

@@ -129,7 +129,7 @@ def test_init_writes_a_spec_that_locks(capsys: pytest.CaptureFixture[str], paper
 def test_python_without_wheels(capsys: pytest.CaptureFixture[str], paper: Path,
                                index: str) -> None:
     """--python 3.12: exit 2 naming numpy and the Pythons with its wheels; nothing written."""
-    rc, doc = _init(capsys, paper, index, "--python", "3.12", "--generation", "cpu")
+    rc, doc = _init(capsys, paper, index, "--python-version", "3.12", "--generation", "cpu")
     assert rc == 2
     assert doc["error"] == {
         "kind": "no-wheel",
@@ -247,7 +247,7 @@ def test_real_paper_python_312_names_numpy(capsys: pytest.CaptureFixture[str],
     """pykan with --python 3.12: numpy 1.24.4 and the other pins without cp312 wheels named,
     each with the Pythons that have them."""
     rc, doc = run(capsys, "init", "kan", "--from", str(PAPERS / "pykan" / "requirements.txt"),
-                  "--root", str(tmp_path), "--python", "3.12", "--generation", "cpu")
+                  "--root", str(tmp_path), "--python-version", "3.12", "--generation", "cpu")
     assert rc == 2
     lines = doc["error"]["message"].splitlines()
     assert lines[0] == "--python 3.12: no wheel for linux-64 (glibc 2.28) of 4 pinned packages:"

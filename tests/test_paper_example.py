@@ -89,7 +89,7 @@ def test_quickstart_on_this_machine(tmp_path: Path) -> None:
     dest.mkdir(parents=True)
     os.symlink(LOCAL_WHEEL, dest / TORCH_URL.rsplit("/", 1)[1])
     env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
-    proc = samebits("audit", "examples/paper", "--install", str(tmp_path / "env"),
+    proc = samebits("audit", "examples/paper", "--target", str(tmp_path / "env"),
                     "--cache-dir", str(cache), "--out", str(tmp_path / "out"), timeout=1800,
                     env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]

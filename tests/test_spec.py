@@ -274,7 +274,7 @@ UNKNOWN = [
     (["render", "conda", "ampre", "--check"], "unknown environment 'ampre' (no "
      "lockfiles/ampre.conda-lock.yml); known: ampere, hopper; did you mean ampere?"
      + LOCK_PATH_HINT),
-    (["install", "hoppr", "--prefix", "env"], "unknown environment 'hoppr' (no "
+    (["install", "hoppr", "--target", "env"], "unknown environment 'hoppr' (no "
      "lockfiles/hoppr.conda-lock.yml); known: ampere, hopper; did you mean hopper?"
      + LOCK_PATH_HINT),
 ]
