@@ -62,7 +62,7 @@ def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
         epilog="exit codes: 0 every hash checks and the lock is covered; 1 problems (each "
         "named); 2 unreadable bundle")
     c.add_argument("file", type=Path, metavar="FILE", help="the bundle tar")
-    c.set_defaults(func=lambda args, out: run_check(args.file, out))
+    c.set_defaults(func=run_check_command)
 
 
 def run_bundle(args: argparse.Namespace, out: Output) -> int:
@@ -74,6 +74,12 @@ def run_bundle(args: argparse.Namespace, out: Output) -> int:
         raise UsageError("bundle needs LOCK (or `samebits bundle check FILE`)",
                          hint="samebits bundle cpu --platform linux-64 --out paper.bundle.tar")
     return run_write(args, out)
+
+
+def run_check_command(args: argparse.Namespace, out: Output) -> int:
+    if args.platform or args.out:
+        raise UsageError("bundle check FILE reads a bundle: pass no --platform or --out")
+    return run_check(args.file, out)
 
 
 def run_write(args: argparse.Namespace, out: Output) -> int:

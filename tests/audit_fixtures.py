@@ -3,8 +3,8 @@
 The environment is ``tests.verify_fixtures``' pristine prefix (a local conda channel with
 gcc-built ELF files and a prefix placeholder, installed by py-rattler, plus a wheel installed
 by pip) and its lock. It has no torch, so the workloads run on this interpreter
-(``--python sys.executable``): the environment checked and the interpreter that computes are
-both named by the audit, as on a real machine where they are one.
+(``--workload-python sys.executable``): the environment checked and the interpreter that
+computes are both named by the audit, as on a real machine where they are one.
 
 ``paper``: ``samebits attest`` of it (``SUBSET``, CPU, ``OMP_NUM_THREADS=2``, outputs saved)
 into a folder laid out the way the README tells authors to ship one::
@@ -19,7 +19,7 @@ into a folder laid out the way the README tells authors to ship one::
     tampered-file    a copy of the environment with one file changed (``--no-workloads``):
                      not reproduced, the file named
     tampered-digest  an attestation whose sum_fp32 digest was edited: unexplained
-    installed        ``samebits audit PAPER --install ENV --no-workloads``: installs the lock
+    installed        ``samebits audit PAPER --target DIR --no-workloads``: installs the lock
                      with samebits install, environment-identical
     attest-drift     ``samebits attest`` of the tampered copy: refused, exit 1
 """

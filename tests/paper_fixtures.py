@@ -2,7 +2,7 @@
 authors and reviewers do, in fresh processes, once per session.
 
 The environment is ``tests.verify_fixtures``' pristine prefix and its lock; it has no torch,
-so the suite and the paper's command run on this interpreter (``--python sys.executable``):
+so the suite and the paper's command run on this interpreter (``--workload-python sys.executable``):
 its folder is first on the command's PATH, so ``python train.py`` is this interpreter, with
 torch and numpy. ``tests/test_paper_example.py`` audits the real example lock instead.
 
@@ -21,7 +21,7 @@ of examples/paper whose conda-lock.yml is the pristine lock.
                  reproduced, the first reason names train.py
     input        a copy whose data/stripes.json says another noise level: not reproduced,
                  the first reason names the input
-    no-manifest  --lockfile and --attestation only: the commands are not rerun (a note)
+    no-manifest  a LOCK and --attestation only: the commands are not rerun (a note)
     trusted      a copy of the paper whose attestation the authors signed (``dsse.signed_bytes``,
                  what ``attest --sign`` writes; keys from ``samebits keygen`` in ``keys/``),
                  audited with ``--trust keys/authors.pub --sign keys/reviewer``

@@ -139,7 +139,7 @@ def test_forged_digest_is_unexplained(audits: dict[str, Run]) -> None:
 
 @pytest.mark.slow
 def test_install_then_audit_paper_folder(audits: dict[str, Run]) -> None:
-    """`audit PAPER --install ENV --no-workloads`: the lock installed by samebits install is
+    """`audit PAPER --target DIR --no-workloads`: the lock installed by samebits install is
     the lock's, file for file; the verdict stops at environment-identical (exit 0)."""
     run = audits["installed"]
     assert run.rc == 0, run.stderr
@@ -166,7 +166,7 @@ def test_attest_refuses_drift(audits: dict[str, Run]) -> None:
 
 
 @pytest.mark.parametrize(("argv", "message"), [
-    (["audit"], "error: audit needs --lockfile and --attestation"),
+    (["audit"], "error: audit needs a LOCK and --attestation"),
     (["audit", "nope.conda-lock.yml", "--attestation", "{att}"],
      "error: nope.conda-lock.yml: no such lockfile"),
     (["audit", "{lock}", "--attestation", "nope.json"],
@@ -211,7 +211,8 @@ def test_interpreter_missing(paper: Paper, tmp_path: Path,
     assert (rc, doc["exit_code"], doc["verdict"]["level"]) == (1, 1, "not-reproduced")
     assert [r["text"] for r in doc["verdict"]["reasons"]] == [
         "preflight: /nonexistent/python: no such interpreter"]
-    assert "pass --python with the environment's interpreter" in doc["verdict"]["notes"]
+    assert "pass --workload-python with the environment's interpreter" in \
+        doc["verdict"]["notes"]
     assert steps(doc) == {"lockfile": "ok", "preflight": "failed", "environment": "ok",
                           "verify-env": "ok", "workloads": "skipped", "compare": "skipped"}
     assert (tmp_path / "out" / "audit.html").is_file()

@@ -98,7 +98,7 @@ def test_extracted_bundle_checks_with_sha256sum(gpu_bundle: Path, tmp_path: Path
 
 
 def test_check_accepts_a_good_bundle(render_project: RenderProject, gpu_bundle: Path) -> None:
-    """bundle --check: exit 0, the lock named, every archive counted."""
+    """bundle check: exit 0, the lock named, every archive counted."""
     proc = render_project.samebits("bundle", "check", str(gpu_bundle), "--json")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     doc = json.loads(proc.stdout)
@@ -319,7 +319,7 @@ def test_install_from_bundle_refuses_a_corrupted_archive(render_project: RenderP
     assert _error(proc.stderr).splitlines()[:2] == [
         f"error: {bad}: refused: {app}: sha256 is {got}, the lock says {app_sha} "
         "(pip:tinyapp 1.0)",
-        f"hint: nothing was installed; `samebits bundle --check {bad}` lists the problems"]
+        f"hint: nothing was installed; `samebits bundle check {bad}` lists the problems"]
     assert not prefix.exists()
     assert not (cache / app).exists()
 
@@ -398,10 +398,9 @@ def test_stale_containers_are_refused(render_project: RenderProject, package_cac
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    ([], "bundle needs ENV and --platform (or --check FILE)"),
-    (["gpu"], "bundle needs ENV and --platform (or --check FILE)"),
-    (["gpu", "--check", "x.tar"], "--check FILE reads a bundle: pass no ENV, --platform or "
-                                  "--out"),
+    ([], "bundle needs LOCK (or `samebits bundle check FILE`)"),
+    (["--platform", "linux-64", "check", "x.tar"], "bundle check FILE reads a bundle: pass no "
+                                                   "--platform or --out"),
     (["gpu", "--platform", "win-64"], "lockfiles/gpu.conda-lock.yml: no platform 'win-64' in "
                                       "this lock (it has linux-64, linux-aarch64)"),
 ])
@@ -418,7 +417,7 @@ def test_install_from_bundle_usage_errors(render_project: RenderProject, gpu_bun
     both = render_project.samebits("install", "gpu", "--from-bundle", str(gpu_bundle),
                                    "--target", str(tmp_path / "e"))
     assert _error(both.stderr).splitlines()[0] == (
-        "error: pass ENV (gpu) or --from-bundle, not both: the bundle holds its lock")
+        "error: pass LOCK (gpu) or --from-bundle, not both: the bundle holds its lock")
     other = render_project.samebits("install", "--from-bundle", str(gpu_bundle), "--target",
                                     str(tmp_path / "e"), "--platform", "linux-aarch64",
                                     "--cache-dir", str(tmp_path / "c"))

@@ -49,7 +49,7 @@ def signed(tmp_path: Path, key: Path, doc: dict | None = None) -> Path:
 
 
 def check(path: Path, pub: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
-    """`samebits verify attestation PATH --key PUB`: (exit code, stdout + stderr)."""
+    """`samebits verify attestation PATH --trust PUB`: (exit code, stdout + stderr)."""
     rc = main(["verify", "attestation", str(path), "--trust", str(pub)])
     got = capsys.readouterr()
     return rc, got.out + got.err

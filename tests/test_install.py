@@ -311,7 +311,7 @@ def test_progress_on_a_terminal(render_project: RenderProject, package_cache: Pa
     (("--store", "/nix/store"), "--store goes with --from-nix"),
     (("--from-nix", "--from-bundle", "b.tar"),
      "--from-bundle and --from-nix: choose one source of archives"),
-    ((), "install needs ENV (an environment id or a lockfile) or --from-bundle"),
+    ((), "install needs LOCK (an environment id or a lockfile) or --from-bundle"),
 ], ids=["store-without-nix", "nix-and-bundle", "no-env"])
 def test_install_source_usage_errors(args: tuple[str, ...], message: str,
                                      tmp_path: Path) -> None:

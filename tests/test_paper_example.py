@@ -81,7 +81,7 @@ def test_reference_attestation_and_outputs() -> None:
 @pytest.mark.skipif(not LOCAL_WHEEL.is_file(),
                     reason=f"{LOCAL_WHEEL} is absent: this test does not download 192 MB")
 def test_quickstart_on_this_machine(tmp_path: Path) -> None:
-    """`samebits audit examples/paper --install ENV`: the lock installed (torch from the cache,
+    """`samebits audit examples/paper --target DIR`: the lock installed (torch from the cache,
     hash-checked; the small wheels from PyPI), then audited against the committed reference:
     exit 0; bit-identical where this machine is in the reference's equivalence class."""
     cache = tmp_path / "cache"

@@ -262,7 +262,8 @@ def test_huge_value_through_the_cli(tmp_path: Path) -> None:
 
 
 LOCK_PATH_HINT = ("\nhint: or give a lockfile's path (conda-lock, pixi.lock, uv.lock, "
-                  "pylock.toml, requirements.txt with --hash, conda explicit)")
+                  "pylock.toml, requirements.txt with --hash, conda explicit): one that starts "
+                  "with / or ./, or ends in .yml, .yaml, .lock, .toml or .txt")
 UNKNOWN = [
     (["lock", "hoper", "--check"], "unknown environment 'hoper' (no environments/hoper.toml); "
      "known: ampere, blackwell, cpu, flavour/hopper, hopper; did you mean hopper?"),

@@ -96,6 +96,10 @@ LOCK_RULE = (
     "pylock.toml, requirements.txt with --hash, a conda explicit file): a path is what starts "
     "with /, ./, ../ or ~ or ends in .yml, .yaml, .lock, .toml or .txt; anything else is an id")
 
+LOCK_PATH_HINT = ("or give a lockfile's path (conda-lock, pixi.lock, uv.lock, pylock.toml, "
+                  "requirements.txt with --hash, conda explicit): one that starts with / or "
+                  "./, or ends in .yml, .yaml, .lock, .toml or .txt")
+
 LOCK = _option("lock", (), "lock", "LOCK", "{what}. " + LOCK_RULE)
 LOCKS = _option("locks", (), "locks", "LOCK", "{what} (repeatable; default: {default}). "
                 + LOCK_RULE, meaning="lock")
@@ -383,10 +387,7 @@ def lock_file(value: str, project: Project) -> Path:
     if project.spec_path(value).is_file():
         raise LockfileError(f"{value}: no lockfile {path}", hint=f"run `samebits lock {value}` "
                             "first")
-    raise unknown_environment(value, project.lock_ids(), path,
-                              hint="a lockfile's path is one that starts with / or ./ or ends "
-                              "in .yml, .yaml, .lock, .toml or .txt (write ./FILE for "
-                              "another name)")
+    raise unknown_environment(value, project.lock_ids(), path, hint=LOCK_PATH_HINT)
 
 
 def lock_arg(path: Path) -> str:
