@@ -220,8 +220,8 @@ def test_user_sources_reads_the_variable(tmp_path: Path) -> None:
 
 def test_audit_install_takes_the_sources(tmp_path: Path,
                                          capsys: pytest.CaptureFixture[str]) -> None:
-    """audit --install installs through the same sources (envcheck.install); --find-links
-    without --install is a usage error."""
+    """audit --target installs through the same sources (envcheck.install); --find-links
+    without --target is a usage error."""
     from samebits_app.audit.envcheck import install
     from samebits_app.cli import main
 
@@ -233,7 +233,7 @@ def test_audit_install_takes_the_sources(tmp_path: Path,
     assert (where.prefix / "lib" / f"python{PY}" / "site-packages" / "plus").is_dir()
     assert main(["audit", str(env.path), "--attestation", "x.json",
                  "--find-links", str(made.parent)]) == 2
-    assert "error: --find-links and --mirror go with --install" in capsys.readouterr().err
+    assert "error: --find-links and --mirror go with --target" in capsys.readouterr().err
 
 
 def test_audit_install_of_an_unreachable_host_says_what_to_pass(tmp_path: Path) -> None:
