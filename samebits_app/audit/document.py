@@ -252,9 +252,9 @@ def commands(a: Audit) -> list[dict[str, str]]:
                     "command": f"samebits install {lock} --target {q(str(env))} "
                     f"--platform {a.platform}"})
     audit = ["samebits", "audit"]
-    paper = req.paper is not None and Path(req.lockfile) == Path(req.paper.lockfile)
-    if paper:  # the manifest names the lock
-        audit += [q(str(req.paper.folder)), "--attestation", att]
+    manifest = req.paper
+    if manifest is not None and Path(req.lockfile) == Path(manifest.lockfile):
+        audit += [q(str(manifest.folder)), "--attestation", att]  # the manifest names the lock
     else:
         audit += [lock, "--attestation", att]
     if req.prefix is not None:
