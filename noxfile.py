@@ -123,7 +123,7 @@ def audit(session: nox.Session) -> None:
     `nox -s audit -- examples/paper` (README "The paper manifest")."""
     paper, *extra = session.posargs or ["paper"]
     session.install("-e", ".")
-    session.run("samebits", "audit", paper, "--install", "build/audit/env", "--replace",
+    session.run("samebits", "audit", paper, "--target", "build/audit/env", "--replace",
                 "--out", "build/audit", *extra)
 
 

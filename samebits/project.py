@@ -46,6 +46,13 @@ class Project:
         return sorted(str(p.relative_to(self.environments).with_suffix(""))
                       for p in self.environments.rglob("*.toml") if not is_abstract(p))
 
+    def lock_ids(self) -> list[str]:
+        """The id of every lockfile under ``lockfiles`` (flavours in subfolders included)."""
+        if not self.lockfiles.is_dir():
+            return []
+        return sorted(p.relative_to(self.lockfiles).as_posix().removesuffix(LOCK_SUFFIX)
+                      for p in self.lockfiles.rglob(f"*{LOCK_SUFFIX}"))
+
     def resolve(self, names: list[str]) -> list[str]:
         """Environment ids for ``names`` (ids, or paths to spec files); all defaults if none."""
         if not names:

@@ -227,8 +227,21 @@ def _new_bar(stream: TextIO) -> Progress:
 def run_cli(parser: argparse.ArgumentParser, argv: Sequence[str]) -> int:
     """Parse ``argv`` and run the chosen command's ``func(args, out)``: the one edge where
     ``SamebitsError`` becomes ``error: ...`` (or ``{"error": ...}`` with --json) and an exit
-    code. ``samebits`` and ``python -m verify`` both end here."""
-    args = parser.parse_args(list(argv))
+    code. ``samebits`` and ``python -m verify`` both end here.
+
+    A usage error (``samebits.cli.options.Parser`` raises it) is argparse's usage line and
+    ``PROG: error: ...`` on stderr, or with --json anywhere on the command line the same JSON
+    error document as any other error, on stdout; exit 2 either way."""
+    try:
+        args = parser.parse_args(list(argv))
+    except SamebitsError as exc:
+        if asks_json(argv):
+            Output(json_mode=True).error(exc)
+        elif hasattr(exc, "print_text"):
+            exc.print_text()
+        else:
+            Output().error(exc)
+        return exc.exit_code
     out = Output(json_mode=getattr(args, "json", False), quiet=getattr(args, "quiet", False))
     try:
         return int(args.func(args, out))
@@ -242,10 +255,8 @@ def run_cli(parser: argparse.ArgumentParser, argv: Sequence[str]) -> int:
         return EXIT_BAD_INPUT
 
 
-def common_options() -> argparse.ArgumentParser:
-    """The options every command takes (``--json``, ``--quiet``), as an argparse parent."""
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--json", action="store_true",
-                        help="print one JSON document on stdout instead of text")
-    common.add_argument("-q", "--quiet", action="store_true", help="no progress or notes")
-    return common
+def asks_json(argv: Sequence[str]) -> bool:
+    """Whether a command line asks for --json (before any ``--``): how a usage error, found
+    before there are parsed arguments, knows which form to take."""
+    args = list(argv)
+    return "--json" in (args[:args.index("--")] if "--" in args else args)

@@ -16,7 +16,8 @@ from collections.abc import Sequence
 
 import verify.cli
 from samebits import __version__
-from samebits.ui import common_options, run_cli
+from samebits.cli.options import Parser, common
+from samebits.ui import run_cli
 from samebits_app import (
     cmd_audit,
     cmd_bundle,
@@ -36,8 +37,7 @@ COMMANDS = (cmd_init, cmd_lock, cmd_freeze, verify.cli, cmd_render, cmd_install,
 
 
 def build_parser() -> argparse.ArgumentParser:
-    common = common_options()
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="samebits",
         description="Reproducible GPU environments: spec -> lock -> render -> verify.",
         epilog="exit codes: 0 ok, 1 difference found, 2 bad input, 3 unsatisfiable, "
@@ -46,22 +46,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"samebits {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for module in COMMANDS:
-        module.add_parser(sub, [common])
+        module.add_parser(sub, [common()])
     return add_doc_epilogs(parser)
 
 
-def _rewrite(argv: list[str]) -> list[str]:
-    # `samebits lock diff A B` is a sub-subcommand in the user's eyes.
-    for i, arg in enumerate(argv):
-        if not arg.startswith("-"):
-            if arg == "lock" and i + 1 < len(argv) and argv[i + 1] == "diff":
-                return [*argv[:i], "lock-diff", *argv[i + 2:]]
-            break
-    return argv
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    return run_cli(build_parser(), _rewrite(list(sys.argv[1:] if argv is None else argv)))
+    return run_cli(build_parser(), list(sys.argv[1:] if argv is None else argv))
 
 
 if __name__ == "__main__":

@@ -1,12 +1,15 @@
 """``samebits attest`` (authors) and ``samebits audit`` (reviewers): the edge that writes.
 
-    samebits attest --lockfile paper/conda-lock.yml [--prefix ENV] \\
+    samebits attest paper/conda-lock.yml [--prefix ENV] \\
         --out paper/reference.attestation.json [--save-outputs paper/outputs] [--only NAMES]
     samebits attest paper/ --prefix ENV     # with paper/samebits-paper.toml: its commands too
-    samebits audit --lockfile paper/conda-lock.yml \\
-        --attestation paper/reference.attestation.json [--prefix ENV | --install ENV]
+    samebits audit paper/conda-lock.yml \\
+        --attestation paper/reference.attestation.json [--prefix ENV | --target DIR]
     samebits audit paper/            # the folder's manifest, or *conda-lock.yml,
                                      # *.attestation.json and outputs/
+
+The first argument is a paper folder (or its samebits-paper.toml) or a LOCK
+(``samebits.cli.options.paper_or_lock``).
 
 The pipelines are ``samebits_app.audit``'s (``attesting``, ``pipeline``); this module reads
 the arguments, writes
@@ -24,12 +27,11 @@ from pathlib import Path
 from typing import Any
 
 from samebits._io import atomic_write, canonical_json, sha256_hex
+from samebits.cli import options
 from samebits.dsse import SigningKey, load_public_key, load_signing_key, signed_bytes
 from samebits.errors import EXIT_OK, UsageError
 from samebits.lock.model import LOCK_SUFFIX
-from samebits.lock.read import add_read_flags
 from samebits.ui import Output
-from samebits_app.sourceflags import add_source_flags
 
 DEFAULT_ATTESTATION = Path("reference.attestation.json")
 DEFAULT_OUT = Path("build/audit")
@@ -53,21 +55,15 @@ def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
         "lock's, or a paper command failed or did not write an output it declares (nothing "
         "written); 2 bad input (a manifest's problems all listed); 5 the interpreter could "
         "not run the workloads. See README \"The paper manifest\".")
-    a.add_argument("paper", nargs="?", type=Path, metavar="PAPER",
-                   help="a paper folder with samebits-paper.toml (or the manifest itself): "
-                   "its lockfile and attestation are the defaults of the flags below")
-    a.add_argument("--lockfile", type=Path, metavar="L",
-                   help="the paper's lock: the environment must be its files, and the "
-                   "attestation names it")
+    options.add_paper_or_lock(a, what="what to attest: the environment must be the lock's "
+                              "files, and the attestation names the lock")
     _env_args(a)
-    a.add_argument("--out", type=Path, metavar="FILE",
-                   help=f"where the attestation goes (default: the manifest's attestation, "
-                   f"else {DEFAULT_ATTESTATION})")
+    options.add_out_file(a, what="the attestation", default="default: the manifest's "
+                         f"attestation, else {DEFAULT_ATTESTATION}")
     a.add_argument("--save-outputs", type=Path, metavar="DIR",
                    help="keep every output's raw bytes: reviewers then get max errors")
-    _sign_arg(a, "the attestation")
-    a.add_argument("--cache-dir", type=Path,
-                   help="where fetched [[inputs]] are kept (default: ~/.cache/samebits)")
+    options.add_sign(a, what="the attestation")
+    options.add_cache_dir(a, what="fetched [[inputs]], under inputs/")
     a.add_argument("--only", action="append", metavar="NAMES",
                    help=f"comma-separated workloads (default: all {len(NAMES)})")
     a.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
@@ -88,20 +84,20 @@ def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
         epilog="verdicts and exit codes: 0 bit-identical, within-tolerance, explained or "
         "environment-identical; 1 not-reproduced (or weaker than --require); 2 bad input; "
         "5 a tool failed. See README \"Auditing a paper\".")
-    r.add_argument("paper", nargs="?", type=Path, metavar="PAPER",
-                   help="a paper folder: its samebits-paper.toml, or else the lock "
-                   "(*conda-lock.yml), the attestation (*.attestation.json) and optionally "
-                   "outputs/; the flags below win")
-    r.add_argument("--lockfile", type=Path, metavar="L")
-    r.add_argument("--attestation", type=Path, metavar="A")
+    options.add_paper_or_lock(r, what="what to audit (a paper folder without a manifest: "
+                              "its *conda-lock.yml, *.attestation.json and outputs/; a LOCK "
+                              "needs --attestation)")
+    r.add_argument("--attestation", type=Path, metavar="FILE",
+                   help="the authors' attestation (default: the paper's)")
     r.add_argument("--outputs", type=Path, metavar="DIR",
                    help="the authors' saved outputs (attest --save-outputs): max errors")
     _env_args(r)
-    r.add_argument("--install", type=Path, metavar="ENV",
-                   help="install the lock into ENV first (samebits install), then audit it")
-    r.add_argument("--replace", action="store_true", help="with --install: replace ENV")
-    r.add_argument("--cache-dir", type=Path, help="with --install: the archive cache")
-    add_source_flags(r)
+    options.add_target(r, what="install the lock here first (samebits install), then audit it")
+    options.deprecated(r, "--install", dest="target", type=Path,
+                       instead="pass --target DIR (the folder to install into)")
+    r.add_argument("--replace", action="store_true", help="with --target: replace DIR")
+    options.add_cache_dir(r, what="archives for --target, fetched [[inputs]]")
+    options.add_sources(r, where="; with --target")
     r.add_argument("--device", default="auto",
                    help="auto (the authors' kind of device when this machine has one), cpu, "
                    "cuda or cuda:N")
@@ -110,29 +106,25 @@ def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
                    "commands run (best verdict: environment-identical)")
     r.add_argument("--require", choices=LEVEL_CHOICES,
                    help="exit 1 unless the verdict is at least this level")
-    r.add_argument("--out", type=Path, default=DEFAULT_OUT, metavar="DIR",
-                   help=f"where the reports go (default: {DEFAULT_OUT})")
-    r.add_argument("--trust", type=Path, metavar="KEY.pub",
-                   help="the authors' public key: an attestation that is not a DSSE envelope "
-                   "signed by it is a reason for not-reproduced")
-    _sign_arg(r, "the reviewer's attestation")
+    options.add_out_dir(r, what="the reports, the SBOM and this machine's attestation",
+                        default=f"default: {DEFAULT_OUT}", value=DEFAULT_OUT)
+    options.add_trust(r, what="the authors' key: an attestation that is not a DSSE envelope "
+                      "signed by it is a reason for not-reproduced")
+    options.add_sign(r, what="the reviewer's attestation")
     r.set_defaults(func=run_audit)
 
 
-def _sign_arg(p: argparse.ArgumentParser, what: str) -> None:
-    p.add_argument("--sign", type=Path, metavar="KEY",
-                   help=f"write {what} as a DSSE envelope signed with this Ed25519 private key "
-                   "(samebits keygen)")
-
-
 def _env_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--prefix", type=Path, metavar="ENV",
-                   help="the environment (default: the running one)")
-    p.add_argument("--python", metavar="PATH",
-                   help="the interpreter that runs the workloads (default: ENV/bin/python, or "
-                   "this one for the running environment)")
-    p.add_argument("--platform", metavar="P", help="the lock platform (default: this machine's)")
-    add_read_flags(p, python_default="the environment's")
+    """The environment, how it runs and how its lock is read: attest's and audit's."""
+    options.add_prefix(p, what="to check and run in", default="default: the running one")
+    options.add_workload_python(p)
+    options.deprecated(p, "--python", dest="workload_python",
+                       instead="pass --workload-python PATH (the interpreter that runs the "
+                       "workloads)")
+    options.add_platform(p, default="this machine's")
+    options.add_read_flags(p, python_default="the environment's")
+    options.add_project(p)
+    options.deprecated_lockfile(p, dest="lockfile")
 
 
 # ------------------------------------------------------------------------------ attest
@@ -145,15 +137,19 @@ def run_attest(args: argparse.Namespace, out: Output) -> int:
     from verify.gpu.workloads import select
     from verify.gpu.workloads.settings import PROFILES
 
-    manifest = read_manifest(args.paper) if args.paper is not None else None
-    lockfile = args.lockfile or (manifest.lockfile if manifest else None)
+    folder, lock = options.paper_or_lock(args.paper)
+    manifest = read_manifest(folder) if folder is not None else None
+    lockfile = (args.lockfile or (options.lock_file(lock, options.project_of(args))
+                                  if lock else None)
+                or (manifest.lockfile if manifest else None))
     args.out = args.out or (manifest.attestation if manifest else DEFAULT_ATTESTATION)
     args.lockfile = lockfile
     key = load_signing_key(args.sign) if args.sign else None  # before anything runs
     settings = PROFILES[args.profile].with_precision(matmul=args.matmul_precision,
                                                      tf32=True if args.tf32 else None)
     req = AttestRequest(out=args.out, lockfile=lockfile, prefix=args.prefix,
-                        python=args.python, platform=args.platform, device=args.device,
+                        python=args.workload_python, platform=args.platform,
+                        device=args.device,
                         names=select(args.only), settings=settings,
                         save_outputs=args.save_outputs, paper=manifest,
                         lock_env=args.lock_env, lock_python=args.lock_python,
@@ -220,12 +216,14 @@ def _what(result: Mapping[str, Any]) -> str:
 # ------------------------------------------------------------------------------- audit
 
 def paper_inputs(args: argparse.Namespace) -> tuple[Path, Path, Path | None, Any]:
-    """(lockfile, attestation, outputs, manifest) from the flags, else from the PAPER folder
-    (its samebits-paper.toml when it has one)."""
+    """(lockfile, attestation, outputs, manifest) from the flags and a LOCK, else from the
+    PAPER folder (its samebits-paper.toml when it has one)."""
     from samebits_app.paper.manifest import MANIFEST_NAME, read_manifest
 
+    folder, lock = options.paper_or_lock(args.paper)
     lockfile, attestation, outputs = args.lockfile, args.attestation, args.outputs
-    folder = args.paper
+    if lockfile is None and lock is not None:
+        lockfile = options.lock_file(lock, options.project_of(args))
     manifest = None
     if folder is not None and (folder.is_file() or (folder / MANIFEST_NAME).is_file()):
         manifest = read_manifest(folder)
@@ -237,24 +235,27 @@ def paper_inputs(args: argparse.Namespace) -> tuple[Path, Path, Path | None, Any
         if not folder.is_dir():
             raise UsageError(f"{folder}: no such folder")
         if lockfile is None:
-            lockfile = _one(folder, [f"*{LOCK_SUFFIX}", "conda-lock.yml"], "lockfile")
+            lockfile = _one(folder, [f"*{LOCK_SUFFIX}", "conda-lock.yml"], "lockfile",
+                            hint=f"name the lock instead of the folder: samebits audit "
+                            f"{folder}/NAME.conda-lock.yml --attestation FILE")
         if attestation is None:
-            attestation = _one(folder, ["*.attestation.json"], "attestation")
+            attestation = _one(folder, ["*.attestation.json"], "attestation",
+                               hint="pass --attestation FILE")
         if outputs is None and (folder / "outputs" / "outputs.json").is_file():
             outputs = folder / "outputs"
     if lockfile is None or attestation is None:
-        raise UsageError("audit needs --lockfile and --attestation (or a PAPER folder with "
-                         "both)", hint="samebits audit --lockfile paper/conda-lock.yml "
-                         "--attestation paper/reference.attestation.json")
+        raise UsageError("audit needs a LOCK and --attestation (or a PAPER folder with both)",
+                         hint="samebits audit paper/conda-lock.yml --attestation "
+                         "paper/reference.attestation.json")
     return lockfile, attestation, outputs, manifest
 
 
-def _one(folder: Path, patterns: list[str], what: str) -> Path:
+def _one(folder: Path, patterns: list[str], what: str, *, hint: str) -> Path:
     found = sorted({p for pat in patterns for p in folder.glob(pat)})
     if len(found) != 1:
         names = ", ".join(p.name for p in found) or "none"
         raise UsageError(f"{folder}: expected one {what} ({' or '.join(patterns)}), found "
-                         f"{names}", hint=f"pass --{what} explicitly")
+                         f"{names}", hint=hint)
     return found[0]
 
 
@@ -264,15 +265,16 @@ def run_audit(args: argparse.Namespace, out: Output) -> int:
     from samebits_app.audit.pipeline import run_audit as audit
     from samebits_app.sourceflags import sources_for
 
-    if (args.find_links or args.mirror) and args.install is None:
-        raise UsageError("--find-links and --mirror go with --install (where the audit "
+    if (args.find_links or args.mirror) and args.target is None:
+        raise UsageError("--find-links and --mirror go with --target (where the audit "
                          "installs the lock)")
     sources = sources_for(args)
     lockfile, attestation, outputs, manifest = paper_inputs(args)
     key = load_signing_key(args.sign) if args.sign else None  # bad keys: exit 2, no step run
     trust = load_public_key(args.trust) if args.trust else None
     req = AuditRequest(lockfile=lockfile, attestation=attestation, out=args.out,
-                       prefix=args.prefix, install=args.install, python=args.python,
+                       prefix=args.prefix, install=args.target,
+                       python=args.workload_python,
                        platform=args.platform, device=args.device, outputs=outputs,
                        workloads=not args.no_workloads, cache=args.cache_dir,
                        replace=args.replace, paper=manifest, trust=trust, sources=sources,

@@ -1,12 +1,13 @@
 """``samebits bundle``: a lock and every archive it installs in one reproducible tar.
 
-    samebits bundle ENV --platform P [--platform P2] [--out FILE] [--cache-dir DIR]
-    samebits bundle --check FILE
-    samebits install --from-bundle FILE --prefix ENV      (``cmd_install``; ``bundleread``)
+    samebits bundle LOCK [--platform P ...] [--out FILE] [--cache-dir DIR]
+    samebits bundle check FILE
+    samebits install --from-bundle FILE --target DIR      (``cmd_install``; ``bundleread``)
 
-ENV is an environment id or a lockfile path (as for ``samebits install``). Archives missing
-from the cache are fetched first (hash-checked); then the tar is streamed in one pass, every
-archive hashed on the way (``samebits.bundle.make``). ``--check`` reads it back once
+LOCK is an environment id or a lockfile path (as for ``samebits install``); the platforms are
+every platform of the lock unless --platform names some. Archives missing from the cache are
+fetched first (hash-checked); then the tar is streamed in one pass, every archive hashed on
+the way (``samebits.bundle.make``). ``bundle check`` reads it back once
 (``samebits.bundle.read``).
 """
 
@@ -16,6 +17,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from samebits.cli import options
 from samebits.errors import EXIT_DIFFERENT, EXIT_OK, UsageError
 from samebits.project import Project
 from samebits.render.source import LockedEnv
@@ -23,61 +25,77 @@ from samebits.ui import Output
 
 
 def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
+    opts = argparse.ArgumentParser(add_help=False)
+    options.add_platforms(opts, what="a platform of the lock to bundle",
+                          default="every platform of the lock")
+    options.add_out_file(opts, what="the tar to write",
+                         default="default: ROOT/build/<env>.bundle.tar")
+    options.add_cache_dir(opts, what="the archives `samebits install` uses; what it lacks is "
+                          "fetched")
+    opts.add_argument("--replace", action="store_true", help="overwrite an existing --out")
+    options.add_project(opts)
+    options.deprecated(opts, "--check", dest="check_file", type=Path, metavar="FILE",
+                       instead="write `samebits bundle check FILE`")
     b = sub.add_parser(
-        "bundle", parents=parents,
-        help="a lock and every archive it installs in one reproducible tar (or --check one)",
+        "bundle", parents=[*parents, opts],
+        help="a lock and every archive it installs in one reproducible tar; check one",
+        usage="%(prog)s [options] LOCK\n       %(prog)s check FILE",
         description="Write one uncompressed tar holding the lockfile, every archive the lock "
         "installs on the platforms given (conda and PyPI, by hash), the conda files rendered "
         "from the lock, the project's containers/<env>/ files (Containerfile, Nix files), "
         "SHA256SUMS and a README on installing it without network. The same lock, platforms "
-        "and containers/ files give the same bytes on any machine, in any folder.",
-        epilog="exit codes: 0 written (or --check: every hash checks and the lock is "
-        "covered); 1 --check found problems (each named); 2 bad input (an archive in the "
-        "cache that is not the lock's, stale containers/ files, unreadable bundle); "
-        "4 an archive could not be fetched. Install one offline with `samebits install "
-        "--from-bundle FILE --prefix ENV`.")
-    b.add_argument("name", nargs="?", metavar="ENV", help="environment id or lockfile path")
-    b.add_argument("--platform", action="append", metavar="P",
-                   help="a platform of the lock to bundle (repeatable; at least one)")
-    b.add_argument("--out", type=Path, metavar="FILE",
-                   help="the tar to write (default: ROOT/build/<env>.bundle.tar)")
-    b.add_argument("--check", type=Path, metavar="FILE",
-                   help="check a bundle instead: every hash, the lock's coverage")
-    b.add_argument("--cache-dir", type=Path,
-                   help="the archive cache `samebits install` uses (default: "
-                   "$XDG_CACHE_HOME/samebits); what it lacks is fetched")
-    b.add_argument("--replace", action="store_true", help="overwrite an existing --out")
-    b.add_argument("--root", type=Path, default=Path("."), help="project root (default: .)")
-    b.add_argument("--lockfiles", type=Path, help="lockfile folder (default: ROOT/lockfiles)")
-    b.set_defaults(func=run_bundle)
+        "and containers/ files give the same bytes on any machine, in any folder. "
+        "`samebits bundle check FILE` reads one back.",
+        epilog="exit codes: 0 written; 2 bad input (an archive in the cache that is not the "
+        "lock's, stale containers/ files); 4 an archive could not be fetched. Install one "
+        "offline with `samebits install --from-bundle FILE --target DIR`.")
+    commands = options.add_commands(
+        b, dest="bundle_command", metavar="LOCK | check", parents=[*parents, opts],
+        help="LOCK: the lock to bundle. " + options.LOCK_RULE + "; or a subcommand:")
+    options.add_lock(commands.words, what="the lock to bundle")
+    b.set_defaults(func=run_bundle, lock=None)
+    c = commands.add_parser(
+        "check", parents=parents, help="check a bundle: every hash, the lock's coverage",
+        description="Read a bundle back once: every archive's and file's hash against "
+        "SHA256SUMS and the lock, and whether it holds every archive the lock installs on "
+        "its platforms.",
+        epilog="exit codes: 0 every hash checks and the lock is covered; 1 problems (each "
+        "named); 2 unreadable bundle")
+    c.add_argument("file", type=Path, metavar="FILE", help="the bundle tar")
+    c.set_defaults(func=run_check_command)
 
 
 def run_bundle(args: argparse.Namespace, out: Output) -> int:
-    if args.check is not None:
-        if args.name or args.platform or args.out:
-            raise UsageError("--check FILE reads a bundle: pass no ENV, --platform or --out")
-        return run_check(args.check, out)
-    if not args.name or not args.platform:
-        raise UsageError("bundle needs ENV and --platform (or --check FILE)",
+    if args.check_file is not None:  # the old `bundle --check FILE`
+        if args.lock or args.platform or args.out:
+            raise UsageError("--check FILE reads a bundle: pass no LOCK, --platform or --out")
+        return run_check(args.check_file, out)
+    if not args.lock:
+        raise UsageError("bundle needs LOCK (or `samebits bundle check FILE`)",
                          hint="samebits bundle cpu --platform linux-64 --out paper.bundle.tar")
     return run_write(args, out)
+
+
+def run_check_command(args: argparse.Namespace, out: Output) -> int:
+    if args.platform or args.out:
+        raise UsageError("bundle check FILE reads a bundle: pass no --platform or --out")
+    return run_check(args.file, out)
 
 
 def run_write(args: argparse.Namespace, out: Output) -> int:
     from samebits.bundle.make import write_bundle
     from samebits.bundle.prep import prepare
-    from samebits.install import default_cache_dir
     from samebits_app.cmd_render import locked_env
     from samebits_app.sourceflags import own_sources
 
-    project = Project.at(args.root, lockfiles=args.lockfiles)
-    env = locked_env(args.name, project)
-    platforms = [env.check_platform(p) for p in dict.fromkeys(args.platform)]
+    project = options.project_of(args)
+    env = locked_env(args.lock, project)
+    platforms = [env.check_platform(p) for p in dict.fromkeys(args.platform or env.platforms)]
     dest = args.out or project.root / "build" / f"{env.slug}.bundle.tar"
     if dest.exists() and not args.replace:
         raise UsageError(f"{dest}: already exists", hint="pass --replace to overwrite it")
     with out.progress("fetching what the cache lacks", total=None):
-        bundle = prepare(env, platforms, cache=args.cache_dir or default_cache_dir(),
+        bundle = prepare(env, platforms, cache=options.cache_of(args),
                          containers=project.root / "containers" / env.name, note=out.info,
                          sources=own_sources(project, env))
     total = bundle.archive_bytes
@@ -94,8 +112,8 @@ def run_write(args: argparse.Namespace, out: Output) -> int:
         f"{dest}: {env.name} for {', '.join(platforms)}: {result.archives} archives "
         f"({result.archive_bytes:,} bytes), the lock, {len(bundle.files) - 1} other files",
         f"sha256 {result.sha256} ({result.size:,} bytes)",
-        f"check: samebits bundle --check {dest}",
-        f"install offline: samebits install --from-bundle {dest} --prefix ENV"]))
+        f"check: samebits bundle check {dest}",
+        f"install offline: samebits install --from-bundle {dest} --target DIR"]))
     return EXIT_OK
 
 
@@ -131,7 +149,7 @@ def unpack_for_install(bundle: Path, name: str | None, *, project: Project, out:
     from samebits_app.cmd_render import locked_env
 
     if name is not None:
-        raise UsageError(f"pass ENV ({name}) or --from-bundle, not both: the bundle holds its "
+        raise UsageError(f"pass LOCK ({name}) or --from-bundle, not both: the bundle holds its "
                          "lock")
     size = bundle.stat().st_size if bundle.is_file() else None
     with out.progress(f"unpack {bundle.name}", total=size) as advance:

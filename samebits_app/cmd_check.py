@@ -4,8 +4,7 @@
     samebits check lockfiles/volta.conda-lock.yml --gpu V100 --package torch
     samebits check --prefix /opt/env [--gpu ...] [--driver ...]
     samebits check --all --write        lockfiles/<env>.coverage.json + .coverage.md, every lock
-    samebits check hopper --write       the same for one lock (nox -s lock does it for those it
-                                        locked)
+    samebits check hopper --write       the same for one lock
     samebits check --all --check        exit 1 when one of those is missing or names another lock
 
 A lock's archives are fetched into the cache (hash-checked) and read without installing
@@ -21,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from samebits._io import atomic_write, canonical_json, read_json
+from samebits.cli import options
 from samebits.errors import EXIT_DIFFERENT, EXIT_OK, UsageError
 from samebits.ui import Output
 
@@ -41,16 +41,16 @@ def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
         "that GPU or driver (--gpu), or a coverage file is stale (--all --check); 2 bad input; "
         "4 an archive could not be fetched. Examples: samebits check hopper --gpu H100; "
         "samebits check volta --gpu V100 --driver 535.104; samebits check --all --write")
-    p.add_argument("names", nargs="*", metavar="ENV",
-                   help="environment ids (lockfiles/<id>.conda-lock.yml) or lockfile paths")
-    p.add_argument("--prefix", type=Path, metavar="P", help="an installed environment instead")
+    options.add_locks(p, what="the locks to read", default="none: name one, or pass --all or "
+                      "--prefix")
+    options.add_prefix(p, what="to read instead of a lock", default="default: none")
     p.add_argument("--gpu", metavar="G",
                    help="sm_90, 9.0, a model (H100, L4, V100, B200, GB300, RTX 5090) or a "
                    "generation (hopper): decide for it alone")
     p.add_argument("--driver", metavar="V",
                    help="the NVIDIA driver version to check against (535.104.05)")
-    p.add_argument("--platform", action="append", metavar="P",
-                   help="only this platform of the lock (repeatable; default: every platform)")
+    options.add_platforms(p, what="only this platform of the lock",
+                          default="every platform of the lock")
     p.add_argument("--package", action="append", metavar="NAME",
                    help="read only these packages' archives (repeatable; default: every "
                    "archive that can hold native code)")
@@ -59,12 +59,9 @@ def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
     mode.add_argument("--write", action="store_true",
                       help="write lockfiles/<env>.coverage.json and .coverage.md beside each "
                       "lock")
-    mode.add_argument("--check", action="store_true",
-                      help="write nothing; exit 1 when a coverage file is missing or stale")
-    p.add_argument("--cache-dir", type=Path,
-                   help="archive cache (default: $XDG_CACHE_HOME/samebits)")
-    p.add_argument("--root", type=Path, default=Path("."), help="project root (default: .)")
-    p.add_argument("--lockfiles", type=Path, help="lockfile folder (default: ROOT/lockfiles)")
+    options.add_check(mode, what="a coverage file is missing or stale")
+    options.add_cache_dir(p, what="the archives read (fetched into it first when missing)")
+    options.add_project(p)
     p.set_defaults(func=run_check)
 
 
@@ -101,20 +98,19 @@ def run_check(args: argparse.Namespace, out: Output) -> int:
     gpu = _gpu(args.gpu)
     driver = _driver(args.driver)
     if args.prefix is not None:
-        if args.names or args.all or args.write or args.check:
-            raise UsageError("--prefix checks one installed environment: give no ENV, --all, "
+        if args.locks or args.all or args.write or args.check:
+            raise UsageError("--prefix checks one installed environment: give no LOCK, --all, "
                              "--write or --check with it")
         return _check_prefix(args.prefix, gpu, driver, out)
-    if args.all and args.names:
-        raise UsageError("give ENV names or --all, not both")
+    if args.all and args.locks:
+        raise UsageError("give LOCK names or --all, not both")
     if args.write and (args.package or gpu or driver or args.platform):
         raise UsageError("--write records whole locks: no --package, --gpu, --driver or "
                          "--platform with it")
-    from samebits.project import Project
-    from samebits_app.cmd_render import _all_lock_ids, locked_env
+    from samebits_app.cmd_render import locked_env
 
-    project = Project.at(args.root, lockfiles=args.lockfiles)
-    names = args.names or ([i for i in _all_lock_ids(project) if "/" not in i]
+    project = options.project_of(args)
+    names = args.locks or ([i for i in project.lock_ids() if "/" not in i]
                            if args.all else [])
     if not names:
         raise UsageError("name an environment or a lockfile, or pass --all or --prefix",
@@ -144,15 +140,8 @@ def _check_prefix(prefix: Path, gpu: tuple[str, tuple[str, ...]] | None, driver:
     return EXIT_OK
 
 
-def _cache(args: argparse.Namespace) -> Path:
-    from samebits.install import default_cache_dir
-
-    return Path(args.cache_dir) if args.cache_dir else default_cache_dir()
-
-
 def _check_locks(envs: list, args: argparse.Namespace, gpu: Any, driver: str | None,
                  out: Output) -> int:
-    from samebits.project import Project
     from samebits_app.lockcoverage import lock_coverage
     from samebits_app.sourceflags import own_sources
     from verify.kernels.report import (
@@ -164,7 +153,8 @@ def _check_locks(envs: list, args: argparse.Namespace, gpu: Any, driver: str | N
         platform_text,
     )
 
-    cache = _cache(args)
+    cache = options.cache_of(args)
+    project = options.project_of(args)
     payload: dict[str, Any] = {}
     text: list[str] = []
     runs = True
@@ -180,9 +170,8 @@ def _check_locks(envs: list, args: argparse.Namespace, gpu: Any, driver: str | N
         covs = {}
         for plat in platforms:
             covs[plat], _ = lock_coverage(env, plat, cache, packages=args.package,
-                                          progress=out.info, sources=own_sources(
-                                              Project.at(args.root, lockfiles=args.lockfiles),
-                                              env))
+                                          progress=out.info,
+                                          sources=own_sources(project, env))
         entry: dict[str, Any] = {"lockfile": str(env.path), "lock_sha256": env.digest,
                                  "platforms": {}}
         for plat, cov in covs.items():
@@ -241,7 +230,7 @@ def _check_fresh(envs: list, out: Output) -> int:
     bad = [p for p, s in states.items() if s != "fresh"]
     lines = [f"{p}: {s}" for p, s in states.items()]
     if bad:
-        lines.append(f"{len(bad)} coverage files are out of date: run `nox -s coverage` "
-                     "(samebits check --all --write)")
+        lines.append(f"{len(bad)} coverage files are out of date: run `samebits check --all "
+                     "--write`")
     out.emit({"files": states, "fresh": not bad}, "\n".join(lines))
     return EXIT_DIFFERENT if bad else EXIT_OK

@@ -1,4 +1,4 @@
-"""``samebits freeze --prefix ENV``: an installed environment -> a spec and its lock, no solving.
+"""``samebits freeze --prefix DIR``: an installed environment -> a spec and its lock, no solving.
 
     samebits freeze --prefix ~/envs/paper [--name paper] [--index URL] [--extra-index URL]
                     [--generation G]
@@ -11,7 +11,7 @@
         -> lockfiles/paper.conda-lock.yml   conda-lock v1, every artifact with its hash, read
                                             from the installers' records (samebits_app.freezing)
 
-``samebits verify env --prefix ENV --lockfile lockfiles/paper.conda-lock.yml`` then says
+``samebits verify env lockfiles/paper.conda-lock.yml --prefix DIR`` then says
 identical, and ``samebits lock paper`` re-solves the spec to the same packages while the
 channels and the index still serve them. What cannot be pinned (an editable install, a VCS
 checkout, a local build) is listed, left out of both files, and makes the exit code 1.
@@ -36,6 +36,7 @@ from typing import Any
 
 from samebits import __version__
 from samebits._io import atomic_write
+from samebits.cli import options
 from samebits.errors import EXIT_DIFFERENT, EXIT_OK, UsageError
 from samebits.foreign.simpleindex import PYPI, is_folder
 from samebits.foreign.sources_files import pin_conda
@@ -61,12 +62,11 @@ def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
         "dist-info: direct_url.json, else the index's wheel with exactly the installed tags) "
         "and write environments/NAME.toml (every package pinned; python, platform, glibc "
         "floor, CUDA line and generation) and lockfiles/NAME.conda-lock.yml (a hash on every "
-        "artifact). `samebits verify env --prefix ENV --lockfile` of the result: identical.",
+        "artifact). `samebits verify env NAME --prefix DIR` of the result: identical.",
         epilog="exit codes: 0 every package pinned, 1 written, but a package could not be "
         "pinned (editable, VCS checkout, local build: listed) or is pinned to a local file no "
         "index serves (not reproducible elsewhere), 2 bad input, 4 the index did not answer")
-    p.add_argument("--prefix", type=Path, required=True, metavar="ENV",
-                   help="the environment: a conda prefix, a venv or a Python installation")
+    options.add_prefix(p, what="to freeze", default="required", required=True)
     p.add_argument("--name", help="the environment id to write (default: the prefix's folder "
                    "name)")
     p.add_argument("--index", default=PYPI, metavar="URL",
@@ -79,9 +79,7 @@ def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
     p.add_argument("--generation", choices=sorted(registry().generations),
                    help="the GPU generation (needed when the environment has a CUDA runtime; "
                    "cpu for a CUDA build used without a GPU)")
-    p.add_argument("--root", type=Path, default=Path("."), help="project root (default: .)")
-    p.add_argument("--environments", type=Path, help="spec folder (default ROOT/environments)")
-    p.add_argument("--lockfiles", type=Path, help="lockfile folder (default ROOT/lockfiles)")
+    options.add_project(p, environments=True)
     p.add_argument("--replace", action="store_true", help="overwrite an existing spec/lock")
     p.set_defaults(func=run_freeze)
 
@@ -142,7 +140,7 @@ def spec_text(frozen: Frozen, *, name: str, generation: str, index: str) -> str:
 def lock_header(name: str, facts: Facts) -> str:
     return (f"# samebits {__version__} freeze of an installed {facts.kind} (conda-lock v1 "
             f"format): environments/{name}.toml pins the same packages.\n"
-            f"# Check an environment: samebits verify env --prefix ENV --lockfile THIS_FILE\n"
+            f"# Check an environment: samebits verify env THIS_FILE --prefix DIR\n"
             f"# Re-solve the spec: samebits lock {name}\n")
 
 
@@ -171,7 +169,7 @@ def run_freeze(args: argparse.Namespace, out: Output) -> int:
     prefix = Path(args.prefix).absolute()
     kind = prefix_kind(prefix)
     name = _name(args, prefix)
-    project = Project.at(args.root, environments=args.environments, lockfiles=args.lockfiles)
+    project = options.project_of(args)
     spec_path, lock_path = project.spec_path(name), project.lock_path(name)
     existing = [str(p) for p in (spec_path, lock_path) if p.exists()]
     if existing and not args.replace:
@@ -219,6 +217,6 @@ def _report(out: Output, frozen: Frozen, unreadable: list[str], *, spec_path: Pa
     if unreadable:
         lines.append(f"{len(unreadable)} record(s) could not be read:")
         lines += [f"  {u}" for u in unreadable]
-    lines.append(f"check: samebits verify env --prefix {prefix} --lockfile {lock_path}")
+    lines.append(f"check: samebits verify env {options.lock_arg(lock_path)} --prefix {prefix}")
     out.emit(payload, "\n".join(lines))
     return EXIT_OK if complete else EXIT_DIFFERENT

@@ -1,6 +1,6 @@
 """``samebits init NAME --from FILE``: the file a paper ships -> ``environments/NAME.toml``.
 
-    samebits init kan --from requirements.txt [--python 3.11] [--generation G]
+    samebits init kan --from requirements.txt [--python-version 3.11] [--generation G]
         [--exclude-newer 2024-03-28] [--extra GROUP] [--platform P] [--index URL]
         [--cuda X.Y] [--root DIR] [--replace] [--json]
 
@@ -30,6 +30,7 @@ from typing import Any
 
 from samebits import __version__
 from samebits._io import atomic_write
+from samebits.cli import options
 from samebits.errors import (
     EXIT_OK,
     SourceError,
@@ -81,9 +82,11 @@ def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
                    "(environments/NAME.toml)")
     p.add_argument("--from", dest="source", type=Path, required=True, metavar="FILE",
                    help="requirements.txt, environment.yml, pyproject.toml or a lockfile")
-    p.add_argument("--python", metavar="X.Y", help="the Python (default: the file's own, else "
-                   f"the newest of {PYTHONS[0]}-{PYTHONS[-1]} every pinned package has a wheel "
-                   "for)")
+    p.add_argument("--python-version", metavar="X.Y", help="the Python (default: the file's "
+                   f"own, else the newest of {PYTHONS[0]}-{PYTHONS[-1]} every pinned package has "
+                   "a wheel for)")
+    options.deprecated(p, "--python", dest="python_version", metavar="X.Y",
+                       instead="pass --python-version X.Y (--python names an interpreter)")
     p.add_argument("--generation", choices=sorted(registry().generations),
                    help="the GPU generation (default: cpu without a CUDA torch; with one, the "
                    "only generation its CUDA line serves, else the message names the choices)")
@@ -93,13 +96,11 @@ def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
                    "UTC time (default: one second after the newest pinned release's upload)")
     p.add_argument("--extra", action="append", default=[], metavar="GROUP",
                    help="a pyproject.toml optional-dependencies group to include (repeatable)")
-    p.add_argument("--platform", action="append", choices=PLATFORMS, metavar="P",
-                   help=f"a platform to lock for (repeatable; {', '.join(PLATFORMS)}; default "
-                   "linux-64)")
+    options.add_platforms(p, what="a platform to lock for", default="linux-64",
+                          choices=PLATFORMS)
     p.add_argument("--index", metavar="URL", help="the index (a mirror; default: the file's "
                    f"-i/--index-url, else {PYPI})")
-    p.add_argument("--root", type=Path, default=Path("."), help="project root (default: .)")
-    p.add_argument("--environments", type=Path, help="spec folder (default ROOT/environments)")
+    options.add_project(p, environments=True, lockfiles=False)
     p.add_argument("--replace", action="store_true", help="overwrite an existing spec")
     p.set_defaults(func=run_init)
 
@@ -114,8 +115,8 @@ def run_init(args: argparse.Namespace, out: Output) -> int:
     spec_path = project.spec_path(name)
     if spec_path.exists() and not args.replace:
         raise UsageError(f"{spec_path}: already exists", hint="pass --replace, or another NAME")
-    if args.python and not re.fullmatch(r"3\.\d{1,2}", args.python):
-        raise UsageError(f'--python "{args.python}": expected X.Y, e.g. 3.11')
+    if args.python_version and not re.fullmatch(r"3\.\d{1,2}", args.python_version):
+        raise UsageError(f'--python-version "{args.python_version}": expected X.Y, e.g. 3.11')
     if args.cuda and not re.fullmatch(r"\d+\.\d+", args.cuda):
         raise UsageError(f'--cuda "{args.cuda}": expected MAJOR.MINOR, e.g. 12.1')
     if args.exclude_newer and parse_instant(args.exclude_newer) is None:
@@ -123,7 +124,7 @@ def run_init(args: argparse.Namespace, out: Output) -> int:
                          'like 2024-03-28 or 2024-03-28T12:00:00Z')
     platforms = tuple(dict.fromkeys(args.platform or ["linux-64"]))
     declared = read_source(Path(args.source), extras=list(args.extra), platform=platforms[0],
-                           python=args.python)
+                           python=args.python_version)
     draft = make_draft(declared, args=args, platforms=platforms)
     display = os.path.relpath(spec_path, project.root)
     spec = EnvironmentSpec.from_mapping(draft.mapping, file=display)  # SpecError: nothing written
@@ -152,14 +153,15 @@ def make_draft(declared: Declared, *, args: argparse.Namespace,
     glibc = DEFAULT_GLIBC
     notes = list(declared.notes)
     conda_python = next((c for c in declared.conda if c.name == "python"), None)
-    if args.python and conda_python and declared.python and declared.python != args.python:
-        raise UsageError(f"--python {args.python}: {conda_python.where} asks for "
-                         f"{conda_python.spec}", hint=f"pass --python {declared.python}, or "
-                         "change the file's python")
+    wanted = args.python_version
+    if wanted and conda_python and declared.python and declared.python != wanted:
+        raise UsageError(f"--python-version {wanted}: {conda_python.where} asks for "
+                         f"{conda_python.spec}", hint=f"pass --python-version {declared.python}, "
+                         "or change the file's python")
     index = args.index or declared.index or PYPI
     extra = list(declared.extra_indexes)
     # candidates for markers: every Python init may choose, or the one given
-    given = args.python or declared.python
+    given = args.python_version or declared.python
     lines: list[str] = [given] if given else list(PYTHONS)
     targets = [Target(platform=p, python=v, glibc=glibc) for p in platforms for v in lines]
     pypi, left = applicable(declared.pypi, targets)
@@ -192,8 +194,9 @@ def make_draft(declared: Declared, *, args: argparse.Namespace,
     ranged = [got for r in ranges
               if (got := range_pythons(r, found.files.get(r.name, []), platforms=platforms,
                                      glibc=glibc, before=before)) is not None]
-    python = choose_python([*wheels, *ranged], requested=args.python, pinned=declared.python,
-                           requires_python=declared.requires_python, where=where)
+    python = choose_python([*wheels, *ranged], requested=args.python_version,
+                           pinned=declared.python, requires_python=declared.requires_python,
+                           where=where)
     chosen = [Target(platform=p, python=python.value, glibc=glibc) for p in platforms]
     pypi, more_left = applicable(declared.pypi, chosen)
     left += more_left

@@ -1,17 +1,17 @@
 """``samebits install``: a lock's platform into a prefix, then ``verify env`` of the result.
 
-    samebits install ENV --prefix DIR [--platform P] [--python PY] [--link-mode M]
+    samebits install LOCK --target DIR [--platform P] [--python PY] [--link-mode M]
                      [--no-bytecode] [--cache-dir C] [--replace] [--from-nix [--store URI]]
                      [--find-links DIR ...] [--mirror FROM=TO ...]
                      [--lock-env NAME] [--lock-python X.Y]
-    samebits install --from-bundle FILE --prefix DIR [...]
+    samebits install --from-bundle FILE --target DIR [...]
 
 The work is ``samebits.install`` (fetch, unpack, place, compile); this module finds the lock and
 the interpreter (a lock of another format is read with ``samebits.lock.read``; the archives
 may come from a bundle or the Nix store into the cache first, or from ``--find-links`` folders
 and ``--mirror`` URLs by their hash: ``samebits_app.sourceflags``), stages the prefix beside its
 target and renames it into place, runs the verifier in this process
-(``verify.env.cmd_env.check_env``, exactly what ``samebits verify env --prefix DIR --lockfile L
+(``verify.env.cmd_env.check_env``, exactly what ``samebits verify env L --prefix DIR
 --platform P`` runs) and returns its exit code (the report's ``ok``): one verdict. Files that
 verify finds changed evict the cache entries they were placed from.
 """
@@ -24,20 +24,21 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from samebits.cli import options
 from samebits.errors import InputError, UsageError
 from samebits.install.place import LINK_MODES
 from samebits.install.prefix import silent
-from samebits.lock.read import ReadOptions, read_options
+from samebits.lock.read import ReadOptions
 from samebits.ui import Output
-from samebits_app.cmd_render import _cache, _install_args, _project, locked_env, show_conversion
-from samebits_app.sourceflags import add_source_flags, sources_for
+from samebits_app.cmd_render import _install_args, locked_env, show_conversion
+from samebits_app.sourceflags import sources_for
 
 
 def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
     i = sub.add_parser(
         "install", parents=parents, help="install a lock's platform into a prefix",
         description="Install exactly the locked archives (hash-checked; unpacked once into "
-        "the cache, then placed by reflink or copy; nothing resolved) into --prefix, compile "
+        "the cache, then placed by reflink or copy; nothing resolved) into --target, compile "
         "its bytecode with the prefix's own interpreter, then run `verify env` on it: the "
         "verdict and exit code are verify env's. A locked sdist is built into the wheel the "
         "lock recorded, from its locked build environment (or taken from the cache), and "
@@ -48,18 +49,16 @@ def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
         "interpreter, a package install cannot place, an sdist that builds into other bytes "
         "than the lock recorded), 4 unreachable, 5 a tool failed (an sdist's build). See "
         "README \"The install cache\".")
-    i.add_argument("name", nargs="?", metavar="ENV",
-                   help="environment id or lockfile path, in any format samebits reads (not "
-                   "with --from-bundle)")
+    options.add_lock(i, what="the lock to install (not with --from-bundle)", optional=True)
     i.add_argument("--from-bundle", type=Path, metavar="FILE",
                    help="install offline from a `samebits bundle` tar: its lock and archives, "
                    "every hash checked, unpacked into the cache first")
-    i.add_argument("--prefix", type=Path, required=True, help="the folder to create")
-    i.add_argument("--platform", help="default: this machine's")
-    i.add_argument("--python", metavar="PATH",
-                   help="for a lock without conda Python: the interpreter of the venv "
-                   "(default: the first pythonX.Y that runs, from PATH, pyenv, /usr/local/bin, "
-                   "/usr/bin, `uv python find`)")
+    options.add_target(i, what="where to install the environment (required)")
+    options.deprecated(i, "--prefix", dest="target", type=Path,
+                       instead="pass --target DIR (the folder to create)")
+    options.add_platform(i, default="this machine's")
+    options.add_python(i, default="the first pythonX.Y that runs, from PATH, pyenv, "
+                       "/usr/local/bin, /usr/bin, `uv python find`")
     i.add_argument("--link-mode", choices=LINK_MODES, default="auto",
                    help="how files go from the cache into the prefix: auto (reflink where the "
                    "filesystem can, else copy; the default), reflink, copy, or hardlink "
@@ -69,11 +68,10 @@ def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
     i.add_argument("--from-nix", action="store_true",
                    help="take every archive from the Nix store (realised by `nix-build "
                    "containers/ENV -A all`), hash-checked, and install offline")
-    i.add_argument("--store", metavar="URI",
-                   help="with --from-nix: a local store other than the default "
-                   "(/path or local?root=/path)")
-    add_source_flags(i)
+    options.add_store(i, what="with --from-nix: ")
+    options.add_sources(i)
     _install_args(i)
+    options.add_project(i)
     i.set_defaults(func=run_install)
 
 
@@ -127,19 +125,19 @@ def _python_version(interpreter: str | None) -> str | None:
 
 def _locked(args: argparse.Namespace, out: Output, platform: str) -> tuple[Any, ReadOptions]:
     """The lock to install (from ENV, or the bundle's own) and how it was read."""
-    project = _project(args)
+    project = options.project_of(args)
     if args.from_bundle is not None and args.from_nix:
         raise UsageError("--from-bundle and --from-nix: choose one source of archives")
     if args.from_bundle is not None:
         from samebits_app.cmd_bundle import unpack_for_install
 
-        env = unpack_for_install(args.from_bundle, args.name, project=project, out=out,
-                                 platform=platform, cache=_cache(args))
-        return env, read_options(args, platforms=(platform,), python=None)
-    if args.name is None:
-        raise UsageError("install needs ENV (an environment id or a lockfile) or --from-bundle")
-    options = read_options(args, platforms=(platform,), python=_python_version(args.python))
-    return locked_env(args.name, project, options), options
+        env = unpack_for_install(args.from_bundle, args.lock, project=project, out=out,
+                                 platform=platform, cache=options.cache_of(args))
+        return env, options.read_options(args, platforms=(platform,), python=None)
+    if args.lock is None:
+        raise UsageError("install needs LOCK (an environment id or a lockfile) or --from-bundle")
+    read = options.read_options(args, platforms=(platform,), python=_python_version(args.python))
+    return locked_env(args.lock, project, read), read
 
 
 VERIFY_KEYS = ("format", "kind", "identical", "ok", "digests", "summary", "findings",
@@ -148,7 +146,8 @@ REPAIR_KINDS = ("modified", "missing", "type", "exec", "symlink", "bytecode")
 
 
 def run_install(args: argparse.Namespace, out: Output) -> int:
-    from samebits.install import find_interpreter, host_platform, install_prefix
+    from samebits.host import host_platform
+    from samebits.install import find_interpreter, install_prefix
     from samebits.install.cache import evict
     from samebits.install.prefix import check_something_to_place
     from samebits.staging import staged_dir
@@ -157,8 +156,10 @@ def run_install(args: argparse.Namespace, out: Output) -> int:
 
     if args.store and not args.from_nix:
         raise UsageError("--store goes with --from-nix")
+    options.need(args.target, "install needs --target DIR: the folder to install into",
+                 hint="samebits install LOCK --target DIR")
     platform = args.platform or host_platform()
-    env, options = _locked(args, out, platform)
+    env, read_as = _locked(args, out, platform)
     conversion = show_conversion(out, env)
     platform = env.check_platform(platform)
     check_something_to_place(env, platform)  # before any prefix is made
@@ -168,14 +169,14 @@ def run_install(args: argparse.Namespace, out: Output) -> int:
                                                    for p in env.conda(platform)):
         with progress(f"finding a Python {env.python} interpreter", None):
             python = find_interpreter(env.python, args.python).executable
-    prefix = Path(args.prefix).absolute()
-    cache = _cache(args)
-    sources = sources_for(args, _project(args), env.name)
+    prefix = Path(args.target).absolute()
+    cache = options.cache_of(args)
+    sources = sources_for(args, options.project_of(args), env.name)
     if args.from_nix:
         with progress("archives from the Nix store", None):
             _fill_cache_from_nix(env, platform, cache, args.store)
-    # exactly what `verify env --lockfile L --platform P [--lock-env E --lock-python X]` reads
-    read = (ReadOptions(environment=options.environment, python=options.python)
+    # exactly what `verify env L --platform P [--lock-env E --lock-python X]` reads
+    read = (ReadOptions(environment=read_as.environment, python=read_as.python)
             if env.conversion is not None else None)
     try:
         with staged_dir(prefix, replace=args.replace) as stage:

@@ -1,7 +1,7 @@
 """``samebits keygen --out KEY``: an Ed25519 key pair for signing attestations.
 
     KEY       the private key, PKCS#8 PEM, unencrypted, mode 0600: `--sign KEY` uses it
-    KEY.pub   the public key, SubjectPublicKeyInfo PEM: `verify attestation --key KEY.pub`
+    KEY.pub   the public key, SubjectPublicKeyInfo PEM: `verify attestation --trust KEY.pub`
               and `audit --trust KEY.pub` check signatures with it; publish it
 
 The formats are OpenSSL's (``openssl genpkey -algorithm ed25519``); ``samebits.dsse`` has the
@@ -14,6 +14,7 @@ import argparse
 from pathlib import Path
 
 from samebits._io import atomic_write
+from samebits.cli import options
 from samebits.errors import EXIT_OK, UsageError
 from samebits.ui import Output
 
@@ -23,12 +24,12 @@ def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
         "keygen", parents=parents, help="make an Ed25519 key pair for signing attestations",
         description="Write a new Ed25519 key pair: KEY (private, PKCS#8 PEM, mode 0600) and "
         "KEY.pub (public, PEM). Sign with `samebits attest --sign KEY` or `samebits verify gpu "
-        "--sign KEY`; check with `samebits verify attestation FILE --key KEY.pub` or "
+        "--sign KEY`; check with `samebits verify attestation FILE --trust KEY.pub` or "
         "`samebits audit --trust KEY.pub`.",
         epilog="exit codes: 0 written; 2 bad input (KEY or KEY.pub already exists). "
         "The key id is the sha256 of the raw public key, in hex.")
-    k.add_argument("--out", type=Path, required=True, metavar="KEY",
-                   help="the private key's path; the public key goes to KEY.pub")
+    options.add_out_file(k, what="the private key (the public key goes to FILE.pub)",
+                         default="required", required=True)
     k.set_defaults(func=run_keygen)
 
 
@@ -55,5 +56,5 @@ def run_keygen(args: argparse.Namespace, out: Output) -> int:
         f"{private_path}: private key (ed25519, mode 0600): keep it secret",
         f"{public_path}: public key, keyid {keyid}: publish it",
         f"sign:   samebits attest --sign {private_path} ...",
-        f"verify: samebits verify attestation FILE --key {public_path}"]))
+        f"verify: samebits verify attestation FILE --trust {public_path}"]))
     return EXIT_OK

@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime as dt
-from pathlib import Path
 from typing import Any
 
 from samebits._io import atomic_write
+from samebits.cli import options
 from samebits.errors import (
     EXIT_DIFFERENT,
     EXIT_OK,
@@ -21,9 +21,8 @@ from samebits.errors import (
 from samebits.lock.diff import diff_locks, format_diff
 from samebits.lock.make import DEFAULT_TIMEOUT, lock_one
 from samebits.lock.model import parse_lock
-from samebits.lock.read import add_read_flags, load_lock, read_options
+from samebits.lock.read import load_lock
 from samebits.project import Project
-from samebits.solve.indexcache import default_cache_root
 from samebits.solve.indexproxy import IndexProxy
 from samebits.spec.read import read_spec
 from samebits.ui import Output
@@ -32,76 +31,83 @@ MAX_CONCURRENT = 6
 
 
 def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
+    opts = argparse.ArgumentParser(add_help=False)
+    options.add_check(opts, what="a lock's recorded spec digest is not its spec's (no "
+                      "solving)")
+    options.add_project(opts, environments=True)
+    opts.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="S",
+                      help="seconds a channel or index may take to answer "
+                      f"(default {DEFAULT_TIMEOUT:g})")
+    opts.add_argument("--offline", action="store_true",
+                      help="answer from the caches only; no network")
+    opts.add_argument("--refresh", action="store_true",
+                      help="fetch every PyPI answer again instead of reading the final cache "
+                      "(to see files yanked or deleted since they were cached)")
+    options.add_cache_dir(opts, what="PyPI answers at a past exclude-newer, and content "
+                          "hashes")
     p = sub.add_parser(
-        "lock", parents=parents,
-        help="solve environments/*.toml into lockfiles/*.conda-lock.yml",
+        "lock", parents=[*parents, opts],
+        help="solve environments/*.toml into lockfiles/*.conda-lock.yml; diff two locks",
+        usage="%(prog)s [options] [ENV ...]\n       %(prog)s diff OLD NEW [options]",
         description="Solve each spec (conda part with py-rattler, PyPI part with uv) into "
         "lockfiles/<env>.conda-lock.yml, written atomically and only once every platform "
         "solved. With no names, every top-level spec that is not abstract. "
         "When exclude-newer is at least a day in the past, the PyPI index's answers as they "
         "stood then are final: they are kept in the cache and read from it first, and the "
         "index is asked only for what is missing. "
-        "`samebits lock diff OLD NEW` compares two lockfiles.",
+        "`samebits lock diff OLD NEW` compares two locks.",
         epilog="exit codes: 0 done or fresh, 1 stale (--check), 2 bad spec or usage, "
         "3 unsatisfiable, 4 channel or index unreachable, 5 uv failed",
     )
-    p.add_argument("names", nargs="*", metavar="ENV",
-                   help="environment ids (e.g. hopper, conda-forge/hopper) or spec paths")
-    p.add_argument("--check", action="store_true",
-                   help="compare each lock's recorded spec digest with its spec; no solving")
-    _project_args(p)
-    p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="S",
-                   help="seconds a channel or index may take to answer "
-                   f"(default {DEFAULT_TIMEOUT:g})")
-    p.add_argument("--offline", action="store_true",
-                   help="answer from the caches only; no network")
-    p.add_argument("--refresh", action="store_true",
-                   help="fetch every PyPI answer again instead of reading the final cache "
-                   "(to see files yanked or deleted since they were cached)")
-    p.add_argument("--cache-dir", type=Path, metavar="DIR",
-                   help="where PyPI answers at a past exclude-newer and content hashes are "
-                   "kept (default: $XDG_CACHE_HOME/samebits)")
-    p.set_defaults(func=run_lock)
+    commands = options.add_commands(
+        p, dest="lock_command", metavar="ENV ... | diff", parents=[*parents, opts],
+        help="ENV: environment ids (hopper, conda-forge/hopper) or spec paths to solve "
+        "(default: every top-level spec that is not abstract); or a subcommand:")
+    commands.words.add_argument("names", nargs="*", metavar="ENV",
+                                help="environment ids (e.g. hopper, conda-forge/hopper) or "
+                                "spec paths")
+    p.set_defaults(func=run_lock, names=[])
 
-    d = sub.add_parser(
-        "lock-diff", parents=parents, help="compare two lockfiles (also spelled `lock diff`)",
-        description="List added, removed and changed packages per platform between two "
-        "lockfiles, each in any format samebits reads: conda-lock, pixi.lock (v6, v7), "
-        "uv.lock, pylock.toml, requirements.txt with --hash, a conda explicit file (e.g. a "
-        "`samebits freeze` lock against the pixi.lock it came from).",
-        epilog="exit codes: 0 identical, 1 different, 2 bad input, 4 an index did not answer "
-        "(requirements.txt)",
-        prog="samebits lock diff",
-    )
-    d.add_argument("old", type=Path)
-    d.add_argument("new", type=Path)
-    d.add_argument("--platform", action="append", metavar="P",
-                   help="compare only this platform (repeatable; also the platforms a uv.lock, "
-                   "pylock.toml or requirements.txt is read for; default linux-64 and "
-                   "linux-aarch64 for those)")
-    add_read_flags(d)
+    d = commands.add_parser(
+        "diff", parents=parents, help="compare two locks, in any formats samebits reads",
+        description=DIFF_DESCRIPTION, epilog=DIFF_EPILOG)
+    _diff_args(d)
     d.set_defaults(func=run_diff)
+    # the old spelling, hidden from `samebits --help` (no help=): one release more
+    old = sub.add_parser("lock-diff", parents=parents, prog="samebits lock diff",
+                         description=DIFF_DESCRIPTION, epilog=DIFF_EPILOG)
+    _diff_args(old)
+    old.set_defaults(func=options.deprecated_command("samebits lock-diff", "samebits lock diff",
+                                                     run_diff))
 
 
-def _project_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--root", type=Path, default=Path("."), help="project root (default: .)")
-    p.add_argument("--environments", type=Path, help="spec folder (default: ROOT/environments)")
-    p.add_argument("--lockfiles", type=Path, help="lockfile folder (default: ROOT/lockfiles)")
+DIFF_DESCRIPTION = (
+    "List added, removed and changed packages per platform between two locks, each in any "
+    "format samebits reads: conda-lock, pixi.lock (v6, v7), uv.lock, pylock.toml, "
+    "requirements.txt with --hash, a conda explicit file (e.g. a `samebits freeze` lock against "
+    "the pixi.lock it came from).")
+DIFF_EPILOG = ("exit codes: 0 identical, 1 different, 2 bad input, 4 an index did not answer "
+               "(requirements.txt)")
 
 
-def project_from(args: argparse.Namespace) -> Project:
-    return Project.at(args.root, environments=args.environments, lockfiles=args.lockfiles)
+def _diff_args(d: argparse.ArgumentParser) -> None:
+    options.add_lock_pair(d)
+    options.add_platforms(d, what="compare only this platform of the locks (also the "
+                          "platforms a uv.lock, pylock.toml or requirements.txt is read for)",
+                          default="every platform; linux-64 and linux-aarch64 for those")
+    options.add_read_flags(d)
+    options.add_project(d)
 
 
 def run_lock(args: argparse.Namespace, out: Output) -> int:
-    project = project_from(args)
+    project = options.project_of(args)
     ids = project.resolve(args.names)
     if args.check:
         return _check(project, ids, out)
     if args.offline and args.refresh:
         raise UsageError("--offline and --refresh contradict each other",
                          hint="--refresh asks the index again; --offline never asks it")
-    with IndexProxy(root=args.cache_dir or default_cache_root(), timeout=args.timeout,
+    with IndexProxy(root=options.cache_of(args), timeout=args.timeout,
                     now=dt.datetime.now(dt.timezone.utc), offline=args.offline,
                     refresh=args.refresh) as proxy:
         return asyncio.run(_lock_all(project, ids, out, timeout=args.timeout,
@@ -193,7 +199,7 @@ def _check(project: Project, ids: list[str], out: Output) -> int:
              for i, e in report.items()]
     if stale:
         lines.append(f"{len(stale)} of {plural(len(report), 'lockfile')} "
-                     f"{'needs' if len(stale) == 1 else 'need'} `nox -s lock -- "
+                     f"{'needs' if len(stale) == 1 else 'need'} `samebits lock "
                      f"{' '.join(stale)}`")
     out.emit({"fresh": not stale, "environments": report}, "\n".join(lines))
     return EXIT_DIFFERENT if stale else EXIT_OK
@@ -201,13 +207,16 @@ def _check(project: Project, ids: list[str], out: Output) -> int:
 
 def run_diff(args: argparse.Namespace, out: Output) -> int:
     platforms = tuple(args.platform or ())
-    options = read_options(args, platforms=platforms)
-    old, new = load_lock(args.old, options), load_lock(args.new, options)
+    read = options.read_options(args, platforms=platforms)
+    project = options.project_of(args)
+    old_path, new_path = (options.lock_file(args.old, project),
+                          options.lock_file(args.new, project))
+    old, new = load_lock(old_path, read), load_lock(new_path, read)
     for loaded in (old, new):
         for line in loaded.conversion_lines():
             out.info(line)
     doc = diff_locks(old.lock, new.lock, platforms=platforms)
-    doc = {"old": str(args.old), "new": str(args.new), **doc,
+    doc = {"old": str(old_path), "new": str(new_path), **doc,
            "formats": {"old": old.format, "new": new.format},
            "conversions": {k: v.conversion_json() for k, v in (("old", old), ("new", new))
                            if v.conversion is not None}}

@@ -1,15 +1,16 @@
 """``samebits render conda|containerfile|oci``: the edge that writes.
 
-    samebits render conda [ENV ...] [--platform P] [--check]      containers/<env>/<P>.explicit.txt
+    samebits render conda [LOCK ...] [--platform P] [--check]     containers/<env>/<P>.explicit.txt
                                                                    containers/<env>/<P>.environment.yml
-    samebits render containerfile [ENV ...] [--base REF@sha256:D]  containers/<env>/Containerfile
-    samebits render nix [ENV ...] [--platform P] [--check]        containers/<env>/*.nix
-    samebits render oci ENV --platform P [--base oci:DIR@sha256:D] [--out DIR] [--archive FILE]
+    samebits render containerfile [LOCK ...] [--base REF@sha256:D] containers/<env>/Containerfile
+    samebits render nix [LOCK ...] [--platform P] [--check]       containers/<env>/*.nix
+    samebits render oci LOCK [--platform P] [--base oci:DIR@sha256:D] [--out DIR] [--archive FILE]
 
-ENV is an environment id (``hopper``, ``conda-forge/hopper``: lockfiles/<id>.conda-lock.yml) or
-a lockfile path. The renderers are pure (samebits.render.*); this module reads the locks, writes
-every file atomically and every folder by rename, and turns the results into text or --json.
-``samebits install`` (``samebits_app.cmd_install``) shares the helpers that find a lock.
+LOCK is an environment id (``hopper``, ``conda-forge/hopper``: lockfiles/<id>.conda-lock.yml)
+or a lockfile path, told apart by ``samebits.cli.options.LOCK_RULE``. The renderers are pure
+(samebits.render.*); this module reads the locks, writes every file atomically and every folder
+by rename, and turns the results into text or --json. ``samebits install``
+(``samebits_app.cmd_install``) shares the helpers that find a lock.
 """
 
 from __future__ import annotations
@@ -20,11 +21,13 @@ from pathlib import Path
 from typing import Any
 
 from samebits._io import atomic_write, atomic_writer
-from samebits.errors import EXIT_DIFFERENT, EXIT_OK, LockfileError, UsageError, plural
+from samebits.cli import options
+from samebits.errors import EXIT_DIFFERENT, EXIT_OK, UsageError, plural
+from samebits.host import host_platform
 from samebits.lock.model import LOCK_SUFFIX
-from samebits.lock.read import LoadedLock, ReadOptions, add_read_flags, lock_name, read_options
-from samebits.project import Project, unknown_environment
-from samebits.render.source import DEFAULT_PREFIX, LockedEnv, load_locked_env
+from samebits.lock.read import LoadedLock, ReadOptions, lock_name
+from samebits.project import Project
+from samebits.render.source import LockedEnv, load_locked_env
 from samebits.ui import Output
 
 
@@ -41,9 +44,8 @@ def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
         "`conda-lock render --kind explicit`) and <platform>.environment.yml (every package "
         "pinned, a pip section with hashes).",
         epilog="exit codes: 0 written or fresh, 1 stale (--check), 2 bad input")
-    _names(c)
-    c.add_argument("--platform", action="append", metavar="P",
-                   help="only this platform (repeatable; default: every platform of the lock)")
+    _locks(c)
+    options.add_platforms(c, default="every platform of the lock")
     _out_args(c)
     c.set_defaults(func=run_conda)
 
@@ -52,13 +54,13 @@ def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
         description="Write containers/<env>/Containerfile (base pinned by digest, the lock "
         "installed by hash, `python -m verify env` last) and the files it copies.",
         epilog="exit codes: 0 written or fresh, 1 stale (--check), 2 bad input")
-    _names(f)
+    _locks(f)
     f.add_argument("--base", metavar="IMAGE@sha256:D",
                    help="the base image, pinned by digest (default: a placeholder that fails to "
                    "build until a digest is given)")
     f.add_argument("--micromamba", metavar="IMAGE@sha256:D",
                    help="the micromamba image that creates a lock's conda part")
-    f.add_argument("--prefix", default=DEFAULT_PREFIX, help=f"(default {DEFAULT_PREFIX})")
+    _image_prefix(f)
     _out_args(f)
     f.set_defaults(func=run_containerfile)
 
@@ -70,82 +72,76 @@ def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
         "flake.nix (for nixpkgs users: wheels installed with autoPatchelfHook, a dev shell, "
         "an OCI image; not built here).",
         epilog="exit codes: 0 written or fresh, 1 stale (--check), 2 bad input")
-    _names(n)
-    n.add_argument("--platform", action="append", metavar="P",
-                   help="only this platform (repeatable; default: every platform of the lock)")
+    _locks(n)
+    options.add_platforms(n, default="every platform of the lock")
     _out_args(n)
     n.set_defaults(func=run_nix)
 
     o = rsub.add_parser(
         "oci", parents=parents, help="a bit-reproducible OCI image layout",
         description="Install the lock's platform, verify it, and write an OCI image layout "
-        "with the prefix at --prefix on top of an optional base layout pinned by digest. "
-        "The same lock, base and SOURCE_DATE_EPOCH give the same manifest digest anywhere.",
+        "with the environment at --image-prefix on top of an optional base layout pinned by "
+        "digest. The same lock, base and SOURCE_DATE_EPOCH give the same manifest digest "
+        "anywhere.",
         epilog="exit codes: 0 written, 2 bad input (bad base, unsafe archive), 4 unreachable, "
         "5 a tool failed or the built prefix did not verify")
-    o.add_argument("name", metavar="ENV", help="environment id or lockfile path")
-    o.add_argument("--platform", required=True, help="linux-64 or linux-aarch64")
+    options.add_lock(o, what="the lock to build an image of")
+    options.add_platform(o, what="the image's platform", default="this machine's")
     o.add_argument("--base", metavar="oci:DIR@sha256:D",
                    help="base image: a local OCI layout and its manifest (or index) digest")
-    o.add_argument("--out", type=Path, help="layout folder (default ROOT/build/oci/<env>)")
-    o.add_argument("--archive", type=Path, help="also write an oci-archive tarball here")
+    options.add_out_dir(o, what="the OCI image layout", default="default: ROOT/build/oci/<env>")
+    o.add_argument("--archive", type=Path, metavar="FILE",
+                   help="also write an oci-archive tarball here")
     o.add_argument("--tag", help="the image's ref name in the layout (default: the env name)")
-    o.add_argument("--prefix", default=DEFAULT_PREFIX,
-                   help=f"where the environment lives in the image (default {DEFAULT_PREFIX})")
-    o.add_argument("--python", metavar="PATH",
-                   help="for a lock without conda Python: the base image's interpreter "
-                   "(default /usr/local/bin/pythonX.Y, as in the python:X.Y images)")
+    _image_prefix(o)
+    options.add_python(o, where=", a path in the base image",
+                       default="/usr/local/bin/pythonX.Y, as in the python:X.Y images")
     o.add_argument("--compression", choices=("gzip", "zstd"), default="gzip",
                    help="layer compression (default gzip, which every runtime reads; zstd is "
                    "several times faster, read by containerd >= 1.5, Docker Engine >= 23, "
                    "podman/CRI-O/skopeo, not by umoci 0.4.7: see README)")
     _install_args(o)
+    options.add_project(o)
     o.set_defaults(func=run_oci)
 
 
-def _names(p: argparse.ArgumentParser) -> None:
-    p.add_argument("names", nargs="*", metavar="ENV",
-                   help="environment ids or lockfile paths, in any format samebits reads "
-                   "(default: every lockfile)")
-    _project_args(p)
-    add_read_flags(p)
+def _locks(p: argparse.ArgumentParser) -> None:
+    options.add_locks(p, what="the locks to render", default="every top-level lockfile")
+    options.add_project(p)
+    options.add_read_flags(p)
 
 
-def _project_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--root", type=Path, default=Path("."), help="project root (default: .)")
-    p.add_argument("--lockfiles", type=Path, help="lockfile folder (default: ROOT/lockfiles)")
+def _image_prefix(p: argparse.ArgumentParser) -> None:
+    options.add_image_prefix(p)
+    options.deprecated(p, "--prefix", dest="image_prefix",
+                       instead="pass --image-prefix PATH (where the environment lives in the "
+                       "image)")
 
 
 def _out_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--out", type=Path, help="folder of per-environment folders "
-                   "(default: ROOT/containers)")
-    p.add_argument("--check", action="store_true",
-                   help="write nothing; exit 1 if a file is missing or differs")
+    options.add_out_dir(p, what="the folder of per-environment folders",
+                        default="default: ROOT/containers")
+    options.add_check(p, what="a file is missing or differs")
 
 
 def _install_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--cache-dir", type=Path,
-                   help="archive + package cache (default: $XDG_CACHE_HOME/samebits); "
-                   "install runs offline when it holds every archive")
+    """What install and render oci share: the cache, --replace, how a foreign lock is read."""
+    options.add_cache_dir(p, what="archives and unpacked packages; install runs offline "
+                          "when it holds every archive")
     p.add_argument("--replace", action="store_true", help="replace an existing output")
-    if not any(a.dest == "root" for a in p._actions):
-        _project_args(p)
-    add_read_flags(p, python_default="the --python interpreter's, else this interpreter's")
+    options.add_read_flags(p, python_default="the --python interpreter's, else this "
+                           "interpreter's")
 
 
 # ------------------------------------------------------------------ finding locks
 
-def _project(args: argparse.Namespace) -> Project:
-    return Project.at(args.root, lockfiles=args.lockfiles)
-
-
-def locked_env(name: str, project: Project, options: ReadOptions | None = None) -> LockedEnv:
-    """An environment id or a lockfile path (any format ``load_lock`` reads) -> the lock."""
-    path = Path(name)
-    lock = project.lock_path(name)
-    if name.endswith(LOCK_SUFFIX) or (path.is_file() and not lock.exists()):
+def locked_env(name: str, project: Project, read: ReadOptions | None = None) -> LockedEnv:
+    """A LOCK argument (an environment id or a lockfile path, in any format ``load_lock``
+    reads: ``samebits.cli.options.LOCK_RULE``) -> the lock."""
+    if options.is_lock_path(name):
+        path = options.lock_file(name, project)
         env = load_locked_env(path, name=path.name.removesuffix(LOCK_SUFFIX),
-                              root=project.root, options=options)
+                              root=project.root, options=read)
         recorded = env.lock.meta("environment")
         if env.conversion is not None:
             recorded = lock_name(LoadedLock(path=path, format=env.conversion.format,
@@ -153,14 +149,7 @@ def locked_env(name: str, project: Project, options: ReadOptions | None = None) 
         return env if not recorded else LockedEnv(name=recorded, path=env.path,
                                                   origin=env.origin, digest=env.digest,
                                                   lock=env.lock, conversion=env.conversion)
-    if lock.exists():
-        return load_locked_env(lock, name=name, root=project.root)
-    if project.spec_path(name).exists():
-        raise LockfileError(f"{name}: no lockfile {lock}",
-                            hint=f"run `samebits lock {name}` first")
-    raise unknown_environment(name, _all_lock_ids(project), lock,
-                              hint="or give a lockfile's path (conda-lock, pixi.lock, uv.lock, "
-                              "pylock.toml, requirements.txt with --hash, conda explicit)")
+    return load_locked_env(options.lock_file(name, project), name=name, root=project.root)
 
 
 def show_conversion(out: Output, env: LockedEnv) -> dict[str, Any] | None:
@@ -172,20 +161,13 @@ def show_conversion(out: Output, env: LockedEnv) -> dict[str, Any] | None:
     return env.conversion.to_json()
 
 
-def _all_lock_ids(project: Project) -> list[str]:
-    if not project.lockfiles.is_dir():
-        return []
-    return sorted(p.relative_to(project.lockfiles).as_posix().removesuffix(LOCK_SUFFIX)
-                  for p in project.lockfiles.rglob(f"*{LOCK_SUFFIX}"))
-
-
 def _envs(args: argparse.Namespace, out: Output) -> tuple[Project, list[LockedEnv]]:
-    project = _project(args)
-    names = args.names or [i for i in _all_lock_ids(project) if "/" not in i]
+    project = options.project_of(args)
+    names = args.locks or [i for i in project.lock_ids() if "/" not in i]
     if not names:
         raise UsageError(f"{project.lockfiles}: no lockfiles", hint="run `samebits lock` first")
-    options = read_options(args, platforms=tuple(getattr(args, "platform", None) or ()))
-    envs = [locked_env(n, project, options) for n in names]
+    read = options.read_options(args, platforms=tuple(getattr(args, "platform", None) or ()))
+    envs = [locked_env(n, project, read) for n in names]
     for env in envs:
         show_conversion(out, env)
     return project, envs
@@ -193,7 +175,8 @@ def _envs(args: argparse.Namespace, out: Output) -> tuple[Project, list[LockedEn
 
 # ------------------------------------------------------------------ text renderings
 
-def _write_files(out: Output, rendered: dict[str, dict[str, str]], *, check: bool) -> int:
+def _write_files(out: Output, rendered: dict[str, dict[str, str]], *, check: bool,
+                 kind: str) -> int:
     """env folder -> {file name: text}; write (or --check) them all; one report."""
     report: dict[str, dict[str, str]] = {}
     for folder, files in rendered.items():
@@ -211,7 +194,8 @@ def _write_files(out: Output, rendered: dict[str, dict[str, str]], *, check: boo
            if s in ("stale", "missing")]
     lines = [f"{p}: {s}" for states in report.values() for p, s in states.items()]
     if check and bad:
-        lines.append(f"{len(bad)} rendered files are out of date: run `nox -s render`")
+        lines.append(f"{len(bad)} rendered files are out of date: run `samebits render {kind}` "
+                     "(without --check)")
     out.emit({"files": report, "fresh": not bad, "check": check}, "\n".join(lines))
     return EXIT_DIFFERENT if check and bad else EXIT_OK
 
@@ -230,7 +214,7 @@ def run_conda(args: argparse.Namespace, out: Output) -> int:
         for plat in args.platform or env.platforms:
             files.update(conda_files(env, env.check_platform(plat)))
         rendered[str(_out_root(args, project) / env.name)] = files
-    return _write_files(out, rendered, check=args.check)
+    return _write_files(out, rendered, check=args.check, kind="conda")
 
 
 def run_nix(args: argparse.Namespace, out: Output) -> int:
@@ -239,7 +223,7 @@ def run_nix(args: argparse.Namespace, out: Output) -> int:
     project, envs = _envs(args, out)
     rendered = {str(_out_root(args, project) / env.name):
                 nix_files(env, args.platform or env.platforms) for env in envs}
-    return _write_files(out, rendered, check=args.check)
+    return _write_files(out, rendered, check=args.check, kind="nix")
 
 
 def run_containerfile(args: argparse.Namespace, out: Output) -> int:
@@ -252,17 +236,11 @@ def run_containerfile(args: argparse.Namespace, out: Output) -> int:
                              hint="`skopeo inspect docker://IMAGE` prints the digest")
     rendered = {str(_out_root(args, project) / env.name):
                 containerfile_files(env, base=args.base, micromamba=args.micromamba,
-                                    prefix=args.prefix) for env in envs}
-    return _write_files(out, rendered, check=args.check)
+                                    prefix=args.image_prefix) for env in envs}
+    return _write_files(out, rendered, check=args.check, kind="containerfile")
 
 
 # ------------------------------------------------------------------ image and install
-
-def _cache(args: argparse.Namespace) -> Path:
-    from samebits.install import default_cache_dir
-
-    return Path(args.cache_dir) if args.cache_dir else default_cache_dir()
-
 
 def run_oci(args: argparse.Namespace, out: Output) -> int:
     from samebits.install.sources import user_sources
@@ -273,16 +251,18 @@ def run_oci(args: argparse.Namespace, out: Output) -> int:
     from samebits_app.sourceflags import own_sources
     from samebits_app.verifyrun import run_verify_env
 
-    project = _project(args)
-    env = locked_env(args.name, project, read_options(args, platforms=(args.platform,)))
+    project = options.project_of(args)
+    platform = args.platform or host_platform()
+    env = locked_env(args.lock, project, options.read_options(args, platforms=(platform,)))
     show_conversion(out, env)
-    platform = env.check_platform(args.platform)
-    if not args.prefix.startswith("/") or args.prefix.rstrip("/") in ("", "/"):
-        raise UsageError(f'--prefix "{args.prefix}": must be an absolute path below /')
+    platform = env.check_platform(platform)
+    prefix = args.image_prefix
+    if not prefix.startswith("/") or prefix.rstrip("/") in ("", "/"):
+        raise UsageError(f'--image-prefix "{prefix}": must be an absolute path below /')
     python = args.python or (f"/usr/local/bin/python{env.python}" if env.python else None)
-    req = ImageRequest(env=env, platform=platform, prefix=args.prefix.rstrip("/"),
+    req = ImageRequest(env=env, platform=platform, prefix=prefix.rstrip("/"),
                        base=parse_base_ref(args.base) if args.base else None,
-                       interpreter=python, cache=_cache(args),
+                       interpreter=python, cache=options.cache_of(args),
                        epoch=source_date_epoch(os.environ), tag=args.tag or env.slug,
                        compression=args.compression,
                        sources=own_sources(project, env).merged(user_sources()))

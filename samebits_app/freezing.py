@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import functools
 import json
-import platform as _platform
 import re
 from collections import Counter
 from collections.abc import Sequence
@@ -48,12 +47,12 @@ from packaging.version import InvalidVersion, Version
 
 from samebits.foreign.simpleindex import IndexFile, project_files
 from samebits.foreign.target import min_glibc
+from samebits.host import host_platform, platform_of_machine
 from samebits.lock.model import LockedPackage, conda_dependencies
 from samebits.spec.model import GLIBC_FLOORS
 from samebits_app.freezetrace import Finding, Lister, trace
 from verify.env.records import Package, read_records
 
-HOST_PLATFORMS = {"x86_64": "linux-64", "aarch64": "linux-aarch64", "arm64": "linux-aarch64"}
 CUDA_RUNTIME_WHEELS = ("nvidia-cuda-runtime", "nvidia-cuda-runtime-cu13",
                        "nvidia-cuda-runtime-cu12", "nvidia-cuda-runtime-cu11")
 
@@ -160,9 +159,8 @@ def prefix_platform(installed: Sequence[Installed]) -> str:
     arches = Counter(arch for i in installed for t in i.package.tags
                      for arch in ("x86_64", "aarch64") if t.endswith("_" + arch))
     if arches:
-        return HOST_PLATFORMS[arches.most_common(1)[0][0]]
-    machine = _platform.machine()
-    return HOST_PLATFORMS.get(machine, f"linux-{machine}")
+        return platform_of_machine(arches.most_common(1)[0][0])
+    return host_platform()
 
 
 def glibc_floor(installed: Sequence[Installed]) -> str:

@@ -1,6 +1,7 @@
 """``--find-links DIR`` and ``--mirror FROM=TO``: where install finds locked files by content.
 
-Shared by ``samebits install`` and ``samebits audit --install``. The sources, in the order they
+The flags are ``samebits.cli.options.add_sources``'; what they give is read here, for
+``samebits install`` and ``samebits audit --target``. The sources, in the order they
 are searched: the flags, then the spec's ``[install]`` table (when the lock is a project
 environment's; relative folders are relative to the project root), then
 ``SAMEBITS_FIND_LINKS`` (the user's own folders, separated by ``:``). What they mean and how
@@ -14,27 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from samebits.install.sources import (
-    FIND_LINKS_ENV,
     Sources,
     file_roots,
     sources_from,
     user_sources,
 )
 from samebits.project import Project
-
-
-def add_source_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--find-links", action="append", default=[], metavar="DIR",
-                   help="a folder of archives to take locked files from, by name or "
-                   "DIR/<sha256>/<name>, whatever host the lock's URL names: a file is used "
-                   "only when its sha256 is the lock's, and one of the locked name with "
-                   "another hash is refused (repeatable; searched before the spec's "
-                   f"[install] find-links and ${FIND_LINKS_ENV}). The lock's own file:// "
-                   "URLs are read only from below such folders, the cache, the lock's "
-                   "folder and a project spec's file:// channels and indexes")
-    p.add_argument("--mirror", action="append", default=[], metavar="FROM=TO",
-                   help="fetch URLs that start with FROM from TO instead (a URL prefix "
-                   "rewrite; hashes are still checked; repeatable, the longest FROM wins)")
 
 
 def sources_for(args: argparse.Namespace, project: Project | None = None,

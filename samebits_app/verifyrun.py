@@ -13,6 +13,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from samebits.cli.options import lock_arg
 from samebits.errors import InputError, ToolError
 
 VERIFY_TIMEOUT = 1800.0
@@ -20,12 +21,12 @@ VERIFY_TIMEOUT = 1800.0
 
 def run_verify_env(prefix: Path, lockfile: Path, platform: str, *,
                    read_flags: Sequence[str] = ()) -> dict[str, object]:
-    """``python -m verify env --prefix P --lockfile L --platform X --json``, as the
+    """``python -m verify env L --prefix P --platform X --json``, as the
     Containerfile runs it; its JSON report (top-level ``identical`` and ``ok``, the verdict).
     ``read_flags`` are how a lock of another format was read (``--lock-env``,
     ``--lock-python``)."""
-    cmd = [sys.executable, "-m", "verify", "env", "--prefix", str(prefix),
-           "--lockfile", str(lockfile), "--platform", platform, *read_flags, "--json"]
+    cmd = [sys.executable, "-m", "verify", "env", lock_arg(Path(lockfile)), "--prefix",
+           str(prefix), "--platform", platform, *read_flags, "--json"]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=VERIFY_TIMEOUT)
     except subprocess.TimeoutExpired:

@@ -3,8 +3,8 @@
 The environment is ``tests.verify_fixtures``' pristine prefix (a local conda channel with
 gcc-built ELF files and a prefix placeholder, installed by py-rattler, plus a wheel installed
 by pip) and its lock. It has no torch, so the workloads run on this interpreter
-(``--python sys.executable``): the environment checked and the interpreter that computes are
-both named by the audit, as on a real machine where they are one.
+(``--workload-python sys.executable``): the environment checked and the interpreter that
+computes are both named by the audit, as on a real machine where they are one.
 
 ``paper``: ``samebits attest`` of it (``SUBSET``, CPU, ``OMP_NUM_THREADS=2``, outputs saved)
 into a folder laid out the way the README tells authors to ship one::
@@ -19,7 +19,7 @@ into a folder laid out the way the README tells authors to ship one::
     tampered-file    a copy of the environment with one file changed (``--no-workloads``):
                      not reproduced, the file named
     tampered-digest  an attestation whose sum_fp32 digest was edited: unexplained
-    installed        ``samebits audit PAPER --install ENV --no-workloads``: installs the lock
+    installed        ``samebits audit PAPER --target DIR --no-workloads``: installs the lock
                      with samebits install, environment-identical
     attest-drift     ``samebits attest`` of the tampered copy: refused, exit 1
 """
@@ -108,8 +108,8 @@ def make_paper(root: Path, installed: Installed) -> Paper:
     lockfile = folder / "conda-lock.yml"
     shutil.copyfile(installed.lockfile, lockfile)
     attestation = folder / "reference.attestation.json"
-    proc = start("attest", "--lockfile", str(lockfile), "--prefix", str(installed.prefix),
-                 "--python", sys.executable, "--only", SUBSET, "--device", "cpu",
+    proc = start("attest", str(lockfile), "--prefix", str(installed.prefix),
+                 "--workload-python", sys.executable, "--only", SUBSET, "--device", "cpu",
                  "--save-outputs", str(folder / "outputs"), "--out", str(attestation),
                  cwd=root, env=environ(OMP_NUM_THREADS="2"))
     out, err = proc.communicate(timeout=300)
@@ -136,7 +136,7 @@ def run_all(root: Path, paper: Paper) -> dict[str, Run]:
     again = root / "elsewhere"
     again.mkdir()
 
-    common = ["--lockfile", str(paper.lockfile), "--python", sys.executable]
+    common = [str(paper.lockfile), "--workload-python", sys.executable]
     audit = ["audit", *common, "--attestation", str(paper.attestation)]
     here = ["--prefix", str(paper.prefix)]
     outputs = ["--outputs", str(paper.outputs)]
@@ -148,7 +148,7 @@ def run_all(root: Path, paper: Paper) -> dict[str, Run]:
                           "tampered-file"),
         "tampered-digest": (["audit", *common, "--attestation", str(forged), *here], root, "2",
                             "tampered-digest"),
-        "installed": (["audit", str(paper.folder), "--install", "installed-env",
+        "installed": (["audit", str(paper.folder), "--target", "installed-env",
                        "--no-workloads", "--cache-dir", str(root / "cache"), "--json",
                        "--find-links", _archives_folder(paper.lockfile)],
                       root, "2", "installed"),

@@ -2,7 +2,7 @@
 authors and reviewers do, in fresh processes, once per session.
 
 The environment is ``tests.verify_fixtures``' pristine prefix and its lock; it has no torch,
-so the suite and the paper's command run on this interpreter (``--python sys.executable``):
+so the suite and the paper's command run on this interpreter (``--workload-python sys.executable``):
 its folder is first on the command's PATH, so ``python train.py`` is this interpreter, with
 torch and numpy. ``tests/test_paper_example.py`` audits the real example lock instead.
 
@@ -21,7 +21,7 @@ of examples/paper whose conda-lock.yml is the pristine lock.
                  reproduced, the first reason names train.py
     input        a copy whose data/stripes.json says another noise level: not reproduced,
                  the first reason names the input
-    no-manifest  --lockfile and --attestation only: the commands are not rerun (a note)
+    no-manifest  a LOCK and --attestation only: the commands are not rerun (a note)
     trusted      a copy of the paper whose attestation the authors signed (``dsse.signed_bytes``,
                  what ``attest --sign`` writes; keys from ``samebits keygen`` in ``keys/``),
                  audited with ``--trust keys/authors.pub --sign keys/reviewer``
@@ -72,7 +72,7 @@ def copy_example(dest: Path, lockfile: Path) -> Path:
 
 def make_paper(root: Path, installed: Installed) -> PaperFolder:
     folder = copy_example(root / "paper", installed.lockfile)
-    proc = start("attest", str(folder), "--prefix", str(installed.prefix), "--python",
+    proc = start("attest", str(folder), "--prefix", str(installed.prefix), "--workload-python",
                  sys.executable, "--only", SUBSET, "--device", "cpu", cwd=root,
                  env=environ(OMP_NUM_THREADS="2"))
     out, err = proc.communicate(timeout=900)
@@ -123,7 +123,7 @@ def run_all(root: Path, paper: PaperFolder) -> dict[str, Run]:
     (broken / "reference.attestation.json").unlink()
     again = root / "elsewhere"
     again.mkdir()
-    here = ["--prefix", str(paper.prefix), "--python", sys.executable]
+    here = ["--prefix", str(paper.prefix), "--workload-python", sys.executable]
     audit = ["audit", str(paper.folder), *here]
     jobs: dict[str, tuple[list[str], Path, str, str]] = {  # args, cwd, OMP_NUM_THREADS, out
         "same": (audit, root, "2", "same"),
@@ -133,7 +133,7 @@ def run_all(root: Path, paper: PaperFolder) -> dict[str, Run]:
         "seed": (["audit", str(seed), *here], root, "2", "seed"),
         "code": (["audit", str(code), *here], root, "2", "code"),
         "input": (["audit", str(data), *here], root, "2", "input"),
-        "no-manifest": (["audit", "--lockfile", str(paper.folder / "conda-lock.yml"),
+        "no-manifest": (["audit", str(paper.folder / "conda-lock.yml"),
                          "--attestation", str(paper.attestation), *here], root, "2",
                         "no-manifest"),
         "trusted": (["audit", str(signed), *here, "--trust", str(root / "keys/authors.pub"),

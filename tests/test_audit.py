@@ -139,7 +139,7 @@ def test_forged_digest_is_unexplained(audits: dict[str, Run]) -> None:
 
 @pytest.mark.slow
 def test_install_then_audit_paper_folder(audits: dict[str, Run]) -> None:
-    """`audit PAPER --install ENV --no-workloads`: the lock installed by samebits install is
+    """`audit PAPER --target DIR --no-workloads`: the lock installed by samebits install is
     the lock's, file for file; the verdict stops at environment-identical (exit 0)."""
     run = audits["installed"]
     assert run.rc == 0, run.stderr
@@ -166,16 +166,16 @@ def test_attest_refuses_drift(audits: dict[str, Run]) -> None:
 
 
 @pytest.mark.parametrize(("argv", "message"), [
-    (["audit"], "error: audit needs --lockfile and --attestation"),
-    (["audit", "--lockfile", "nope.conda-lock.yml", "--attestation", "{att}"],
+    (["audit"], "error: audit needs a LOCK and --attestation"),
+    (["audit", "nope.conda-lock.yml", "--attestation", "{att}"],
      "error: nope.conda-lock.yml: no such lockfile"),
-    (["audit", "--lockfile", "{lock}", "--attestation", "nope.json"],
+    (["audit", "{lock}", "--attestation", "nope.json"],
      "error: nope.json: no such attestation"),
-    (["audit", "--lockfile", "{lock}", "--attestation", "{att}", "--prefix", "{env}",
-      "--install", "x"], "error: --prefix and --install: pass one"),
-    (["audit", "--lockfile", "{lock}", "--attestation", "{att}", "--platform", "linux-ppc64le"],
+    (["audit", "{lock}", "--attestation", "{att}", "--prefix", "{env}",
+      "--target", "x"], "error: --prefix and --target: pass one"),
+    (["audit", "{lock}", "--attestation", "{att}", "--platform", "linux-ppc64le"],
      "error: {lock}: no platform linux-ppc64le (it has linux-64)"),
-    (["audit", "--lockfile", "{lock}", "--attestation", "{att}", "--outputs", "nowhere"],
+    (["audit", "{lock}", "--attestation", "{att}", "--outputs", "nowhere"],
      "error: --outputs nowhere: no outputs.json there"),
     (["audit", "{folder}/outputs"], "expected one lockfile"),
     (["attest", "--only", "gemm_fp64"], "error: unknown workload 'gemm_fp64'"),
@@ -204,14 +204,15 @@ def test_interpreter_missing(paper: Paper, tmp_path: Path,
                              capsys: pytest.CaptureFixture[str]) -> None:
     """An interpreter that is not there: the preflight fails, named with a hint; the
     environment is still checked, the workloads are skipped; not reproduced (exit 1)."""
-    rc = main(["audit", "--lockfile", str(paper.lockfile), "--attestation",
-               str(paper.attestation), "--prefix", str(paper.prefix), "--python",
+    rc = main(["audit", str(paper.lockfile), "--attestation",
+               str(paper.attestation), "--prefix", str(paper.prefix), "--workload-python",
                "/nonexistent/python", "--out", str(tmp_path / "out"), "--json"])
     doc = json.loads(capsys.readouterr().out)
     assert (rc, doc["exit_code"], doc["verdict"]["level"]) == (1, 1, "not-reproduced")
     assert [r["text"] for r in doc["verdict"]["reasons"]] == [
         "preflight: /nonexistent/python: no such interpreter"]
-    assert "pass --python with the environment's interpreter" in doc["verdict"]["notes"]
+    assert "pass --workload-python with the environment's interpreter" in \
+        doc["verdict"]["notes"]
     assert steps(doc) == {"lockfile": "ok", "preflight": "failed", "environment": "ok",
                           "verify-env": "ok", "workloads": "skipped", "compare": "skipped"}
     assert (tmp_path / "out" / "audit.html").is_file()

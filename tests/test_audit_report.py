@@ -152,7 +152,7 @@ def test_markdown_report(audits: dict[str, Run]) -> None:
     assert "2 facts differ: threads.intra_op, env.OMP_NUM_THREADS." in md
     assert "| **threads.intra_op** | class | 2 | 1 | ≠ |" in md
     assert "\n```sh\n# install the lock's exact files" in md
-    assert "\nsamebits audit --lockfile " in md and " --out threads\n" in md
+    assert "\nsamebits audit /" in md and " --attestation " in md and " --out threads\n" in md
 
 
 def test_drift_in_both_reports(audits: dict[str, Run]) -> None:

@@ -39,8 +39,8 @@ def signed(tmp_path_factory: pytest.TempPathFactory, paper: Paper) -> dict[str, 
                        check=True, capture_output=True)
     att = root / "signed.attestation.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "samebits", "attest", "--lockfile", str(paper.lockfile),
-         "--prefix", str(paper.prefix), "--python", sys.executable, "--only", "randn",
+        [sys.executable, "-m", "samebits", "attest", str(paper.lockfile),
+         "--prefix", str(paper.prefix), "--workload-python", sys.executable, "--only", "randn",
          "--device", "cpu", "--sign", str(root / "authors"), "--out", str(att)],
         capture_output=True, text=True, env=environ(OMP_NUM_THREADS="2"), timeout=300)
     assert proc.returncode == 0, proc.stderr
@@ -54,8 +54,8 @@ def keyid(key: Path) -> str:
 
 def audit(paper: Paper, attestation: Path, out: Path, *extra: str) -> tuple[int, dict]:
     """`samebits audit ... --no-workloads --json` in this process: (exit code, document)."""
-    rc = main(["audit", "--lockfile", str(paper.lockfile), "--attestation", str(attestation),
-               "--prefix", str(paper.prefix), "--python", sys.executable, "--no-workloads",
+    rc = main(["audit", str(paper.lockfile), "--attestation", str(attestation),
+               "--prefix", str(paper.prefix), "--workload-python", sys.executable, "--no-workloads",
                "--out", str(out), "--quiet", *extra])
     return rc, json.loads((out / "audit.json").read_text())
 
@@ -68,7 +68,7 @@ def test_attest_sign_writes_an_envelope_in_toto_verifies(signed: dict[str, Path]
     """attest --sign: a DSSE envelope that in-toto and `verify attestation` accept."""
     att, key = signed["attestation"], signed["authors"]
     assert in_toto_verifies(att, Path(f"{key}.pub"))
-    assert main(["verify", "attestation", str(att), "--key", f"{key}.pub"]) == 0
+    assert main(["verify", "attestation", str(att), "--trust", f"{key}.pub"]) == 0
 
 
 def test_trusted_signature_is_shown_with_its_keyid(paper: Paper, signed: dict[str, Path],
@@ -127,7 +127,7 @@ def test_payload_altered_past_reading_is_a_signature_failure(
     att = tmp_path / "broken.json"
     att.write_text(json.dumps(doc))
     key = signed["authors"]
-    rc = main(["audit", "--lockfile", str(paper.lockfile), "--attestation", str(att),
+    rc = main(["audit", str(paper.lockfile), "--attestation", str(att),
                "--prefix", str(paper.prefix), "--no-workloads", "--out", str(tmp_path / "o"),
                "--trust", f"{key}.pub"])
     assert rc == 1
@@ -152,13 +152,13 @@ def test_reviewer_attestation_is_signed(paper: Paper, signed: dict[str, Path],
     """audit --sign KEY: the reviewer's attestation is an envelope signed by the reviewer."""
     reviewer = signed["reviewer"]
     proc = subprocess.run(
-        [sys.executable, "-m", "samebits", "audit", "--lockfile", str(paper.lockfile),
+        [sys.executable, "-m", "samebits", "audit", str(paper.lockfile),
          "--attestation", str(signed["attestation"]), "--prefix", str(paper.prefix),
-         "--python", sys.executable, "--trust", f"{signed['authors']}.pub",
+         "--workload-python", sys.executable, "--trust", f"{signed['authors']}.pub",
          "--sign", str(reviewer), "--out", str(tmp_path)],
         capture_output=True, text=True, env=environ(OMP_NUM_THREADS="2"), timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.startswith("verdict: bit-identical")
     att = tmp_path / "reviewer.attestation.json"
     assert in_toto_verifies(att, Path(f"{reviewer}.pub"))
-    assert main(["verify", "attestation", str(att), "--key", f"{reviewer}.pub"]) == 0
+    assert main(["verify", "attestation", str(att), "--trust", f"{reviewer}.pub"]) == 0

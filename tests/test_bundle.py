@@ -98,8 +98,8 @@ def test_extracted_bundle_checks_with_sha256sum(gpu_bundle: Path, tmp_path: Path
 
 
 def test_check_accepts_a_good_bundle(render_project: RenderProject, gpu_bundle: Path) -> None:
-    """bundle --check: exit 0, the lock named, every archive counted."""
-    proc = render_project.samebits("bundle", "--check", str(gpu_bundle), "--json")
+    """bundle check: exit 0, the lock named, every archive counted."""
+    proc = render_project.samebits("bundle", "check", str(gpu_bundle), "--json")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     doc = json.loads(proc.stdout)
     assert (doc["ok"], doc["problems"], doc["environment"], doc["platforms"]) == (
@@ -172,7 +172,7 @@ def test_check_names_every_problem(render_project: RenderProject, gpu_bundle: Pa
     bad = tmp_path / "bad.tar"
     _rewrite(gpu_bundle, bad, {app: _flip_in(wheel), "README.txt": text + b"edited\n",
                                dropped: None})
-    proc = render_project.samebits("bundle", "--check", str(bad))
+    proc = render_project.samebits("bundle", "check", str(bad))
     assert proc.returncode == 1, proc.stderr
     got = hashlib.sha256(_flip_in(wheel)).hexdigest()
     readme = hashlib.sha256(text + b"edited\n").hexdigest()
@@ -202,7 +202,7 @@ def test_unreadable_bundles_exit_2(render_project: RenderProject, gpu_bundle: Pa
         _rewrite(gpu_bundle, path, {"bundle.json": None})
     elif case == "bad-manifest":
         _rewrite(gpu_bundle, path, {"bundle.json": b'{"kind": "x", "format": 1}'})
-    proc = render_project.samebits("bundle", "--check", str(path))
+    proc = render_project.samebits("bundle", "check", str(path))
     assert proc.returncode == 2
     assert _error(proc.stderr).startswith("error: " + message.format(path=path)), proc.stderr
 
@@ -218,7 +218,7 @@ def test_links_and_escaping_paths_are_problems(render_project: RenderProject, gp
         tf.addfile(link)
         up = tarfile.TarInfo(f"{ROOT}/../escape.txt")
         tf.addfile(up, io.BytesIO(b""))
-    proc = render_project.samebits("bundle", "--check", str(bad))
+    proc = render_project.samebits("bundle", "check", str(bad))
     assert proc.returncode == 1
     assert "  containers/gpu/evil: a link or special file: a bundle holds files only" in (
         proc.stdout.splitlines())
@@ -253,12 +253,12 @@ def test_install_from_bundle_offline_gives_the_network_digest(
     direct_url.json records differ)."""
     netless = _no_network()
     prefix = tmp_path / "env"
-    fetched = render_project.samebits("install", "gpu", "--prefix", str(prefix), "--platform",
+    fetched = render_project.samebits("install", "gpu", "--target", str(prefix), "--platform",
                                       "linux-64", "--cache-dir", str(package_cache), "--json")
     assert fetched.returncode == 0, fetched.stderr
     shutil.rmtree(prefix)
     lock = _offline_lock(render_project, tmp_path)
-    online = render_project.samebits("install", str(lock), "--prefix", str(prefix),
+    online = render_project.samebits("install", str(lock), "--target", str(prefix),
                                      "--platform", "linux-64", "--cache-dir", str(package_cache),
                                      "--json")
     assert online.returncode == 0, online.stderr
@@ -271,7 +271,7 @@ def test_install_from_bundle_offline_gives_the_network_digest(
     assert made.returncode == 0, made.stderr
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)}
     proc = subprocess.run([*netless, sys.executable, "-m", "samebits", "install",
-                           "--from-bundle", str(bundle), "--prefix", str(prefix), "--platform",
+                           "--from-bundle", str(bundle), "--target", str(prefix), "--platform",
                            "linux-64", "--cache-dir", str(tmp_path / "fresh-cache"), "--json"],
                           capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -293,7 +293,7 @@ def test_extracted_bundle_is_an_install_cache(render_project: RenderProject,
     assert made.returncode == 0, made.stderr
     subprocess.run(["tar", "-xf", str(bundle), "-C", str(tmp_path)], check=True)
     root = tmp_path / "gpu.bundle"
-    proc = render_project.samebits("install", str(root / "gpu.conda-lock.yml"), "--prefix",
+    proc = render_project.samebits("install", str(root / "gpu.conda-lock.yml"), "--target",
                                    str(tmp_path / "env"), "--platform", "linux-64",
                                    "--cache-dir", str(root))
     assert proc.returncode == 0, proc.stderr
@@ -311,7 +311,7 @@ def test_install_from_bundle_refuses_a_corrupted_archive(render_project: RenderP
     bad = tmp_path / "bad.tar"
     _rewrite(gpu_bundle, bad, {app: _flip_in(wheel)})
     prefix, cache = tmp_path / "env", tmp_path / "cache"
-    proc = render_project.samebits("install", "--from-bundle", str(bad), "--prefix",
+    proc = render_project.samebits("install", "--from-bundle", str(bad), "--target",
                                    str(prefix), "--platform", "linux-64", "--cache-dir",
                                    str(cache))
     assert proc.returncode == 2
@@ -319,7 +319,7 @@ def test_install_from_bundle_refuses_a_corrupted_archive(render_project: RenderP
     assert _error(proc.stderr).splitlines()[:2] == [
         f"error: {bad}: refused: {app}: sha256 is {got}, the lock says {app_sha} "
         "(pip:tinyapp 1.0)",
-        f"hint: nothing was installed; `samebits bundle --check {bad}` lists the problems"]
+        f"hint: nothing was installed; `samebits bundle check {bad}` lists the problems"]
     assert not prefix.exists()
     assert not (cache / app).exists()
 
@@ -398,10 +398,9 @@ def test_stale_containers_are_refused(render_project: RenderProject, package_cac
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    ([], "bundle needs ENV and --platform (or --check FILE)"),
-    (["gpu"], "bundle needs ENV and --platform (or --check FILE)"),
-    (["gpu", "--check", "x.tar"], "--check FILE reads a bundle: pass no ENV, --platform or "
-                                  "--out"),
+    ([], "bundle needs LOCK (or `samebits bundle check FILE`)"),
+    (["--platform", "linux-64", "check", "x.tar"], "bundle check FILE reads a bundle: pass no "
+                                                   "--platform or --out"),
     (["gpu", "--platform", "win-64"], "lockfiles/gpu.conda-lock.yml: no platform 'win-64' in "
                                       "this lock (it has linux-64, linux-aarch64)"),
 ])
@@ -416,10 +415,10 @@ def test_install_from_bundle_usage_errors(render_project: RenderProject, gpu_bun
                                           tmp_path: Path) -> None:
     """install takes ENV or --from-bundle (not both), and a platform the bundle has."""
     both = render_project.samebits("install", "gpu", "--from-bundle", str(gpu_bundle),
-                                   "--prefix", str(tmp_path / "e"))
+                                   "--target", str(tmp_path / "e"))
     assert _error(both.stderr).splitlines()[0] == (
-        "error: pass ENV (gpu) or --from-bundle, not both: the bundle holds its lock")
-    other = render_project.samebits("install", "--from-bundle", str(gpu_bundle), "--prefix",
+        "error: pass LOCK (gpu) or --from-bundle, not both: the bundle holds its lock")
+    other = render_project.samebits("install", "--from-bundle", str(gpu_bundle), "--target",
                                     str(tmp_path / "e"), "--platform", "linux-aarch64",
                                     "--cache-dir", str(tmp_path / "c"))
     assert _error(other.stderr).splitlines()[0] == (

@@ -51,11 +51,11 @@ def test_cpu_lock_bundle_is_reproducible_and_installs_offline(tmp_path: Path) ->
     assert sha_a == sha_b
     assert subprocess.run(["cmp", str(first), str(second)]).returncode == 0
     first.unlink()
-    check = run_cli("bundle", "--check", str(second), cwd=tmp_path)
+    check = run_cli("bundle", "check", str(second), cwd=tmp_path)
     assert check.returncode == 0, check.stdout + check.stderr
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.run([*netless, sys.executable, "-m", "samebits", "install",
-                           "--from-bundle", str(second), "--prefix", str(tmp_path / "env"),
+                           "--from-bundle", str(second), "--target", str(tmp_path / "env"),
                            "--platform", "linux-64", "--python", python, "--cache-dir",
                            str(tmp_path / "fresh-cache"), "--json"],
                           capture_output=True, text=True, env=env, timeout=3600)

@@ -186,7 +186,7 @@ def test_committed_coverage_files_are_fresh() -> None:
 @pytest.mark.parametrize("lock", LOCKS, ids=lambda p: p.name.split(".")[0])
 def test_committed_tables_follow_from_their_libraries(lock: Path) -> None:
     """The decisions and the Markdown in each committed table are what today's rules make of
-    the libraries it records: a rule change without `nox -s coverage` fails here."""
+    the libraries it records: a rule change without `samebits check --all --write` fails here."""
     from verify.kernels.report import _lean
 
     json_path = lock.with_name(lock.name.replace(".conda-lock.yml", ".coverage.json"))

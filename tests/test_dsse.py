@@ -49,8 +49,8 @@ def signed(tmp_path: Path, key: Path, doc: dict | None = None) -> Path:
 
 
 def check(path: Path, pub: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
-    """`samebits verify attestation PATH --key PUB`: (exit code, stdout + stderr)."""
-    rc = main(["verify", "attestation", str(path), "--key", str(pub)])
+    """`samebits verify attestation PATH --trust PUB`: (exit code, stdout + stderr)."""
+    rc = main(["verify", "attestation", str(path), "--trust", str(pub)])
     got = capsys.readouterr()
     return rc, got.out + got.err
 
@@ -244,10 +244,10 @@ def _other_keys(tmp_path: Path) -> dict[str, Path]:
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (["--key", "{d}/missing.pub"], "{d}/missing.pub: no such public key"),
-    (["--key", "{d}/text.pub"], "{d}/text.pub: not a PEM public key (no -----BEGIN line)"),
-    (["--key", "{d}/key"], "{d}/key: is a private key; pass the public key (its .pub file)"),
-    (["--key", "{d}/ec.pub"], "{d}/ec.pub: not an Ed25519 key: samebits signs and verifies "
+    (["--trust", "{d}/missing.pub"], "{d}/missing.pub: no such public key"),
+    (["--trust", "{d}/text.pub"], "{d}/text.pub: not a PEM public key (no -----BEGIN line)"),
+    (["--trust", "{d}/key"], "{d}/key: is a private key; pass the public key (its .pub file)"),
+    (["--trust", "{d}/ec.pub"], "{d}/ec.pub: not an Ed25519 key: samebits signs and verifies "
                               "with Ed25519 keys only"),
 ])
 def test_bad_keys_are_named(tmp_path: Path, keys: tuple[Path, Path], args: list[str],

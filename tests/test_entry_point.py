@@ -75,8 +75,8 @@ def _run_line(line: str, python: str, wheel: Path, uv_cache: Path, tmp: Path
     (subject / "conda-meta" / "history").write_text("")
     try:
         res = subprocess.run(
-            [str(script), "verify", "env", "--prefix", str(subject), "--lockfile",
-             str(ROOT / "lockfiles" / "cpu.conda-lock.yml"), "--json"],
+            [str(script), "verify", "env", str(ROOT / "lockfiles" / "cpu.conda-lock.yml"),
+             "--prefix", str(subject), "--json"],
             capture_output=True, text=True, timeout=LIMIT, env=_clean_env(), cwd=tmp)
     except subprocess.TimeoutExpired as exc:
         return f"did not finish within {LIMIT} s: {(exc.stderr or b'')[-2000:]!r}"

@@ -108,8 +108,8 @@ def test_verify_gpu_probe_piped_quiet_json(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_attest_shows_whole_reasons(pristine: Installed, tmp_path: Path) -> None:
     """attest's workload lines give a reason whole (EFFICIENT_ATTENTION, not EFFICIENT_ATTENT)."""
-    proc = run("attest", "--lockfile", str(pristine.lockfile), "--prefix", str(pristine.prefix),
-               "--python", sys.executable, "--only", "sdpa_efficient,sum_fp32", "--device",
+    proc = run("attest", str(pristine.lockfile), "--prefix", str(pristine.prefix),
+               "--workload-python", sys.executable, "--only", "sdpa_efficient,sum_fp32", "--device",
                "cpu", "--out", str(tmp_path / "a.json"), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == "attest: verify env ...\nattest: preflight ...\nattest: workloads ...\n"

@@ -38,7 +38,7 @@ def test_signed_fleet_report(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert statement["predicateType"] == "https://samebits.dev/verify-fleet/v1"
     assert statement["predicate"]["verdict"] == "consistent"
     assert [s["name"] for s in statement["subject"]] == ["host"]
-    assert main(["verify", "attestation", str(out), "--key", str(pub)]) == 0
+    assert main(["verify", "attestation", str(out), "--trust", str(pub)]) == 0
     capsys.readouterr()
     assert main(["verify", "fleet-report", str(out), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)

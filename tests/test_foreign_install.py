@@ -24,7 +24,7 @@ def test_three_formats_install_the_same_environment(tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     digests = {}
     for name in ("uv.lock", "pylock.toml", "requirements.txt"):
-        proc = run_cli("install", str(PYPI / name), "--prefix", str(prefix), "--platform",
+        proc = run_cli("install", str(PYPI / name), "--target", str(prefix), "--platform",
                        "linux-64", "--python", sys.executable, "--cache-dir", str(cache),
                        "--replace", "--json", cwd=tmp_path)
         assert proc.returncode == 0, proc.stderr + proc.stdout
@@ -39,8 +39,8 @@ def test_three_formats_install_the_same_environment(tmp_path: Path) -> None:
     assert len({d["packages"] for d in digests.values()}) == 1, digests
     assert len({d["environment"] for d in digests.values()}) == 1, digests
     # and a standalone verify env against a lock of another format than the one installed
-    proc = run_cli("verify", "env", "--prefix", str(prefix), "--lockfile",
-                   str(PYPI / "uv.lock"), "--no-linkage", cwd=tmp_path)
+    proc = run_cli("verify", "env", str(PYPI / "uv.lock"), "--prefix", str(prefix),
+                   "--no-linkage", cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"note: lockfile read as uv.lock (python {LINE}, glibc 2.28, groups dev)" \
         in proc.stdout
@@ -91,7 +91,7 @@ def test_install_conda_explicit_of_a_lock(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     digests = []
     for source in (str(project.lockfile("gpu")), str(tmp_path / "gpu-linux-64.txt")):
-        proc = run_cli("install", source, "--prefix", str(tmp_path / "env"), "--platform",
+        proc = run_cli("install", source, "--target", str(tmp_path / "env"), "--platform",
                        "linux-64", "--cache-dir", str(tmp_path / "cache"), "--replace",
                        "--find-links", str(tmp_path), "--json", cwd=tmp_path)
         assert proc.returncode == 0, proc.stderr + proc.stdout
@@ -114,7 +114,7 @@ def test_attest_and_audit_read_a_pixi_environment_by_flag(tmp_path: Path,
     """attest and audit take --lock-env: an unknown environment is named with the known
     ones (exit 2); a known one is read and the command goes on to the prefix."""
     (tmp_path / "empty").mkdir()
-    base = [*command, "--lockfile", str(PIXI_V6), "--prefix", str(tmp_path / "empty"),
+    base = [*command, str(PIXI_V6), "--prefix", str(tmp_path / "empty"),
             "--platform", "linux-64"]
     proc = run_cli(*base, "--lock-env", "nope", cwd=tmp_path)
     assert proc.returncode == 2

@@ -27,7 +27,7 @@ CLEAN_PIP = {"PIP_CONFIG_FILE": "/dev/null", "PIP_FIND_LINKS": "", "PIP_INDEX_UR
 
 
 def _install(project: RenderProject, env: str, prefix: Path, cache: Path) -> None:
-    proc = project.samebits("install", env, "--prefix", str(prefix), "--platform", "linux-64",
+    proc = project.samebits("install", env, "--target", str(prefix), "--platform", "linux-64",
                             "--python", sys.executable, "--cache-dir", str(cache))
     assert proc.returncode == 0, proc.stderr
 
@@ -39,7 +39,7 @@ def _freeze(prefix: Path, root: Path, *args: str) -> subprocess.CompletedProcess
 
 
 def _verify(prefix: Path, lockfile: Path) -> dict:
-    proc = run_cli("verify", "env", "--prefix", str(prefix), "--lockfile", str(lockfile),
+    proc = run_cli("verify", "env", "--prefix", str(prefix), str(lockfile),
                    "--no-linkage", "--json", cwd=lockfile.parent)
     assert proc.returncode in (0, 1), proc.stderr
     return json.loads(proc.stdout)

@@ -284,7 +284,7 @@ def test_envelope_reader_never_crashes(statement: dict[str, Any], data: st.DataO
 
 @given(st.binary(max_size=300))
 def test_bundle_bytes_never_crash(tmp_path: Path, blob: bytes) -> None:
-    """Arbitrary bytes as a bundle (samebits bundle --check) give an InputError naming it."""
+    """Arbitrary bytes as a bundle (samebits bundle check) give an InputError naming it."""
     from samebits.bundle.read import check
 
     path = tmp_path / "b.tar"

@@ -116,7 +116,7 @@ def test_probe_on_this_cpu(runs) -> None:
 @pytest.mark.parametrize(("argv", "rc", "stream", "message"), [
     (["verify", "gpu", "--only", "gemm_fp64"], 2, "err", "error: unknown workload 'gemm_fp64'"),
     (["verify", "gpu", "--list"], 0, "out", "gemm_splitk_fp32"),
-    (["verify", "gpu", "--lockfile", "nope.conda-lock.yml"], 2, "err",
+    (["verify", "gpu", "nope.conda-lock.yml"], 2, "err",
      "error: nope.conda-lock.yml: no such lockfile"),
     (["verify", "compare", "nope.json", "nope.json"], 2, "err",
      "error: nope.json: no such attestation"),

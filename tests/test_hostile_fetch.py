@@ -176,7 +176,7 @@ def test_a_pylock_wheel_named_well_but_pointing_at_dev_zero_fills_nothing(
             "from samebits_app.cli import main\n"
             "sys.exit(main(sys.argv[1:]))\n")
     proc = subprocess.run(
-        [sys.executable, "-c", code, "install", str(tmp_path / "pylock.toml"), "--prefix",
+        [sys.executable, "-c", code, "install", str(tmp_path / "pylock.toml"), "--target",
          str(tmp_path / "env"), "--platform", "linux-64", "--python", sys.executable,
          "--cache-dir", str(tmp_path / "cache")],
         capture_output=True, text=True, timeout=120, cwd=ROOT)
@@ -211,7 +211,7 @@ packages:
 
 
 def _install(tmp_path: Path, lock: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "samebits", "install", str(lock), "--prefix",
+    return subprocess.run([sys.executable, "-m", "samebits", "install", str(lock), "--target",
                            str(tmp_path / "env"), "--platform", "linux-64", "--python",
                            sys.executable, "--cache-dir", str(tmp_path / "cache"), *extra],
                           capture_output=True, text=True, timeout=300, cwd=ROOT)

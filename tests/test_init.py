@@ -128,15 +128,17 @@ def test_init_writes_a_spec_that_locks(capsys: pytest.CaptureFixture[str], paper
 
 def test_python_without_wheels(capsys: pytest.CaptureFixture[str], paper: Path,
                                index: str) -> None:
-    """--python 3.12: exit 2 naming numpy and the Pythons with its wheels; nothing written."""
-    rc, doc = _init(capsys, paper, index, "--python", "3.12", "--generation", "cpu")
+    """--python-version 3.12: exit 2 naming numpy and the Pythons with its wheels; nothing
+    written."""
+    rc, doc = _init(capsys, paper, index, "--python-version", "3.12", "--generation", "cpu")
     assert rc == 2
     assert doc["error"] == {
         "kind": "no-wheel",
-        "message": "--python 3.12: no wheel for linux-64 (glibc 2.28) of 1 pinned package:\n"
+        "message": "--python-version 3.12: no wheel for linux-64 (glibc 2.28) of 1 pinned "
+                   "package:\n"
                    f"  numpy==1.24.4 ({paper / 'paper' / 'requirements.txt'}:1): wheels for "
                    "Python 3.10, 3.11",
-        "hint": "pass --python 3.11 (every pin has a wheel for 3.10, 3.11)"}
+        "hint": "pass --python-version 3.11 (every pin has a wheel for 3.10, 3.11)"}
     assert not (paper / "environments").exists()
 
 
@@ -244,13 +246,14 @@ def test_exclude_newer_moves_until_the_pins_resolve(capsys: pytest.CaptureFixtur
 @pytest.mark.network
 def test_real_paper_python_312_names_numpy(capsys: pytest.CaptureFixture[str],
                                            tmp_path: Path) -> None:
-    """pykan with --python 3.12: numpy 1.24.4 and the other pins without cp312 wheels named,
+    """pykan with --python-version 3.12: numpy 1.24.4 and the other pins without cp312 wheels named,
     each with the Pythons that have them."""
     rc, doc = run(capsys, "init", "kan", "--from", str(PAPERS / "pykan" / "requirements.txt"),
-                  "--root", str(tmp_path), "--python", "3.12", "--generation", "cpu")
+                  "--root", str(tmp_path), "--python-version", "3.12", "--generation", "cpu")
     assert rc == 2
     lines = doc["error"]["message"].splitlines()
-    assert lines[0] == "--python 3.12: no wheel for linux-64 (glibc 2.28) of 4 pinned packages:"
+    assert lines[0] == ("--python-version 3.12: no wheel for linux-64 (glibc 2.28) of 4 pinned "
+                        "packages:")
     assert any(ln.startswith("  numpy==1.24.4 (") and ln.endswith(
         "): wheels for Python 3.8, 3.9, 3.10, 3.11") for ln in lines)
 

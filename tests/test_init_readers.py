@@ -292,15 +292,16 @@ def test_unpinned_requirement_constrains_the_python(before: str | None, python: 
 
 
 def test_python_without_wheel_names_package_and_pythons() -> None:
-    """--python 3.12: NoWheelError naming numpy and the Pythons that have its wheels."""
+    """--python-version 3.12: NoWheelError naming numpy and the Pythons that have its wheels."""
     wheels = _wheels("numpy==1.24.4\ntorch==2.2.2\n", {"numpy": NUMPY, "torch": TORCH})
     with pytest.raises(NoWheelError) as err:
         choose_python(wheels, requested="3.12", pinned=None, requires_python=None,
                       where="linux-64 (glibc 2.28)")
     assert err.value.message == (
-        "--python 3.12: no wheel for linux-64 (glibc 2.28) of 1 pinned package:\n"
+        "--python-version 3.12: no wheel for linux-64 (glibc 2.28) of 1 pinned package:\n"
         "  numpy==1.24.4 (requirements.txt:1): wheels for Python 3.8, 3.9, 3.10, 3.11")
-    assert err.value.hint == "pass --python 3.11 (every pin has a wheel for 3.9, 3.10, 3.11)"
+    assert err.value.hint == ("pass --python-version 3.11 (every pin has a wheel for 3.9, 3.10, "
+                              "3.11)")
 
 
 def test_python_none_fits() -> None:

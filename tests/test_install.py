@@ -34,7 +34,7 @@ def test_install_conda_and_pypi(render_project: RenderProject, package_cache: Pa
                                 tmp_path: Path) -> None:
     """conda part by py-rattler, PyPI part by hash; verify env says identical; no host paths."""
     prefix = tmp_path / "env"
-    proc = render_project.samebits("install", "gpu", "--prefix", str(prefix), "--platform",
+    proc = render_project.samebits("install", "gpu", "--target", str(prefix), "--platform",
                                    "linux-64", "--cache-dir", str(package_cache), "--json")
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
@@ -59,7 +59,7 @@ def test_install_venv_runs(render_project: RenderProject, package_cache: Path,
                            tmp_path: Path) -> None:
     """A PyPI-only lock becomes a venv on this interpreter whose console script really runs."""
     prefix = tmp_path / "venv"
-    proc = render_project.samebits("install", "venv", "--prefix", str(prefix), "--platform",
+    proc = render_project.samebits("install", "venv", "--target", str(prefix), "--platform",
                                    "linux-64", "--python", sys.executable,
                                    "--cache-dir", str(package_cache))
     assert proc.returncode == 0, proc.stderr
@@ -72,7 +72,7 @@ def test_install_venv_runs(render_project: RenderProject, package_cache: Path,
 def test_install_offline_from_cache(render_project: RenderProject, package_cache: Path,
                                     tmp_path: Path) -> None:
     """With every archive in the cache, the lock's URLs are not read at all."""
-    ok = render_project.samebits("install", "gpu", "--prefix", str(tmp_path / "a"),
+    ok = render_project.samebits("install", "gpu", "--target", str(tmp_path / "a"),
                                  "--platform", "linux-aarch64",
                                  "--cache-dir", str(package_cache))
     assert ok.returncode == 0, ok.stderr
@@ -80,7 +80,7 @@ def test_install_offline_from_cache(render_project: RenderProject, package_cache
     text = render_project.lockfile("gpu").read_text()
     gone.write_text(text.replace(render_project.channel.as_uri(), "file:///nonexistent/channel")
                     .replace(render_project.wheels.as_uri(), "file:///nonexistent/wheels"))
-    proc = render_project.samebits("install", str(gone), "--prefix", str(tmp_path / "b"),
+    proc = render_project.samebits("install", str(gone), "--target", str(tmp_path / "b"),
                                    "--platform", "linux-aarch64",
                                    "--cache-dir", str(package_cache))
     assert proc.returncode == 0, proc.stderr
@@ -99,7 +99,7 @@ def test_install_refuses_changed_archive(render_project: RenderProject, tmp_path
         zf.writestr("tinylib/evil.py", "print('not the locked wheel')\n")
     got = hashlib.sha256(target.read_bytes()).hexdigest()
     prefix = tmp_path / "env"
-    proc = render_project.samebits("install", str(lock), "--prefix", str(prefix), "--platform",
+    proc = render_project.samebits("install", str(lock), "--target", str(prefix), "--platform",
                                    "linux-64", "--cache-dir", str(tmp_path / "cache"))
     assert proc.returncode == 2
     assert (f"error: linux-64: tinylib 1.2: sha256 of tinylib-1.2-py3-none-any.whl is {got}, "
@@ -114,7 +114,7 @@ def test_install_refuses_existing_prefix(render_project: RenderProject, tmp_path
     prefix = tmp_path / "env"
     prefix.mkdir()
     (prefix / "keep").write_text("mine\n")
-    proc = render_project.samebits("install", "venv", "--prefix", str(prefix))
+    proc = render_project.samebits("install", "venv", "--target", str(prefix))
     assert proc.returncode == 2
     assert f"error: {prefix}: already exists" in proc.stderr
     assert (prefix / "keep").read_text() == "mine\n"
@@ -221,7 +221,7 @@ def test_install_without_an_interpreter(tmp_path: Path) -> None:
     (shims / "python3.99").write_text("#!/bin/sh\necho 'pyenv: python3.99: command not "
                                       "found' >&2\nexit 127\n")
     (shims / "python3.99").chmod(0o755)
-    proc = run_cli("install", str(env.path), "--prefix", str(tmp_path / "env"), "--platform",
+    proc = run_cli("install", str(env.path), "--target", str(tmp_path / "env"), "--platform",
                    "linux-64", "--cache-dir", str(tmp_path / "cache"), cwd=tmp_path,
                    env={"PATH": str(shims), "PYENV_ROOT": str(tmp_path / "none"),
                         "HOME": str(tmp_path)})
@@ -242,7 +242,7 @@ def test_install_without_an_interpreter(tmp_path: Path) -> None:
 
 def _venv_install(render_project: RenderProject, package_cache: Path, prefix: Path,
                   *flags: str) -> subprocess.CompletedProcess[str]:
-    return render_project.samebits("install", "venv", "--prefix", str(prefix), "--platform",
+    return render_project.samebits("install", "venv", "--target", str(prefix), "--platform",
                                    "linux-64", "--python", sys.executable,
                                    "--cache-dir", str(package_cache), *flags)
 
@@ -283,7 +283,7 @@ def test_progress_on_a_terminal(render_project: RenderProject, package_cache: Pa
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent), "COLUMNS": "120",
            "TERM": "xterm"}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "samebits", "install", "venv", "--prefix", str(tmp_path / "t"),
+        [sys.executable, "-m", "samebits", "install", "venv", "--target", str(tmp_path / "t"),
          "--platform", "linux-64", "--python", sys.executable, "--cache-dir",
          str(package_cache)], cwd=render_project.root, env=env, stdout=subprocess.PIPE,
         stderr=sub, text=True)
@@ -311,13 +311,13 @@ def test_progress_on_a_terminal(render_project: RenderProject, package_cache: Pa
     (("--store", "/nix/store"), "--store goes with --from-nix"),
     (("--from-nix", "--from-bundle", "b.tar"),
      "--from-bundle and --from-nix: choose one source of archives"),
-    ((), "install needs ENV (an environment id or a lockfile) or --from-bundle"),
+    ((), "install needs LOCK (an environment id or a lockfile) or --from-bundle"),
 ], ids=["store-without-nix", "nix-and-bundle", "no-env"])
 def test_install_source_usage_errors(args: tuple[str, ...], message: str,
                                      tmp_path: Path) -> None:
     """Where the archives come from: one source at a time, and a lock to install; exit 2,
     nothing created."""
-    proc = run_cli("install", "--prefix", str(tmp_path / "env"), "--platform", "linux-64",
+    proc = run_cli("install", "--target", str(tmp_path / "env"), "--platform", "linux-64",
                    *args, cwd=tmp_path)
     assert (proc.returncode, proc.stderr.splitlines()[0]) == (2, f"error: {message}")
     assert not (tmp_path / "env").exists()
@@ -341,13 +341,13 @@ def test_install_verdict_is_verify_envs(tmp_path: Path) -> None:
     env = write_lock(tmp_path / "lockfiles" / "n.conda-lock.yml", [locked_wheel(whl)],
                      python=line)
     prefix = tmp_path / "env"
-    proc = run_cli("install", str(env.path), "--prefix", str(prefix), "--platform", "linux-64",
+    proc = run_cli("install", str(env.path), "--target", str(prefix), "--platform", "linux-64",
                    "--python", sys.executable, "--cache-dir", str(tmp_path / "cache"),
                    "--find-links", str(tmp_path / "wheels"), "--json", cwd=tmp_path)
     assert proc.returncode == 1, proc.stderr
     mine = json.loads(proc.stdout)
     alone = subprocess.run([sys.executable, "-m", "verify", "env", "--prefix", str(prefix),
-                            "--lockfile", str(env.path), "--platform", "linux-64", "--json"],
+                            str(env.path), "--platform", "linux-64", "--json"],
                            capture_output=True, text=True, cwd=tmp_path,
                            env={**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)})
     assert alone.returncode == 1
@@ -373,7 +373,7 @@ def test_real_cpu_lock(tmp_path: Path) -> None:
         pytest.skip("no Python 3.12 interpreter here (the cpu lock's line)")
     repo = Path(__file__).parent.parent
     prefix = tmp_path / "cpu"
-    common = ["install", "cpu", "--prefix", str(prefix), "--platform", "linux-64", "--python",
+    common = ["install", "cpu", "--target", str(prefix), "--platform", "linux-64", "--python",
               python, "--cache-dir", str(default_cache_dir()), "--json"]
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-m", "samebits", *args], cwd=repo,

@@ -55,7 +55,7 @@ def small_lock(folder: Path, *, big: int = 0) -> Path:
 
 def install(lock: Path, prefix: Path, cache: Path, *extra: str, umask: int | None = None,
             tz: str | None = None) -> tuple[int, dict]:
-    proc = samebits("install", str(lock), "--prefix", str(prefix), "--platform", "linux-64",
+    proc = samebits("install", str(lock), "--target", str(prefix), "--platform", "linux-64",
                     "--python", sys.executable, "--cache-dir", str(cache), "--json", *extra,
                     cwd=lock.parent, umask=umask, tz=tz)
     assert proc.returncode in (0, 1), proc.stderr + proc.stdout
@@ -260,7 +260,7 @@ def test_kill_during_fill_leaves_a_usable_cache(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "SAMEBITS_FIND_LINKS": str(tmp_path)}
     for i, delay in enumerate(KILL_AFTER):
         proc = subprocess.Popen(
-            [sys.executable, "-m", "samebits", "install", str(lock), "--prefix",
+            [sys.executable, "-m", "samebits", "install", str(lock), "--target",
              str(tmp_path / f"k{i}"), "--platform", "linux-64", "--python", sys.executable,
              "--cache-dir", str(cache), "--no-bytecode"], cwd=lock.parent, env=env,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -291,7 +291,7 @@ def test_concurrent_installs_share_one_cache(tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "SAMEBITS_FIND_LINKS": str(tmp_path)}
     procs = [subprocess.Popen(
-        [sys.executable, "-m", "samebits", "install", str(lock), "--prefix",
+        [sys.executable, "-m", "samebits", "install", str(lock), "--target",
          str(tmp_path / f"c{i}"), "--platform", "linux-64", "--python", sys.executable,
          "--cache-dir", str(cache), "--json"], cwd=lock.parent, env=env,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(3)]
@@ -349,7 +349,7 @@ def test_reflink_mode_on_a_filesystem_without_it(tmp_path: Path) -> None:
     if reflinks_work(tmp_path):
         pytest.skip("this filesystem supports reflinks")
     lock = small_lock(tmp_path)
-    proc = samebits("install", str(lock), "--prefix", str(tmp_path / "env"), "--platform",
+    proc = samebits("install", str(lock), "--target", str(tmp_path / "env"), "--platform",
                     "linux-64", "--python", sys.executable, "--cache-dir",
                     str(tmp_path / "cache"), "--link-mode", "reflink", cwd=lock.parent)
     assert proc.returncode == 2

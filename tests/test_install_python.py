@@ -99,7 +99,7 @@ def test_install_finds_python_behind_a_shim(tmp_path: Path) -> None:
     run_env = {"PATH": str(shim.parent), "PYENV_ROOT": str(tmp_path / "pyenv"),
                "HOME": str(tmp_path), "PYTHONPATH": str(root)}
     proc = subprocess.run([sys.executable, "-m", "samebits", "install", str(env.path),
-                           "--prefix", str(tmp_path / "env"), "--platform", "linux-64",
+                           "--target", str(tmp_path / "env"), "--platform", "linux-64",
                            "--cache-dir", str(tmp_path / "cache"),
                            "--find-links", str(tmp_path / "wheels")], env=run_env,
                           capture_output=True, text=True, cwd=tmp_path)

@@ -161,7 +161,7 @@ def test_install_cli_takes_find_links(tmp_path: Path) -> None:
     installed and verify env finds the prefix identical to the lock (exit 0)."""
     env, made, _ = _setup(tmp_path, "from the command line")
     res = subprocess.run([sys.executable, "-m", "samebits", "install", str(env.path),
-                          "--prefix", str(tmp_path / "env"), "--platform", "linux-64",
+                          "--target", str(tmp_path / "env"), "--platform", "linux-64",
                           "--python", sys.executable, "--no-bytecode", "--json",
                           "--find-links", str(made.parent)],
                          capture_output=True, text=True, timeout=300)  # the session's cache
@@ -220,8 +220,8 @@ def test_user_sources_reads_the_variable(tmp_path: Path) -> None:
 
 def test_audit_install_takes_the_sources(tmp_path: Path,
                                          capsys: pytest.CaptureFixture[str]) -> None:
-    """audit --install installs through the same sources (envcheck.install); --find-links
-    without --install is a usage error."""
+    """audit --target installs through the same sources (envcheck.install); --find-links
+    without --target is a usage error."""
     from samebits_app.audit.envcheck import install
     from samebits_app.cli import main
 
@@ -231,9 +231,9 @@ def test_audit_install_takes_the_sources(tmp_path: Path,
                           sources=Sources(find_links=(made.parent,)))
     assert step.status == "ok" and where.how == "installed"
     assert (where.prefix / "lib" / f"python{PY}" / "site-packages" / "plus").is_dir()
-    assert main(["audit", "--lockfile", str(env.path), "--attestation", "x.json",
+    assert main(["audit", str(env.path), "--attestation", "x.json",
                  "--find-links", str(made.parent)]) == 2
-    assert "error: --find-links and --mirror go with --install" in capsys.readouterr().err
+    assert "error: --find-links and --mirror go with --target" in capsys.readouterr().err
 
 
 def test_audit_install_of_an_unreachable_host_says_what_to_pass(tmp_path: Path) -> None:
@@ -279,13 +279,13 @@ def test_paper_lock_installs_with_find_links_opt_wheels(tmp_path: Path) -> None:
     assert opt is not None and hashlib.sha256(opt.read_bytes()).hexdigest() == torch.sha256
     cmd = [sys.executable, "-m", "samebits", "install", str(lock), "--platform", "linux-64",
            "--no-bytecode", "--cache-dir", str(tmp_path / "cache")]
-    res = subprocess.run([*cmd, "--prefix", str(tmp_path / "a")], capture_output=True,
+    res = subprocess.run([*cmd, "--target", str(tmp_path / "a")], capture_output=True,
                          text=True, timeout=600)
     if res.returncode != 4:
         pytest.skip("download.pytorch.org answered: nothing to prove here")
     assert "hint: nothing was installed; check the network; or, where the files are at " \
         "hand, --find-links DIR" in res.stderr
-    res = subprocess.run([*cmd, "--prefix", str(tmp_path / "b"), "--find-links",
+    res = subprocess.run([*cmd, "--target", str(tmp_path / "b"), "--find-links",
                           str(opt.parent), "--json"], capture_output=True, text=True,
                          timeout=600)
     assert res.returncode == 0, res.stderr

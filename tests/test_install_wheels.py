@@ -120,7 +120,7 @@ def test_lockfile_tells_a_swapped_wheel(tmp_path: Path) -> None:
 
     def verify(lock: Path) -> tuple[int, dict]:
         proc = subprocess.run([sys.executable, "-m", "verify", "env", "--prefix", str(prefix),
-                               "--lockfile", str(lock), "--platform", "linux-64", "--json",
+                               str(lock), "--platform", "linux-64", "--json",
                                "--no-linkage"], capture_output=True, text=True, cwd=ROOT)
         return proc.returncode, json.loads(proc.stdout)
 
@@ -167,7 +167,7 @@ def test_a_file_two_wheels_write(tmp_path: Path, second: bytes, depends: bool,
                                 cache=tmp_path / "cache", interpreter=sys.executable,
                                 bytecode=True)
         proc = subprocess.run([sys.executable, "-m", "verify", "env", "--prefix", str(prefix),
-                               "--lockfile", str(env.path), "--platform", "linux-64", "--json",
+                               str(env.path), "--platform", "linux-64", "--json",
                                "--no-linkage"], capture_output=True, text=True, cwd=ROOT)
         doc = json.loads(proc.stdout)
         assert (proc.returncode, doc["identical"]) == (0, True), doc["findings"]

@@ -66,7 +66,7 @@ def test_concurrent_locks_never_tear(project: TmpProject) -> None:
 
 def _verify(prefix: Path, lockfile: Path) -> dict:
     res = subprocess.run([sys.executable, "-m", "verify", "env", "--prefix", str(prefix),
-                          "--lockfile", str(lockfile), "--platform", "linux-64", "--json",
+                          str(lockfile), "--platform", "linux-64", "--json",
                           "--no-linkage"], capture_output=True, text=True, timeout=300,
                          env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert res.returncode in (0, 1), res.stderr
@@ -78,7 +78,7 @@ def test_kill_during_install_keeps_previous_prefix(render_project: RenderProject
                                                    package_cache: Path, tmp_path: Path) -> None:
     """Replacing a prefix is staged: a kill leaves the old prefix verifying identical."""
     prefix = tmp_path / "env"
-    common = ["--prefix", str(prefix), "--platform", "linux-64", "--cache-dir",
+    common = ["--target", str(prefix), "--platform", "linux-64", "--cache-dir",
               str(package_cache)]
     res = render_project.samebits("install", "gpu", *common)
     assert res.returncode == 0, res.stderr

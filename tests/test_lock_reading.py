@@ -165,15 +165,15 @@ def test_problems_in_json(tmp_path: Path) -> None:
 # A non-hex sha256 stops every command that reads a lock before it writes anything.
 BAD_HASH = GOOD.replace(f"    sha256: {SHA}\n  build:", "    sha256: zz\n  build:")
 COMMANDS = [
-    ("verify env", ["verify", "env", "--prefix", sys.prefix, "--lockfile", "{lock}"]),
+    ("verify env", ["verify", "env", "--prefix", sys.prefix, "{lock}"]),
     ("render conda", ["render", "conda", "{lock}", "--out", "{out}"]),
     ("render containerfile", ["render", "containerfile", "{lock}", "--out", "{out}"]),
     ("render oci", ["render", "oci", "{lock}", "--platform", "linux-64", "--out", "{out}"]),
-    ("install", ["install", "{lock}", "--prefix", "{out}", "--cache-dir", "{cache}"]),
-    ("attest", ["attest", "--lockfile", "{lock}", "--prefix", sys.prefix, "--out", "{out}"]),
-    ("audit", ["audit", "--lockfile", "{lock}", "--attestation", "{att}", "--prefix",
+    ("install", ["install", "{lock}", "--target", "{out}", "--cache-dir", "{cache}"]),
+    ("attest", ["attest", "{lock}", "--prefix", sys.prefix, "--out", "{out}"]),
+    ("audit", ["audit", "{lock}", "--attestation", "{att}", "--prefix",
                sys.prefix, "--out", "{out}"]),
-    ("verify gpu", ["verify", "gpu", "--lockfile", "{lock}", "--out", "{out}"]),
+    ("verify gpu", ["verify", "gpu", "{lock}", "--out", "{out}"]),
 ]
 
 
@@ -233,8 +233,8 @@ FOREIGN_CASES = [  # (file, the bad hash as the format writes it, that hash's va
 ]
 FOREIGN_COMMANDS = [
     ("render conda", ["render", "conda", "{lock}", "--out", "{out}"]),
-    ("install", ["install", "{lock}", "--prefix", "{out}", "--cache-dir", "{cache}"]),
-    ("verify env", ["verify", "env", "--prefix", sys.prefix, "--lockfile", "{lock}"]),
+    ("install", ["install", "{lock}", "--target", "{out}", "--cache-dir", "{cache}"]),
+    ("verify env", ["verify", "env", "--prefix", sys.prefix, "{lock}"]),
 ]
 
 

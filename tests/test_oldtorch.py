@@ -349,10 +349,10 @@ def test_attest_and_audit_on_torch_2_0(old_venv: Path, tmp_path: Path) -> None:
     subprocess.run([uv_binary(), "pip", "compile", "pins.txt", "--generate-hashes",
                     "--python-version", "3.11", "--python-platform", "x86_64-manylinux_2_28",
                     "-q", "-o", str(lock)], cwd=tmp_path, check=True, timeout=300)
-    attest = _cli("attest", "--lockfile", str(lock), "--prefix", str(old_venv), "--device",
+    attest = _cli("attest", str(lock), "--prefix", str(old_venv), "--device",
                   "cpu", "--out", "a.json", "--save-outputs", "outputs", "--json", cwd=tmp_path)
     assert attest.returncode == 0, attest.stderr
-    audit = _cli("audit", "--lockfile", str(lock), "--attestation", "a.json", "--outputs",
+    audit = _cli("audit", str(lock), "--attestation", "a.json", "--outputs",
                  "outputs", "--prefix", str(old_venv), "--out", "audit", "--json", cwd=tmp_path)
     assert audit.returncode == 0, audit.stderr
     doc = json.loads((tmp_path / "audit" / "audit.json").read_text())

@@ -230,7 +230,7 @@ def test_signed_paper_trusted_and_countersigned(paper_audits: dict[str, Run]) ->
 
 
 def test_without_manifest_commands_are_not_rerun(paper_audits: dict[str, Run]) -> None:
-    """Auditing by --lockfile and --attestation alone: the paper step is skipped and says the
+    """Auditing by a LOCK and --attestation alone: the paper step is skipped and says the
     attestation records commands that did not run."""
     run = paper_audits["no-manifest"]
     assert run.rc == 0, run.stderr

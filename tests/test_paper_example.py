@@ -81,7 +81,7 @@ def test_reference_attestation_and_outputs() -> None:
 @pytest.mark.skipif(not LOCAL_WHEEL.is_file(),
                     reason=f"{LOCAL_WHEEL} is absent: this test does not download 192 MB")
 def test_quickstart_on_this_machine(tmp_path: Path) -> None:
-    """`samebits audit examples/paper --install ENV`: the lock installed (torch from the cache,
+    """`samebits audit examples/paper --target DIR`: the lock installed (torch from the cache,
     hash-checked; the small wheels from PyPI), then audited against the committed reference:
     exit 0; bit-identical where this machine is in the reference's equivalence class."""
     cache = tmp_path / "cache"
@@ -89,7 +89,7 @@ def test_quickstart_on_this_machine(tmp_path: Path) -> None:
     dest.mkdir(parents=True)
     os.symlink(LOCAL_WHEEL, dest / TORCH_URL.rsplit("/", 1)[1])
     env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
-    proc = samebits("audit", "examples/paper", "--install", str(tmp_path / "env"),
+    proc = samebits("audit", "examples/paper", "--target", str(tmp_path / "env"),
                     "--cache-dir", str(cache), "--out", str(tmp_path / "out"), timeout=1800,
                     env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]

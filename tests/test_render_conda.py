@@ -207,7 +207,7 @@ def test_real_lock_with_git_dependencies_install_refuses_them_first(geoapps_lock
     """install names every VCS package (and the sdist with no recorded build) and stops
     before anything is downloaded."""
     cache = tmp_path / "cache"
-    proc = run_cli("install", str(geoapps_lock), "--prefix", str(tmp_path / "env"),
+    proc = run_cli("install", str(geoapps_lock), "--target", str(tmp_path / "env"),
                    "--platform", "linux-64", "--cache-dir", str(cache), cwd=tmp_path)
     assert proc.returncode == 2, proc.stderr
     assert "8 locked packages install cannot place" in proc.stderr  # 7 VCS, 1 sdist

@@ -57,8 +57,8 @@ def test_curated_pip_only(name: str, gpu: bool) -> None:
     assert steps[-1].startswith("RUN set -eu; python3.12 -m venv /opt/samebits/tools;")
     assert ("/opt/samebits/tools/bin/pip install --no-cache-dir --quiet --no-deps "
             "--require-hashes --only-binary=:all: -r /opt/samebits/verifier.requirements.txt; "
-            "PYTHONPATH=/opt/samebits/src /opt/samebits/tools/bin/python -m verify env --prefix "
-            "/opt/env --lockfile /opt/samebits/lock.conda-lock.yml --platform "
+            "PYTHONPATH=/opt/samebits/src /opt/samebits/tools/bin/python -m verify env "
+            "/opt/samebits/lock.conda-lock.yml --prefix /opt/env --platform "
             "\"$(cat /opt/samebits/platform)\"; rm -rf /opt/samebits/tools /opt/samebits/src"
             ) in steps[-1]
     assert "COPY containers/verifier.requirements.txt /opt/samebits/" in steps
@@ -143,7 +143,8 @@ def test_conda_lock_uses_micromamba(render_project: RenderProject) -> None:
     install = next(s for s in steps if "--require-hashes" in s)
     assert "/tmp/pip/bin/python -m pip --python /opt/env/bin/python install" in install
     assert steps[-1].startswith("RUN set -eu; /opt/env/bin/python -m venv /opt/samebits/tools;")
-    assert "/opt/samebits/tools/bin/python -m verify env --prefix /opt/env" in steps[-1]
+    assert ("/opt/samebits/tools/bin/python -m verify env /opt/samebits/lock.conda-lock.yml "
+            "--prefix /opt/env") in steps[-1]
 
 
 @pytest.mark.parametrize("flag", ["--base", "--micromamba"])

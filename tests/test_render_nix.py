@@ -126,7 +126,7 @@ def test_nix_build_realises_every_artifact(render_project: RenderProject, render
         assert len(paths) == len(env.conda(plat)) + len(env.pip(plat))
         for p in [*env.conda(plat), *env.pip(plat)]:
             assert sha256(Path(paths[store_name(p.filename)])) == p.sha256, p.filename
-    check = run_cli("verify", "nix-store", "--lockfile", str(render_project.lockfile("gpu")),
+    check = run_cli("verify", "nix-store", str(render_project.lockfile("gpu")),
                     "--platform", "linux-64", "--nix", str(rendered / "gpu"), "--json",
                     cwd=render_project.root, env=nix_env)
     assert check.returncode == 0, check.stdout + check.stderr
@@ -137,7 +137,7 @@ def test_nix_build_realises_every_artifact(render_project: RenderProject, render
                     .replace(render_project.channel.as_uri(), "file:///nonexistent/channel")
                     .replace(render_project.wheels.as_uri(), "file:///nonexistent/wheels"))
     prefix = tmp_path / "env"
-    proc = run_cli("install", str(gone), "--prefix", str(prefix), "--platform", "linux-64",
+    proc = run_cli("install", str(gone), "--target", str(prefix), "--platform", "linux-64",
                    "--from-nix", "--cache-dir", str(tmp_path / "cache"), "--json",
                    cwd=render_project.root, env=nix_env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -160,7 +160,7 @@ def test_altered_hash_is_refused_by_nix_and_named_by_samebits(
     proc = nix("nix-build", str(folder), "-A", "all", "--no-out-link", env=nix_env)
     assert proc.returncode != 0
     assert "hash mismatch in fixed-output derivation" in proc.stderr
-    check = run_cli("verify", "nix-store", "--lockfile", str(render_project.lockfile("venv")),
+    check = run_cli("verify", "nix-store", str(render_project.lockfile("venv")),
                     "--platform", "linux-64", "--nix", str(folder), cwd=render_project.root,
                     env=nix_env)
     assert check.returncode == 1, check.stderr
@@ -192,7 +192,7 @@ def test_modified_and_missing_store_paths_are_named(render_project: RenderProjec
     broken.chmod(0o644)
     with open(broken, "ab") as f:
         f.write(b"tampered")
-    proc = run_cli("verify", "nix-store", "--lockfile", str(render_project.lockfile("venv")),
+    proc = run_cli("verify", "nix-store", str(render_project.lockfile("venv")),
                    "--platform", "linux-64", "--store", str(store), "--json",
                    cwd=render_project.root, env=nix_env)
     assert proc.returncode == 1, proc.stderr
@@ -200,7 +200,7 @@ def test_modified_and_missing_store_paths_are_named(render_project: RenderProjec
     assert states[wheels[0].filename] == "ok"
     assert states[wheels[1].filename] == "modified"
     assert all(states[p.filename] == "missing" for p in wheels[2:])
-    proc = run_cli("install", str(render_project.lockfile("venv")), "--prefix",
+    proc = run_cli("install", str(render_project.lockfile("venv")), "--target",
                    str(tmp_path / "env"), "--platform", "linux-64", "--python", sys.executable,
                    "--from-nix", "--store", str(store), "--cache-dir", str(tmp_path / "cache"),
                    cwd=render_project.root, env=nix_env)
@@ -237,14 +237,14 @@ def test_real_pypi_wheels_through_nix(nix_env: dict[str, str], tmp_path: Path) -
                "all", "--no-out-link", env=nix_env)
     assert proc.returncode == 0, proc.stderr
     lock = root / "lockfiles" / "small.conda-lock.yml"
-    check = run_cli("verify", "nix-store", "--lockfile", str(lock), "--store", str(store),
+    check = run_cli("verify", "nix-store", str(lock), "--store", str(store),
                     "--json", cwd=root, env=nix_env)
     assert check.returncode == 0, check.stdout
     rows = json.loads(check.stdout)["artifacts"]
     assert len(rows) == 3
     for row in rows:
         assert sha256(store / row["store_path"].lstrip("/")) == row["expected"]
-    install = ["install", str(lock), "--prefix", str(tmp_path / "env"), "--python",
+    install = ["install", str(lock), "--target", str(tmp_path / "env"), "--python",
                sys.executable, "--from-nix", "--store", str(store), "--cache-dir",
                str(tmp_path / "cache"), "--json"]
     unshare = shutil.which("unshare")

@@ -133,10 +133,10 @@ def test_umoci_unpacks_and_verify_env_agrees(render_project: RenderProject,
     rootfs = bundle / "rootfs"
     assert (rootfs / "etc" / "os-release").exists()  # the base is under it
     assert not (rootfs / "opt" / "env" / "bin" / "tinyapp").is_symlink()
-    check = subprocess.run([sys.executable, "-m", "verify", "env", "--prefix",
-                            str(rootfs / "opt" / "env"), "--lockfile",
-                            str(render_project.lockfile("gpu")), "--platform", "linux-64",
-                            "--json"], capture_output=True, text=True)
+    check = subprocess.run([sys.executable, "-m", "verify", "env",
+                            str(render_project.lockfile("gpu")), "--prefix",
+                            str(rootfs / "opt" / "env"), "--platform", "linux-64", "--json"],
+                           capture_output=True, text=True)
     assert check.returncode == 0, check.stdout[-2000:] + check.stderr
     report = json.loads(check.stdout)
     assert report["identical"] is True

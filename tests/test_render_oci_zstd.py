@@ -132,10 +132,10 @@ def test_zstd_layers_unpack_to_an_identical_prefix(render_project: RenderProject
     layout, result = zstd_image
     rootfs = tmp_path / "rootfs"
     _unpack(layout, result, rootfs)
-    check = subprocess.run([sys.executable, "-m", "verify", "env", "--prefix",
-                            str(rootfs / "opt" / "env"), "--lockfile",
-                            str(render_project.lockfile("gpu")), "--platform", "linux-64",
-                            "--json"], capture_output=True, text=True)
+    check = subprocess.run([sys.executable, "-m", "verify", "env",
+                            str(render_project.lockfile("gpu")), "--prefix",
+                            str(rootfs / "opt" / "env"), "--platform", "linux-64", "--json"],
+                           capture_output=True, text=True)
     assert check.returncode == 0, check.stdout[-2000:] + check.stderr
     assert json.loads(check.stdout)["digests"]["environment"] == result["env_digest"]
 

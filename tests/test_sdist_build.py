@@ -108,7 +108,7 @@ def test_install_builds_the_sdist_and_verify_env_is_identical(tmp_path: Path) ->
     p.spec('"tinypkg==1.0"')
     assert p.run("lock").returncode == 0
     prefix = tmp_path / "env"
-    res = p.run("install", "env", "--prefix", str(prefix), "--no-bytecode",
+    res = p.run("install", "env", "--target", str(prefix), "--no-bytecode",
                 "--python", sys.executable, "--json", cache="other-cache")
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout)["verify"]["identical"] is True
@@ -207,7 +207,7 @@ def test_install_refuses_what_it_cannot_place_before_any_download(
             for n in ("tinypkg", "otherpkg")]
     lock = tmp_path / "foreign.conda-lock.yml"
     write_lock(lock, pkgs, python=PY)
-    res = subprocess.run([sys.executable, "-m", "samebits", "install", str(lock), "--prefix",
+    res = subprocess.run([sys.executable, "-m", "samebits", "install", str(lock), "--target",
                           str(tmp_path / "env"), "--platform", "linux-64", "--python",
                           sys.executable, "--cache-dir", str(tmp_path / "cache")],
                          capture_output=True, text=True, timeout=120)
@@ -266,6 +266,6 @@ def test_real_sdist_only_package_from_pypi(tmp_path: Path, instant: str) -> None
     assert record.wheel == "docopt-0.6.2-py2.py3-none-any.whl"
     assert {"setuptools", "wheel"} <= {r.name for r in record.requires}  # wheel: +packaging
     assert record.requires[0].url.startswith("https://files.pythonhosted.org/")
-    res = p.run("install", "env", "--prefix", str(root / "env"), "--no-bytecode", "--python",
+    res = p.run("install", "env", "--target", str(root / "env"), "--no-bytecode", "--python",
                 sys.executable, cache="fresh")
     assert res.returncode == 0, res.stderr

@@ -262,7 +262,8 @@ def test_huge_value_through_the_cli(tmp_path: Path) -> None:
 
 
 LOCK_PATH_HINT = ("\nhint: or give a lockfile's path (conda-lock, pixi.lock, uv.lock, "
-                  "pylock.toml, requirements.txt with --hash, conda explicit)")
+                  "pylock.toml, requirements.txt with --hash, conda explicit): one that starts "
+                  "with / or ./, or ends in .yml, .yaml, .lock, .toml or .txt")
 UNKNOWN = [
     (["lock", "hoper", "--check"], "unknown environment 'hoper' (no environments/hoper.toml); "
      "known: ampere, blackwell, cpu, flavour/hopper, hopper; did you mean hopper?"),
@@ -274,7 +275,7 @@ UNKNOWN = [
     (["render", "conda", "ampre", "--check"], "unknown environment 'ampre' (no "
      "lockfiles/ampre.conda-lock.yml); known: ampere, hopper; did you mean ampere?"
      + LOCK_PATH_HINT),
-    (["install", "hoppr", "--prefix", "env"], "unknown environment 'hoppr' (no "
+    (["install", "hoppr", "--target", "env"], "unknown environment 'hoppr' (no "
      "lockfiles/hoppr.conda-lock.yml); known: ampere, hopper; did you mean hopper?"
      + LOCK_PATH_HINT),
 ]

@@ -31,8 +31,8 @@ VFA_META = "conda-meta/vfa-1.0-h0_0.json"
 
 def verify_env(prefix: Path, lockfile: Path, *extra: str) -> tuple[int, dict]:
     res = subprocess.run(
-        [sys.executable, "-m", "verify", "env", "--prefix", str(prefix), "--lockfile",
-         str(lockfile), "--platform", "linux-64", "--json", "--no-linkage", *extra],
+        [sys.executable, "-m", "verify", "env", str(lockfile), "--prefix", str(prefix),
+         "--platform", "linux-64", "--json", "--no-linkage", *extra],
         capture_output=True, text=True, timeout=300, cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert res.returncode in (0, 1), res.stderr

@@ -37,8 +37,8 @@ def run(capsysbinary: pytest.CaptureFixture[bytes], *args: str) -> tuple[int, by
 def test_clean_prefix_with_lock_exits_0(pristine: Installed,
                                         capsysbinary: pytest.CaptureFixture[bytes]) -> None:
     """A clean prefix and its lock: exit 0 and the text says identical."""
-    rc, out, _ = run(capsysbinary, "--prefix", str(pristine.prefix), "--lockfile",
-                     str(pristine.lockfile), "--platform", "linux-64")
+    rc, out, _ = run(capsysbinary, str(pristine.lockfile), "--prefix", str(pristine.prefix),
+                     "--platform", "linux-64")
     assert rc == 0
     assert out.decode().splitlines()[-1] == "result: identical (exit 0)"
 
@@ -48,8 +48,7 @@ def test_drift_exits_1_and_names_file_and_package(
     """One flipped byte: exit 1, the finding line names the file and the package."""
     target = fresh_env.prefix / "share/vfa/data.txt"
     target.write_bytes(target.read_bytes().upper())
-    rc, out, _ = run(capsysbinary, "--prefix", str(fresh_env.prefix), "--lockfile",
-                     str(fresh_env.lockfile))
+    rc, out, _ = run(capsysbinary, "--prefix", str(fresh_env.prefix), str(fresh_env.lockfile))
     lines = out.decode().splitlines()
     assert rc == 1
     assert any(ln.startswith("  modified        share/vfa/data.txt [conda:vfa-1.0-h0_0]: "
@@ -60,11 +59,11 @@ def test_drift_exits_1_and_names_file_and_package(
 BAD_INPUT = [
     ("no such prefix", ["--prefix", "{tmp}/nope"], "{tmp}/nope: no such directory"),
     ("not an environment", ["--prefix", "{tmp}"], "{tmp}: not an environment"),
-    ("no such lockfile", ["--prefix", "{env}", "--lockfile", "{tmp}/x.conda-lock.yml"],
+    ("no such lockfile", ["--prefix", "{env}", "{tmp}/x.conda-lock.yml"],
      "{tmp}/x.conda-lock.yml: no such lockfile"),
-    ("a lockfile that is not one", ["--prefix", "{env}", "--lockfile", "{tmp}/bad.yml"],
+    ("a lockfile that is not one", ["--prefix", "{env}", "{tmp}/bad.yml"],
      "{tmp}/bad.yml: not a conda-lock file"),
-    ("platform not in the lock", ["--prefix", "{env}", "--lockfile", "{lock}", "--platform",
+    ("platform not in the lock", ["--prefix", "{env}", "{lock}", "--platform",
                                   "linux-aarch64"],
      "{lock}: no platform linux-aarch64 (it has linux-64)"),
     ("reference of another format", ["--prefix", "{env}", "--against", "{tmp}/ref.json"],
@@ -90,7 +89,7 @@ def test_bad_input_exits_2_with_the_value_named(
 def test_json_report_is_canonical_and_byte_stable(
         pristine: Installed, capsysbinary: pytest.CaptureFixture[bytes]) -> None:
     """--json twice gives the same bytes, in canonical form, format 1, identical true."""
-    args = ("--prefix", str(pristine.prefix), "--lockfile", str(pristine.lockfile), "--json")
+    args = ("--prefix", str(pristine.prefix), str(pristine.lockfile), "--json")
     rc1, first, _ = run(capsysbinary, *args)
     rc2, second, _ = run(capsysbinary, *args, "--jobs", "1")
     assert (rc1, rc2) == (0, 0) and first == second
@@ -155,7 +154,7 @@ def test_against_a_reference_finds_what_records_cannot(
 def test_python_m_verify_env(fresh_env: Installed) -> None:
     """`python -m verify env ... --json` prints the report and exits 0, then 1 after a change."""
     cmd = [sys.executable, "-m", "verify", "env", "--prefix", str(fresh_env.prefix),
-           "--lockfile", str(fresh_env.lockfile), "--json"]
+           str(fresh_env.lockfile), "--json"]
     clean = subprocess.run(cmd, capture_output=True, cwd=REPO)
     assert clean.returncode == 0 and json.loads(clean.stdout)["identical"] is True
     (fresh_env.prefix / "bin/vfa-script").unlink()

@@ -34,7 +34,7 @@ def containerfile_verify_step(prefix: Path, lockfile: Path, *extra: str
                               ) -> tuple[int, dict]:
     """The Containerfile's verify command (samebits.render.containerfile), with --json."""
     proc = subprocess.run([sys.executable, "-m", "verify", "env", "--prefix", str(prefix),
-                           "--lockfile", str(lockfile), "--platform", "linux-64", "--json",
+                           str(lockfile), "--platform", "linux-64", "--json",
                            *extra], capture_output=True, text=True, cwd=ROOT, timeout=900,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert "Traceback" not in proc.stderr
@@ -49,7 +49,7 @@ def test_install_and_standalone_verify_agree(render_project: RenderProject,
     """install says identical; the Containerfile's verify step on that prefix exits 0 too,
     with and without samebits' cache (which adds the archives' modes and links)."""
     prefix = tmp_path / "env"
-    proc = render_project.samebits("install", env, "--prefix", str(prefix), "--platform",
+    proc = render_project.samebits("install", env, "--target", str(prefix), "--platform",
                                    "linux-64", "--python", sys.executable,
                                    "--cache-dir", str(package_cache), "--json")
     assert proc.returncode == 0, proc.stderr

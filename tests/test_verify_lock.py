@@ -132,14 +132,14 @@ def test_misnamed_wheel_installs_and_verifies(tmp_path: Path) -> None:
     env = write_lock(tmp_path / "lockfiles" / "o.conda-lock.yml", [locked_wheel(misnamed)],
                      python=line)
     prefix = tmp_path / "env"
-    proc = run_cli("install", str(env.path), "--prefix", str(prefix), "--platform", "linux-64",
+    proc = run_cli("install", str(env.path), "--target", str(prefix), "--platform", "linux-64",
                    "--python", sys.executable, "--cache-dir", str(tmp_path / "cache"),
                    "--find-links", str(tmp_path / "wheels"), "--json", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)["verify"]
     assert report["findings"] == []
     assert any("oldtorch: the lock's file name says" in n for n in report["notes"])
-    again = run_cli("verify", "env", "--prefix", str(prefix), "--lockfile", str(env.path),
+    again = run_cli("verify", "env", "--prefix", str(prefix), str(env.path),
                     "--platform", "linux-64", "--cache-dir", str(tmp_path / "cache"), "--json",
                     cwd=tmp_path)
     assert again.returncode == 0, again.stdout[-2000:]

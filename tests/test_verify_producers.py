@@ -316,7 +316,7 @@ def test_swapped_wheel_with_a_consistent_record_is_caught(base_python: Path,
         "--no-deps", other)
     lockfile = tmp_path / "env.conda-lock.yml"
     lockfile.write_text(render_lock(_lock(producer_wheel)))
-    code, doc = verify(env, vcache, "--lockfile", str(lockfile))
+    code, doc = verify(env, vcache, str(lockfile))
     assert code == 1
     got = {(f["kind"], f["package"], f["detail"]) for f in doc["findings"]}
     assert got == {("package-hash", "sbtest", "archive sha256"),
@@ -335,9 +335,9 @@ def test_the_locked_wheel_by_file_is_proven_and_index_installs_are_unproven(
         "--no-deps", producer_wheel)
     lockfile = tmp_path / "env.conda-lock.yml"
     lockfile.write_text(render_lock(_lock(producer_wheel)))
-    code, doc = verify(env, vcache, "--lockfile", str(lockfile))
+    code, doc = verify(env, vcache, str(lockfile))
     assert (code, doc["findings"], doc["unproven"]) == (0, [], [])
-    code, doc = verify(produced["uv"], vcache, "--lockfile", str(lockfile))
+    code, doc = verify(produced["uv"], vcache, str(lockfile))
     assert (code, doc["findings"], doc["unproven"]) == (0, [], [SBTEST])
 
 

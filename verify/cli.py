@@ -11,7 +11,8 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from samebits.ui import common_options, run_cli
+from samebits.cli.options import Parser, common
+from samebits.ui import run_cli
 
 # subcommand -> the area folder its module is in
 SUBCOMMANDS = {"env": "env", "gpu": "gpu", "compare": "gpu", "fleet": "fleet", "nix": "env",
@@ -35,7 +36,7 @@ def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
 def build_parser() -> argparse.ArgumentParser:
     """``python -m verify``'s own parser: the verify subcommands alone, nothing of the
     composition layer (``samebits_app``), so it runs wherever samebits' core does."""
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="python -m verify",
         description="Verify an environment (env), a machine's numerics (gpu), compare "
         "attestations (compare), check a fleet (fleet). The same as `samebits verify ...`.",
@@ -43,7 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
         "See README.md.")
     sub = parser.add_subparsers(dest="verify_command", metavar="SUBCOMMAND", required=True)
     for module in _modules():
-        module.add_parser(sub, [common_options()])
+        module.add_parser(sub, [common()])
     return parser
 
 

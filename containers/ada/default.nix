@@ -4,7 +4,7 @@
 #
 #   nix-build containers/ada -A all                          # realise the whole lock
 #   nix-build containers/ada -A all --argstr platform linux-aarch64
-#   samebits install ada --prefix ENV --from-nix              # install from the store
+#   samebits install ada --target DIR --from-nix              # install from the store
 { platform ? "linux-64" }:
 let
   lock = import ./lock.nix;

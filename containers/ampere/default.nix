@@ -4,7 +4,7 @@
 #
 #   nix-build containers/ampere -A all                          # realise the whole lock
 #   nix-build containers/ampere -A all --argstr platform linux-aarch64
-#   samebits install ampere --prefix ENV --from-nix              # install from the store
+#   samebits install ampere --target DIR --from-nix              # install from the store
 { platform ? "linux-64" }:
 let
   lock = import ./lock.nix;

@@ -4,7 +4,7 @@
 #
 #   nix-build containers/blackwell -A all                          # realise the whole lock
 #   nix-build containers/blackwell -A all --argstr platform linux-aarch64
-#   samebits install blackwell --prefix ENV --from-nix              # install from the store
+#   samebits install blackwell --target DIR --from-nix              # install from the store
 { platform ? "linux-64" }:
 let
   lock = import ./lock.nix;

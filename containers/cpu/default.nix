@@ -4,7 +4,7 @@
 #
 #   nix-build containers/cpu -A all                          # realise the whole lock
 #   nix-build containers/cpu -A all --argstr platform linux-aarch64
-#   samebits install cpu --prefix ENV --from-nix              # install from the store
+#   samebits install cpu --target DIR --from-nix              # install from the store
 { platform ? "linux-64" }:
 let
   lock = import ./lock.nix;

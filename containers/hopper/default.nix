@@ -4,7 +4,7 @@
 #
 #   nix-build containers/hopper -A all                          # realise the whole lock
 #   nix-build containers/hopper -A all --argstr platform linux-aarch64
-#   samebits install hopper --prefix ENV --from-nix              # install from the store
+#   samebits install hopper --target DIR --from-nix              # install from the store
 { platform ? "linux-64" }:
 let
   lock = import ./lock.nix;

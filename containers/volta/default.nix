@@ -4,7 +4,7 @@
 #
 #   nix-build containers/volta -A all                          # realise the whole lock
 #   nix-build containers/volta -A all --argstr platform linux-64
-#   samebits install volta --prefix ENV --from-nix              # install from the store
+#   samebits install volta --target DIR --from-nix              # install from the store
 { platform ? "linux-64" }:
 let
   lock = import ./lock.nix;

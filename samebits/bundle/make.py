@@ -178,14 +178,14 @@ def readme(env: LockedEnv, platforms: Sequence[str], lock_name: str, root: str,
         f"    tar -xf BUNDLE.tar && cd {root} && sha256sum -c --quiet SHA256SUMS",
         "",
         f"Install it with samebits ({__version__}, named in bundle.json, or later), offline:",
-        "    samebits bundle --check BUNDLE.tar",
-        f"    samebits install --from-bundle BUNDLE.tar --prefix /path/to/env --platform "
+        "    samebits bundle check BUNDLE.tar",
+        f"    samebits install --from-bundle BUNDLE.tar --target /path/to/env --platform "
         f"{platforms[0]}",
         "It unpacks the archives into samebits' cache, checks every hash, installs exactly the",
         "lock (conda part with py-rattler, PyPI part by hash, nothing resolved) and ends with",
         "`samebits verify env`: the same environment digest as an install from the network.",
         f"The extracted folder is such a cache too: samebits install {root}/{lock_name} "
-        f"--cache-dir {root} --prefix ENV",
+        f"--cache-dir {root} --target DIR",
     ]
     if pip_platforms:
         plat = pip_platforms[0]

@@ -41,7 +41,8 @@ def prepare(env: LockedEnv, platforms: Sequence[str], *, cache: Path, containers
     if stale:
         raise InputError(f"{containers} was not rendered from {env.origin}:\n  "
                          + "\n  ".join(stale),
-                         hint=f"re-render it (nox -s render -- {env.name}) and bundle again")
+                         hint=f"re-render it (samebits render conda|containerfile|nix "
+                         f"{env.name}) and bundle again")
     lock_bytes = env.path.read_bytes()
     if hashlib.sha256(lock_bytes).hexdigest() != env.digest:
         raise InputError(f"{env.path}: changed while it was being bundled")

@@ -11,7 +11,7 @@
     coverage       every archive the lock installs on the bundled platforms is there, with the
                    lock's sha256 (and md5); nothing else is under archives/
 
-``check`` returns every problem found (``samebits bundle --check``: exit 1 when any).
+``check`` returns every problem found (``samebits bundle check``: exit 1 when any).
 ``unpack`` runs the same scan and writes the archives one platform needs into an install cache
 as they stream past (``CACHE/archives/<key>/<filename>``, each through ``atomic_writer``'s
 temporary file, renamed only when its hashes are the lock's), and the lockfile to
@@ -237,7 +237,7 @@ def scan(path: Path, *, cache: Path | None = None, platform: str | None = None,
             if cache is not None and wanted is None:
                 if st.env is None:
                     raise InputError(f"{st.source}: no readable lockfile before the archives",
-                                     hint=f"samebits bundle --check {st.source}")
+                                     hint=f"samebits bundle check {st.source}")
                 assert platform is not None
                 wanted = set(by_archive(locked_packages(st.env, [platform])))
             dest = cache / rel if cache is not None and rel in (wanted or ()) else None
@@ -311,7 +311,7 @@ def _finish(st: _State) -> None:
 
 
 def check(path: Path, *, advance: Callable[[int], None] = lambda n: None) -> Scan:
-    """``samebits bundle --check``: every hash and the lock's coverage; problems listed."""
+    """``samebits bundle check``: every hash and the lock's coverage; problems listed."""
     return scan(path, advance=advance)
 
 
@@ -325,6 +325,6 @@ def unpack(path: Path, cache: Path, platform: str, *,
         head = problems[0] if len(problems) == 1 else (
             f"{len(problems)} problems:\n  " + "\n  ".join(problems))
         raise InputError(f"{path}: refused: {head}",
-                         hint=f"nothing was installed; `samebits bundle --check {path}` lists "
+                         hint=f"nothing was installed; `samebits bundle check {path}` lists "
                          "the problems")
     return result

@@ -30,6 +30,7 @@ docs/explanation/install-cache.md. The interpreter of a PyPI-only lock's venv is
 running candidates (``interpreter``).
 """
 
+from samebits.host import host_platform
 from samebits.install.bytecode import BytecodeReport
 from samebits.install.fetch import (
     Fetched,
@@ -44,7 +45,6 @@ from samebits.install.place import LINK_MODES, LinkMode
 from samebits.install.prefix import (
     VENV_LINKS,
     InstallReport,
-    host_platform,
     install_prefix,
     python_line,
     venv_files,

@@ -36,6 +36,7 @@ from urllib.parse import unquote, urlsplit
 from samebits import net
 from samebits.archives import BadMember, scan_archive
 from samebits.errors import InputError, SamebitsError, UnreachableError, UsageError, plural
+from samebits.host import cache_dir
 from samebits.install.sources import NO_SOURCES, Sources
 from samebits.lock.model import LockedPackage
 
@@ -98,9 +99,7 @@ class Fetched:
     size: int = 0
 
 
-def default_cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "samebits"
+default_cache_dir = cache_dir  # samebits.host's: the one cache folder
 
 
 def cache_key(p: LockedPackage) -> str:
@@ -321,7 +320,7 @@ def raise_problems(problems: Sequence[str | SamebitsError]) -> None:
     head = texts[0] if len(texts) == 1 else (
         f"{len(texts)} problems with the locked archives:\n  " + "\n  ".join(texts))
     hint = "nothing was installed; if the archives changed on purpose, re-lock " \
-        "(nox -s lock -- ENV)"
+        "(samebits lock ENV)"
     if unreachable:
         hint += "; for the hosts that did not answer: --find-links DIR or --mirror FROM=TO"
     raise InputError(head, hint=hint)

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from samebits.errors import InputError, LockfileError, SamebitsError, plural
+from samebits.host import host_platform
 from samebits.install.build import Artifacts, build_pythons
 from samebits.install.bytecode import BytecodeReport, compile_bytecode
 from samebits.install.bytecode import Sources as PycSources
@@ -65,7 +66,6 @@ from samebits.render.source import LockedEnv
 
 # The one link a venv prefix may have out of itself: the interpreter it runs on.
 VENV_LINKS = ("bin/python",)
-HOST_PLATFORMS = {"x86_64": "linux-64", "aarch64": "linux-aarch64", "arm64": "linux-aarch64"}
 UNPACK_THREADS = 4
 
 Progress = Callable[[str, float | None], contextlib.AbstractContextManager[Callable[..., Any]]]
@@ -109,9 +109,6 @@ class InstallReport:
         return {self.sources[p] for p in paths if p in self.sources}
 
 
-def host_platform() -> str:
-    machine = os.uname().machine
-    return HOST_PLATFORMS.get(machine, f"linux-{machine}")
 
 
 def python_line(env: LockedEnv, platform: str) -> str | None:

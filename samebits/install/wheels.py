@@ -9,7 +9,7 @@ dist-info files installer would, plus:
     INSTALLER         ``samebits``
     direct_url.json   PEP 610, as pip writes it for a wheel installed from a URL: the lock's URL
                       and ``archive_info.hashes.sha256`` (and the legacy ``hash``), so
-                      ``verify env --lockfile`` can tell a swapped wheel
+                      ``verify env LOCK`` can tell a swapped wheel
     RECORD            installer's format and order; every hash is the manifest's (computed from
                       the proved archive) or, for a generated file, of the bytes written
 

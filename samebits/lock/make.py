@@ -140,7 +140,7 @@ def _conda_lock_content_hashes(spec: EnvironmentSpec) -> dict[str, str]:
 def header(spec: EnvironmentSpec) -> str:
     return (
         f"# samebits {__version__} lock of {spec.file} (conda-lock v1 format). Do not edit.\n"
-        f"# Re-solve: nox -s lock -- {spec.name}   Check: samebits lock --check {spec.name}\n"
+        f"# Re-solve: samebits lock {spec.name}   Check: samebits lock --check {spec.name}\n"
         f"# Render: conda-lock render --kind explicit -p PLATFORM THIS_FILE\n"
     )
 

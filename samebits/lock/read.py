@@ -18,7 +18,7 @@ from typing import Any
 from samebits._io import sha256_hex
 from samebits.errors import LockfileError
 from samebits.foreign import read_foreign, sniff
-from samebits.foreign.model import DEFAULT_GLIBC, Conversion, ReadOptions
+from samebits.foreign.model import Conversion, ReadOptions
 from samebits.lock.model import Lock, parse_lock, read_lock_text
 from samebits.lock.validate import locked_problems
 
@@ -69,7 +69,7 @@ def read_lock(path: Path, options: ReadOptions | None = None) -> Lock:
     return load_lock(path, options).lock
 
 
-# ------------------------------------------------------------------ the command-line edge
+# ------------------------------------------------------------------ names
 
 NAME_SUFFIXES = (".conda-lock.yml", ".pixi.lock", ".lock", ".toml", ".txt", ".yml", ".yaml")
 GENERIC_NAMES = ("", "pixi", "uv", "pylock", "requirements", "conda-lock")
@@ -90,27 +90,3 @@ def lock_name(loaded: LoadedLock) -> str:
         name = name or path.absolute().parent.name or "lock"
     env = loaded.lock.meta("lock-environment")
     return f"{name}-{env}" if env and env != "default" else name
-
-
-def add_read_flags(p: Any, *, python_default: str = "this interpreter's") -> None:
-    """``--lock-env`` and ``--lock-python``: how to read a lock of another format."""
-    p.add_argument("--lock-env", metavar="NAME",
-                   help="a pixi.lock's environment (default: default)")
-    p.add_argument("--lock-python", metavar="X.Y",
-                   help="for uv.lock, pylock.toml and requirements.txt: the Python the wheels "
-                   f"are chosen for (default: {python_default}); the glibc floor is "
-                   f"{DEFAULT_GLIBC}")
-
-
-def read_flags(options: ReadOptions) -> list[str]:
-    """The ``--lock-env``/``--lock-python`` flags that read a lock as ``options`` says (for
-    ``python -m verify env`` run in another process)."""
-    return [*(["--lock-env", options.environment] if options.environment else []),
-            *(["--lock-python", options.python] if options.python else [])]
-
-
-def read_options(args: Any, *, platforms: tuple[str, ...] = (),
-                 python: str | None = None) -> ReadOptions:
-    """ReadOptions from parsed flags; ``python`` is the command's default for --lock-python."""
-    return ReadOptions(environment=getattr(args, "lock_env", None), platforms=platforms,
-                       python=getattr(args, "lock_python", None) or python)

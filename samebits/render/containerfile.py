@@ -182,10 +182,9 @@ def render_containerfile(env: LockedEnv, *, base: str | None = None,
         "    /opt/samebits/tools/bin/pip install --no-cache-dir --quiet --no-deps "
         "--require-hashes --only-binary=:all: \\",
         "        -r /opt/samebits/verifier.requirements.txt; \\",
-        f"    PYTHONPATH=/opt/samebits/src /opt/samebits/tools/bin/python -m verify env "
-        f"--prefix {prefix} \\",
-        "        --lockfile /opt/samebits/lock.conda-lock.yml "
-        "--platform \"$(cat /opt/samebits/platform)\"; \\",
+        "    PYTHONPATH=/opt/samebits/src /opt/samebits/tools/bin/python -m verify env "
+        "/opt/samebits/lock.conda-lock.yml \\",
+        f"        --prefix {prefix} --platform \"$(cat /opt/samebits/platform)\"; \\",
         "    rm -rf /opt/samebits/tools /opt/samebits/src",
     ]
     return "\n".join(out) + "\n"

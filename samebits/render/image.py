@@ -219,7 +219,7 @@ def build_image(req: ImageRequest, layout: Path, *, work: Path,
         if verdict.get("ok") is not True:
             raise ToolError(f"the prefix built for {env.name} ({req.platform}) does not verify "
                             "against its lock; no image was written",
-                            hint=f"run `samebits install {env.name} --prefix DIR` and "
+                            hint=f"run `samebits install {env.name} --target DIR` and "
                             "`python -m verify env` on it to see the drift")
         env_digest = _env_digest(verdict)
         missing = outside_interpreter(prefix_dir, req.prefix)

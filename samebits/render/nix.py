@@ -107,7 +107,7 @@ def render_default_nix(env: LockedEnv, platforms: Sequence[str]) -> str:
 #
 #   nix-build containers/{env.name} -A all                          # realise the whole lock
 #   nix-build containers/{env.name} -A all --argstr platform {platforms[-1]}
-#   samebits install {env.name} --prefix ENV --from-nix              # install from the store
+#   samebits install {env.name} --target DIR --from-nix              # install from the store
 {{ platform ? {nix_string(default)} }}:
 let
   lock = import ./{LOCK_NIX};

@@ -28,7 +28,6 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
-import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -38,6 +37,7 @@ from urllib.parse import urljoin
 
 from samebits import net
 from samebits._io import atomic_write, compact_json
+from samebits.host import cache_dir
 
 FINAL_AFTER = dt.timedelta(days=1)  # how far in the past an instant must be to count as final
 PAGE_MEDIA = "application/vnd.pypi.simple.v1+json"
@@ -49,9 +49,7 @@ class BadPage(ValueError):
     """An index answer that is not a PEP 691 project page."""
 
 
-def default_cache_root() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "samebits"
+default_cache_root = cache_dir  # samebits.host's: the one cache folder
 
 
 def is_final(exclude_newer: dt.datetime | None, now: dt.datetime) -> bool:

@@ -5,8 +5,8 @@ indexes offer. Pure: the edge (``samebits_app.cmd_init``) fetches, this decides.
                                      are left out (a macOS-only line), each with its reason
     wheel_pythons(pin, files, ...)   the Pythons with a wheel of a pinned release on every
                                      platform (its tags and requires-python), or why unknown
-    choose_python(...)               --python, the file's own Python, else the newest of
-                                     3.10-3.13 with a wheel of every pin; NoWheelError names
+    choose_python(...)               --python-version, the file's own Python, else the newest
+                                     of 3.10-3.13 with a wheel of every pin; NoWheelError names
                                      each pin without one, with the Pythons that have wheels
     newest_upload(...)               exclude-newer: one second after the newest upload among
                                      the files a pinned release offers for the chosen target
@@ -197,20 +197,20 @@ class Choice:
 
 def choose_python(wheels: Sequence[PinWheels], *, requested: str | None, pinned: str | None,
                   requires_python: str | None, where: str) -> Choice:
-    """``requested`` (--python), else the file's own (``pinned``), else the newest of
+    """``requested`` (--python-version), else the file's own (``pinned``), else the newest of
     PYTHONS every pin has a wheel for; NoWheelError otherwise."""
     constraining = [w for w in wheels if w.state in ("wheels", "url")]
     given = requested or pinned
     if given is not None:
         missing = [w for w in constraining if given not in w.pythons]
         if missing:
-            flag = f"--python {given}" if requested else f"Python {given} (the file's own)"
+            flag = f"--python-version {given}" if requested else f"Python {given} (the file's own)"
             raise NoWheelError(
                 f"{flag}: no wheel for {where} of " + plural(len(missing), "pinned package")
                 + ":\n  "
                 + "\n  ".join(f"{w.pin.text} ({w.pin.where}): {w.describe()}" for w in missing),
                 hint=_python_hint(constraining, given))
-        why = "--python" if requested else "the Python the file pins"
+        why = "--python-version" if requested else "the Python the file pins"
         return Choice(value=given, why=why)
     allowed = [p for p in PYTHONS if _allows(requires_python, p)]
     ok = [p for p in allowed if all(p in w.pythons for w in constraining)]
@@ -220,7 +220,8 @@ def choose_python(wheels: Sequence[PinWheels], *, requested: str | None, pinned:
             f"no Python of {allowed[0] if allowed else PYTHONS[0]}-{PYTHONS[-1]} has a wheel "
             f"of every pinned package for {where}:\n  "
             + "\n  ".join(f"{w.pin.text} ({w.pin.where}): {w.describe()}" for w in blocking),
-            hint="pass --python X.Y (samebits locks CPython 3.9 and newer), or change the pins")
+            hint="pass --python-version X.Y (samebits locks CPython 3.9 and newer), or change "
+            "the pins")
     best = ok[-1]
     newer = [p for p in allowed if Version(p) > Version(best)]
     if not newer:
@@ -247,7 +248,7 @@ def _python_hint(constraining: Sequence[PinWheels], given: str) -> str:
     common = [p for p in KNOWN_PYTHONS if all(p in w.pythons for w in constraining)
               and Version(p) >= Version("3.9")]
     if common:
-        return f"pass --python {common[-1]} (every pin has a wheel for {span(common)})"
+        return f"pass --python-version {common[-1]} (every pin has a wheel for {span(common)})"
     return "change the pins: no Python has a wheel of every one"
 
 

@@ -3,9 +3,9 @@
     samebits attest PAPER --prefix ENV      # PAPER/samebits-paper.toml: its inputs, its
                                             # commands, then the suite
                                             # -> PAPER/reference.attestation.json
-    samebits audit PAPER [--prefix ENV | --install ENV]
-    samebits audit --lockfile paper/conda-lock.yml \\
-        --attestation paper/reference.attestation.json [--prefix ENV | --install ENV]
+    samebits audit PAPER [--prefix ENV | --target DIR]
+    samebits audit paper/conda-lock.yml \\
+        --attestation paper/reference.attestation.json [--prefix ENV | --target DIR]
 
 The audit runs, in order (``pipeline``): the lockfile's parse and integrity; with a paper,
 its code and inputs against the attested ones; the host preflight; locating or installing the

@@ -21,11 +21,11 @@ from pathlib import Path
 from typing import Any
 
 from samebits.errors import EXIT_DIFFERENT, LockfileError, SamebitsError, UsageError, plural
+from samebits.host import host_platform
 from samebits.lock.read import ReadOptions, read_lock
 from samebits_app.audit import envcheck
 from samebits_app.audit.common import (
     RuntimeFactory,
-    host_platform,
     interpreter_for,
     lock_info,
     run_suite,
@@ -54,7 +54,7 @@ class AttestRequest:
     out: Path
     lockfile: Path | None = None
     prefix: Path | None = None
-    python: str | None = None
+    python: str | None = None  # --workload-python: what runs the workloads
     platform: str | None = None
     device: str = "auto"
     names: tuple[str, ...] = field(default_factory=lambda: select(None))
@@ -170,6 +170,6 @@ def _attest_env(where: envcheck.Located, lockfile: Path | None, platform: str,
         raise AttestDriftError(
             f"{where.prefix} is not " + (f"the environment of {lockfile}" if lockfile else
                                          "what its installers recorded") + ":\n  "
-            + "\n  ".join(step.reasons), hint="reinstall it (`samebits install LOCK --prefix "
+            + "\n  ".join(step.reasons), hint="reinstall it (`samebits install LOCK --target "
             "ENV --replace`) and attest again")
     return report

@@ -3,7 +3,6 @@ it, the interpreter that computes, the Statement of one run and its outputs' fin
 
 from __future__ import annotations
 
-import platform as _platform
 import shutil
 import sys
 import tempfile
@@ -20,7 +19,6 @@ from verify.gpu.workloads.settings import Settings
 
 REVIEWER_ATTESTATION = "reviewer.attestation.json"
 OUTPUTS = "outputs"
-HOST_PLATFORMS = {"x86_64": "linux-64", "aarch64": "linux-aarch64", "arm64": "linux-aarch64"}
 RuntimeFactory = Callable[[str], Runtime]
 
 
@@ -28,11 +26,6 @@ def workers(keep: tuple[str, ...] = ()) -> RuntimeFactory:
     """The real runtime: ``Interpreter(python)``, keeping the start-up variables ``keep``
     (a paper manifest's ``keep-env``) of this process's environment."""
     return lambda python: Interpreter(python, keep=keep)
-
-
-def host_platform() -> str:
-    machine = _platform.machine()
-    return HOST_PLATFORMS.get(machine, f"linux-{machine}")
 
 
 def lock_info(path: Path, lock: Lock) -> LockInfo:

@@ -37,6 +37,7 @@ from typing import Any
 
 from samebits import __version__
 from samebits._io import sha256_hex
+from samebits.cli.options import lock_arg
 from samebits_app.audit.pipeline import OUTPUTS, REVIEWER_ATTESTATION, Audit
 from verify.gpu.attest import Attestation
 from verify.gpu.compare import class_facts, flat_facts, irrelevant, meaning
@@ -243,23 +244,25 @@ def commands(a: Audit) -> list[dict[str, str]]:
     """What to type to reproduce this audit, each with one line saying what it does."""
     req = a.request
     q = shlex.quote
-    lock, att = q(str(req.lockfile)), q(str(req.attestation))
+    lock, att = q(lock_arg(Path(req.lockfile))), q(str(req.attestation))
     out: list[dict[str, str]] = []
     env = req.prefix or req.install
     if req.prefix is not None:
         out.append({"why": "install the lock's exact files (skip when ENV exists)",
-                    "command": f"samebits install {lock} --prefix {q(str(env))} "
+                    "command": f"samebits install {lock} --target {q(str(env))} "
                     f"--platform {a.platform}"})
     audit = ["samebits", "audit"]
-    if req.paper is not None:
-        audit.append(q(str(req.paper.folder)))
-    audit += ["--lockfile", lock, "--attestation", att]
+    manifest = req.paper
+    if manifest is not None and Path(req.lockfile) == Path(manifest.lockfile):
+        audit += [q(str(manifest.folder)), "--attestation", att]  # the manifest names the lock
+    else:
+        audit += [lock, "--attestation", att]
     if req.prefix is not None:
         audit += ["--prefix", q(str(req.prefix))]
     if req.install is not None:
-        audit += ["--install", q(str(req.install)), "--replace"]
+        audit += ["--target", q(str(req.install)), "--replace"]
     if req.python:
-        audit += ["--python", q(req.python)]
+        audit += ["--workload-python", q(req.python)]
     if req.platform:
         audit += ["--platform", req.platform]
     if req.device != "auto":
@@ -272,9 +275,9 @@ def commands(a: Audit) -> list[dict[str, str]]:
     why = "the whole audit" + ("" if env else " (run inside the environment)")
     out.append({"why": why, "command": " ".join(audit)})
     if env is not None or a.env_report is not None:
-        where = f"--prefix {q(str(env))} " if env else ""
+        where = f" --prefix {q(str(env))}" if env else ""
         out.append({"why": "the environment against the lock, file by file",
-                    "command": f"samebits verify env {where}--lockfile {lock} "
+                    "command": f"samebits verify env {lock}{where} "
                     f"--platform {a.platform}"})
     if a.reviewer is not None:
         out.append({"why": "the two attestations, side by side",

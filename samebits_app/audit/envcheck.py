@@ -1,10 +1,10 @@
 """The environment under audit: locate or install it, ``verify env`` it, weigh its digests.
 
     locate   ``--prefix ENV``: an installed environment; none given: the running one
-    install  ``--install ENV``: ``samebits.install.install_prefix`` of the lock's platform,
-             staged beside ENV and renamed into place (as ``samebits install`` does)
+    install  ``--target DIR``: ``samebits.install.install_prefix`` of the lock's platform,
+             staged beside DIR and renamed into place (as ``samebits install`` does)
     verify   the running environment through ``verify.env.cmd_env.check_env`` (no subprocess);
-             another prefix through ``python -m verify env --prefix ENV --json``
+             another prefix through ``python -m verify env LOCK --prefix ENV --json``
              (``samebits_app.verifyrun.run_verify_env``). Both give the ``verify env`` report
              document, which the audit keeps whole.
 
@@ -22,9 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from samebits.cli.options import read_flags
 from samebits.errors import SamebitsError, plural
 from samebits.install.sources import NO_SOURCES, Sources
-from samebits.lock.read import ReadOptions, read_flags
+from samebits.lock.read import ReadOptions
 from samebits_app.audit.verdict import Step, failed
 from verify.gpu.attest import Attestation
 

@@ -14,10 +14,10 @@ need it and every reason reaches the verdict, so one run reports every problem):
     inputs       with a paper: every ``[[inputs]]`` file read or fetched, against the
                  attested sha256 (``samebits_app.paper.inputs``)
     preflight    this machine against the lock (``verify.gpu.preflight.check``) with the facts of
-                 the interpreter that will run the workloads; with ``--install`` that
+                 the interpreter that will run the workloads; with ``--target`` that
                  interpreter exists only after the install, so there the preflight runs
                  right after it
-    environment  locate (``--prefix``, or the running environment) or install (``--install``)
+    environment  locate (``--prefix``, or the running environment) or install (``--target``)
     verify-env   every file against the lock; digests against the attested ones
     paper        with a paper manifest: its commands rerun under the attested settings, the
                  first that fails stopping the rest, each output compared with the authors'
@@ -45,6 +45,7 @@ from typing import Any
 
 from samebits.dsse import PublicKey
 from samebits.errors import SamebitsError, UsageError, plural
+from samebits.host import host_platform
 from samebits.install.sources import NO_SOURCES, Sources
 from samebits.lock.model import Lock, lock_digest
 from samebits.lock.read import read_lock
@@ -53,7 +54,6 @@ from samebits_app.audit.common import (
     OUTPUTS,
     REVIEWER_ATTESTATION,
     RuntimeFactory,
-    host_platform,
     interpreter_for,
     lock_info,
     run_suite,
@@ -98,8 +98,8 @@ class AuditRequest:
     attestation: Path
     out: Path
     prefix: Path | None = None
-    install: Path | None = None
-    python: str | None = None
+    install: Path | None = None     # --target: where to install the lock first
+    python: str | None = None       # --workload-python
     platform: str | None = None
     device: str = "auto"
     outputs: Path | None = None  # the authors' saved outputs
@@ -110,7 +110,7 @@ class AuditRequest:
     trust: PublicKey | None = None  # --trust: the key the authors' signature must verify with
     lock_env: str | None = None     # --lock-env: a pixi.lock's environment
     lock_python: str | None = None  # --lock-python: a universal Python lock's Python
-    sources: Sources = NO_SOURCES   # --find-links, --mirror: where --install finds files
+    sources: Sources = NO_SOURCES   # --find-links, --mirror: where --target's install finds files
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -137,7 +137,7 @@ def run_audit(req: AuditRequest, *, runtime_for: RuntimeFactory | None = None,
               progress: Callable[[str], None] = lambda s: None) -> Audit:
     # Bad input fails before any step: exit 2, no report.
     if req.prefix is not None and req.install is not None:
-        raise UsageError("--prefix and --install: pass one (an environment, or where to "
+        raise UsageError("--prefix and --target: pass one (an environment, or where to "
                          "install one)")
     authors = read_authors(req.attestation, req.trust)
     platform = req.platform or host_platform()

@@ -128,14 +128,15 @@ class Interpreter:
                               timeout=self.timeout)
         except FileNotFoundError:
             raise ToolError(f"{self.python}: no such interpreter",
-                            hint="pass --python with the environment's interpreter") from None
+                            hint="pass --workload-python with the environment's "
+                            "interpreter") from None
         except subprocess.TimeoutExpired:
             raise ToolError(f"{self.python}: {what} ran past {self.timeout:g} s") from None
         if proc.returncode != 0:
             lines = proc.stderr.strip().splitlines()
             tail = lines[-1] if lines else f"no message (stdout: {proc.stdout[-200:]!r})"
-            hint = ("the workloads need torch in the audited environment; pass --python with "
-                    "an interpreter that has it, or --no-workloads"
+            hint = ("the workloads need torch in the audited environment; pass "
+                    "--workload-python with an interpreter that has it, or --no-workloads"
                     if "No module named 'torch'" in proc.stderr else None)
             raise ToolError(f"{self.python}: {what} failed (exit {proc.returncode}): {tail}",
                             hint=hint)

@@ -71,7 +71,7 @@ def timed(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, flo
 def run_ours(prefix: Path, cache: Path, python: str, *extra: str) -> tuple[float, float, dict]:
     _clear(prefix)
     seconds, cpu, out = timed([sys.executable, "-m", "samebits", "install", str(LOCK),
-                               "--platform", "linux-64", "--prefix", str(prefix),
+                               "--platform", "linux-64", "--target", str(prefix),
                                "--python", python, "--cache-dir", str(cache), "--json",
                                *extra])
     return seconds, cpu, json.loads(out)

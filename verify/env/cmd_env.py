@@ -1,8 +1,8 @@
 """``samebits verify env`` (and ``python -m verify env``): are the installed files the locked ones?
 
     samebits verify env                                   # the running environment
-    samebits verify env --prefix /opt/env --lockfile lockfiles/hopper.conda-lock.yml \\
-        --platform linux-64
+    samebits verify env lockfiles/hopper.conda-lock.yml --prefix /opt/env --platform linux-64
+    samebits verify env hopper --prefix /opt/env          # LOCK: an id or a path
     samebits verify env --json > manifest.json            # the report is also a manifest
     samebits verify env --prefix /opt/env --against manifest.json
 
@@ -13,7 +13,6 @@ resolves), 1 drift or an unresolved library found, 2 bad input or usage.
 from __future__ import annotations
 
 import argparse
-import platform as _platform
 import sys
 from collections import Counter
 from contextlib import nullcontext
@@ -21,14 +20,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from samebits._io import canonical_json
+from samebits.cli import options
 from samebits.errors import UsageError
-from samebits.lock.read import ReadOptions, add_read_flags
+from samebits.host import host_platform
+from samebits.lock.read import ReadOptions
 from samebits.ui import Output
 
 if TYPE_CHECKING:
     from verify.env.envreport import EnvReport
-
-HOST_PLATFORMS = {"x86_64": "linux-64", "aarch64": "linux-aarch64", "arm64": "linux-aarch64"}
 
 
 def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
@@ -45,31 +44,28 @@ def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
         epilog="exit codes: 0 identical, 1 drift or an unresolved library found, "
         "2 bad input or usage. See README \"verify env\".",
     )
-    p.add_argument("--prefix", type=Path, metavar="P",
-                   help="the environment to check (default: the running one, sys.prefix)")
-    p.add_argument("--lockfile", type=Path, metavar="L",
-                   help="compare the installed packages with this lockfile: conda-lock, "
-                   "pixi.lock, uv.lock, pylock.toml, requirements.txt with --hash or a conda "
-                   "explicit file (converted on read; --lock-python defaults to the prefix's "
-                   "Python)")
-    p.add_argument("--platform", metavar="P",
-                   help="the lock platform to compare with (default: the lock's only one, "
-                   "else the prefix's conda subdir, else this machine's)")
+    options.add_lock(p, what="compare the installed packages with this lock (one of another "
+                     "format is converted on read; --lock-python defaults to the prefix's "
+                     "Python)", optional=True, once=True)
+    options.deprecated_lockfile(p)
+    options.add_prefix(p, what="to check", default="default: the running one, sys.prefix")
+    options.add_platform(p, what="the lock platform to compare with",
+                         default="the lock's only one, else the prefix's conda subdir, else "
+                         "this machine's")
     p.add_argument("--against", type=Path, metavar="REPORT",
                    help="compare every file with an earlier `verify env --json` report")
-    add_read_flags(p, python_default="the prefix's Python")
+    options.add_read_flags(p, python_default="the prefix's Python")
     p.add_argument("--no-linkage", action="store_true",
                    help="skip resolving ELF files' shared libraries")
     p.add_argument("--no-bytecode", action="store_true",
                    help="skip checking each .pyc against its source (the report says so)")
-    p.add_argument("--cache-dir", type=Path, metavar="DIR",
-                   help="samebits' cache: bytecode verdicts, and the conda archives that give "
-                   "executable bits and link targets (default: $XDG_CACHE_HOME/samebits, "
-                   "the one `samebits install` fills)")
+    options.add_cache_dir(p, what="bytecode verdicts, and the conda archives that give "
+                          "executable bits and link targets (the one `samebits install` fills)")
     p.add_argument("--no-coverage", action="store_true",
                    help="skip reading the CUDA kernels (which GPUs the environment runs on)")
     p.add_argument("--jobs", type=int, metavar="N",
                    help="hashing processes (default: one per available core)")
+    options.add_project(p)
     p.set_defaults(func=run_env)
 
 
@@ -78,7 +74,8 @@ def run_env(args: argparse.Namespace, out: Output) -> int:
 
     if args.jobs is not None and args.jobs < 1:
         raise UsageError(f"--jobs {args.jobs}: must be at least 1")
-    report = check_env((args.prefix or Path(sys.prefix)).absolute(), lockfile=args.lockfile,
+    lockfile = options.lock_file(args.lock, options.project_of(args)) if args.lock else None
+    report = check_env((args.prefix or Path(sys.prefix)).absolute(), lockfile=lockfile,
                        platform=args.platform, against=args.against, jobs=args.jobs,
                        linkage=not args.no_linkage, bytecode=not args.no_bytecode,
                        cache=args.cache_dir, progress=out.progress,
@@ -224,5 +221,4 @@ def _default_platform(lock, manifest) -> str:
                       if p.manager == "conda" and p.subdir and p.subdir != "noarch")
     if subdirs:
         return subdirs.most_common(1)[0][0]
-    machine = _platform.machine()
-    return HOST_PLATFORMS.get(machine, f"linux-{machine}")
+    return host_platform()

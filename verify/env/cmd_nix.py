@@ -1,7 +1,6 @@
 """``samebits verify nix-store``: does the Nix store hold every locked artifact, unmodified?
 
-    samebits verify nix-store --lockfile lockfiles/cpu.conda-lock.yml [--platform P]
-        [--store URI] [--nix containers/cpu]
+    samebits verify nix-store LOCK [--platform P] [--store URI] [--nix containers/cpu]
 
 Per locked artifact of the platform: its store path (``nix-store --print-fixed-path``, the
 flat fixed-output path ``samebits render nix`` gives it), Nix's own verdict
@@ -26,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from samebits.childenv import child_environ
+from samebits.cli import options
 from samebits.errors import EXIT_DIFFERENT, EXIT_OK, InputError, ToolError, UsageError, plural
 from samebits.ui import Output
 
@@ -39,28 +39,30 @@ def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
         "lock. With --nix, also every url and sha256 of a rendered lock.nix against the lock.",
         epilog="exit codes: 0 every artifact present and right, 1 missing, modified or "
         "another hash (or the Nix file differs from the lock), 2 bad input, 5 Nix failed")
-    p.add_argument("--lockfile", type=Path, required=True, metavar="L")
-    p.add_argument("--platform", metavar="P",
-                   help="default: the lock's only platform, else this machine's")
-    p.add_argument("--store", metavar="URI",
-                   help="a local Nix store other than the default (/path or local?root=/path)")
+    options.add_lock(p, what="the lock whose artifacts the store must hold (required)",
+                     optional=True, once=True)
+    options.deprecated_lockfile(p)
+    options.add_platform(p, default="the lock's only platform, else this machine's")
+    options.add_store(p)
     p.add_argument("--nix", type=Path, metavar="DIR",
                    help="a `samebits render nix` folder (or its lock.nix) to check against the "
                    "lock too")
+    options.add_project(p)
     p.set_defaults(func=run_nix_store)
 
 
 def run_nix_store(args: argparse.Namespace, out: Output) -> int:
+    from samebits.host import host_platform
     from samebits.render.nixstore import NixStore, look_up
     from samebits.render.source import load_locked_env
-    from verify.env.cmd_env import HOST_PLATFORMS
 
-    env = load_locked_env(args.lockfile, name=args.lockfile.name, root=Path.cwd())
+    lock = options.need(args.lock, "verify nix-store needs LOCK: the lock to check the store "
+                        "against", hint="samebits verify nix-store lockfiles/cpu.conda-lock.yml")
+    lockfile = options.lock_file(lock, options.project_of(args))
+    env = load_locked_env(lockfile, name=lockfile.name, root=Path.cwd())
     platform = args.platform or (env.platforms[0] if len(env.platforms) == 1 else None)
     if platform is None:
-        import platform as _platform
-
-        platform = HOST_PLATFORMS.get(_platform.machine(), "")
+        platform = host_platform()
     env.check_platform(platform)
     store = NixStore(args.store)
     file_problems = _nix_file_problems(args.nix, env, platform) if args.nix else []
@@ -75,11 +77,11 @@ def run_nix_store(args: argparse.Namespace, out: Output) -> int:
                      "store_path": a.store_path, "state": state, "sha256": a.sha256,
                      "expected": a.package.sha256, "detail": a.detail or None})
     bad = [r for r in rows if r["state"] != "ok"]
-    payload: dict[str, Any] = {"lockfile": str(args.lockfile), "platform": platform,
+    payload: dict[str, Any] = {"lockfile": str(lockfile), "platform": platform,
                                "store": args.store, "artifacts": rows,
                                "nix_file": [str(p) for p in file_problems],
                                "ok": not bad and not file_problems}
-    lines = [f"nix store vs {args.lockfile} ({platform}): {len(rows)} artifacts"]
+    lines = [f"nix store vs {lockfile} ({platform}): {len(rows)} artifacts"]
     words = {"ok": "ok", "missing": "MISSING", "modified": "MODIFIED", "hash": "OTHER HASH"}
     for r in rows:
         tail = ""

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 from samebits._io import atomic_write, canonical_json, read_json
+from samebits.cli import options
 from samebits.dsse import load_signing_key, open_document, signed_bytes
 from samebits.errors import EXIT_DIFFERENT, EXIT_OK, InputError, quote
 from samebits.ui import Output
@@ -41,9 +42,12 @@ def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
         "summary. Example: torchrun --nnodes 4 --nproc-per-node 8 -m verify fleet --out "
         "fleet.json",
     )
-    p.add_argument("--out", type=Path, default=DEFAULT_OUT,
-                   help=f"report path (default {DEFAULT_OUT})")
-    p.add_argument("--html", type=Path, help="also write the HTML table here")
+    options.add_lock(p, what="each rank's preflight also checks its driver and GPU against "
+                     "this lock", optional=True, once=True)
+    options.deprecated_lockfile(p)
+    options.add_out_file(p, what="the report", default=f"default: {DEFAULT_OUT}",
+                         value=DEFAULT_OUT)
+    p.add_argument("--html", type=Path, metavar="FILE", help="also write the HTML table here")
     p.add_argument("--only", action="append", metavar="NAMES",
                    help="comma-separated workloads (default: the whole suite)")
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"),
@@ -53,13 +57,9 @@ def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
     p.add_argument("--rank-timeout", type=float, default=600, metavar="S",
                    help="how long rank 0 waits for a rank's check-in, record or collectives "
                    "before naming it missing in a partial report (default 600)")
-    p.add_argument("--lockfile", type=Path, metavar="L",
-                   help="each rank's preflight also checks its driver and GPU against this lock")
-    p.add_argument("--sign-key", "--sign", dest="sign", type=Path, metavar="KEY",
-                   help="rank 0 writes the report as an in-toto Statement (predicate: the "
-                   "report) in a DSSE envelope signed with this Ed25519 private key (under "
-                   "torchrun write --sign-key: torchrun reads --sign as its own "
-                   "--signals-to-handle)")
+    options.add_sign(p, what="the report (rank 0 writes it as an in-toto Statement, the report "
+                     "its predicate)", torchrun=True)
+    options.add_project(p)
     p.set_defaults(func=run_fleet)
 
     r = sub.add_parser(
@@ -67,8 +67,8 @@ def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
         description="Read a report written by `verify fleet` and print its verdict, classes and "
         "suspects; --html writes a self-contained page (ranks x workloads, coloured).",
         epilog="exit codes: 0 consistent or explained; 1 suspects or undecided; 2 bad input")
-    r.add_argument("report", type=Path)
-    r.add_argument("--html", type=Path, help="write the HTML table here")
+    r.add_argument("report", type=Path, metavar="FILE", help="a `verify fleet` report")
+    r.add_argument("--html", type=Path, metavar="FILE", help="write the HTML table here")
     r.set_defaults(func=run_fleet_report)
 
 
@@ -87,12 +87,13 @@ def run_fleet(args: argparse.Namespace, out: Output) -> int:
     from verify.fleet.run import RankEnv
 
     me = RankEnv.from_environ()  # which launcher, which rank: a bad environment fails here
+    lockfile = options.lock_file(args.lock, options.project_of(args)) if args.lock else None
     rank0 = me.rank == 0
     key = load_signing_key(args.sign) if args.sign and rank0 else None  # before the run
     with out.phase("running the workloads on every rank") if rank0 else contextlib.nullcontext():
         outcome = run_rank(device_request=args.device, only=only,
                            skip_env_digest=args.no_env_digest, rank_timeout=args.rank_timeout,
-                           lockfile=args.lockfile)
+                           lockfile=lockfile)
     if outcome is None:  # not rank 0: rank 0 reports for everyone
         return EXIT_OK
     if outcome.refused is not None:

@@ -4,7 +4,7 @@
       "_type": "https://in-toto.io/Statement/v1",
       "subject": [{"name": "environment", "digest": {"sha256": ...}},   # verify env's digest
                   {"name": "packages", "digest": {"sha256": ...}},
-                  {"name": "<lockfile name>", "digest": {"sha256": ...}},    # with --lockfile
+                  {"name": "<lockfile name>", "digest": {"sha256": ...}},    # with a LOCK
                   {"name": "paper/<path>", ...}, {"name": "input/<path>", ...}],  # a paper
       "predicateType": "https://samebits.dev/verify-gpu/v1",
       "predicate": {"format": 1, "device": "cpu" | "cuda:0", "suite_version": 1,
@@ -104,7 +104,7 @@ def build_statement(*, facts: Facts, device: str, settings: Mapping[str, Any],
                  for name, digest in sorted((artifacts or {}).items())]
     if not subjects:
         raise InputError("an attestation needs a subject: the environment digest or a lockfile",
-                         hint="pass --lockfile, or run inside an environment `verify env` reads")
+                         hint="pass the LOCK, or run inside an environment `verify env` reads")
     predicate: dict[str, Any] = {
         "format": PREDICATE_FORMAT,
         "samebits": samebits_version,

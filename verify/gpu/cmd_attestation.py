@@ -1,4 +1,4 @@
-"""``samebits verify attestation FILE --key KEY.pub``: is this attestation signed by that key?
+"""``samebits verify attestation FILE --trust KEY.pub``: is this attestation signed by that key?
 
 Reads a DSSE envelope (``samebits.dsse``: what ``attest --sign``, ``verify gpu --sign``,
 ``verify fleet --sign`` and ``audit --sign`` write), checks the Ed25519 signature over the
@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from samebits._io import read_json
+from samebits.cli import options
 from samebits.dsse import (
     SignatureError,
     is_envelope,
@@ -39,13 +40,17 @@ def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
         epilog="exit codes: 0 good signature; 1 not signed by this key, or altered after "
         "signing; 2 unreadable (not JSON, not a DSSE envelope, not in-toto)")
     p.add_argument("file", type=Path, metavar="FILE", help="the signed attestation")
-    p.add_argument("--key", type=Path, required=True, metavar="KEY.pub",
-                   help="the signer's public key (PEM; samebits keygen writes KEY.pub)")
+    options.add_trust(p, what="the key FILE must be signed by (required)", default=None)
+    options.deprecated(p, "--key", dest="trust", type=Path,
+                       instead="pass --trust PUB (the signer's public key)")
     p.set_defaults(func=run_attestation)
 
 
 def run_attestation(args: argparse.Namespace, out: Output) -> int:
-    key = load_public_key(args.key)
+    trusted = options.need(args.trust, "verify attestation needs --trust PUB: the public key "
+                           "the attestation must be signed by",
+                           hint="samebits verify attestation FILE --trust KEY.pub")
+    key = load_public_key(trusted)
     source = str(args.file)
     doc = read_json(args.file, what="attestation", unique=True)
     if isinstance(doc, Mapping) and not is_envelope(doc):
@@ -57,13 +62,13 @@ def run_attestation(args: argparse.Namespace, out: Output) -> int:
     statement = statement_of(envelope, source=source)
     subjects = _subjects(statement, source)
     payload: dict[str, Any] = {
-        "file": source, "verified": True, "keyid": key.keyid, "key": str(args.key),
+        "file": source, "verified": True, "keyid": key.keyid, "key": str(trusted),
         "signature_keyid": signature.keyid, "payloadType": envelope.payload_type,
         "statement": {"_type": statement["_type"],
                       "predicateType": statement.get("predicateType"),
                       "subject": [{"name": n, "digest": d} for n, d in subjects]},
     }
-    lines = [f"{source}: good signature by keyid {key.keyid} ({args.key})",
+    lines = [f"{source}: good signature by keyid {key.keyid} ({trusted})",
              f"statement: {statement['_type']}, predicateType "
              f"{statement.get('predicateType')}",
              *(f"  subject {n}  " + " ".join(f"{a}:{v}" for a, v in sorted(d.items()))

@@ -18,6 +18,7 @@ from typing import Any
 
 from samebits._io import atomic_write, sha256_hex
 from samebits.childenv import child_environ
+from samebits.cli import options
 from samebits.dsse import load_signing_key, signed_bytes
 from samebits.errors import EXIT_DIFFERENT, EXIT_OK, InputError, ToolError, plural
 from samebits.lock.model import lock_digest
@@ -43,18 +44,17 @@ def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
         epilog="exit codes: 0 ok; 1 preflight failed, a workload failed, or (--probe) a "
         "workload was unstable under deterministic settings; 2 bad input",
     )
-    p.add_argument("--lockfile", type=Path, metavar="L",
-                   help="check the driver and GPU against this lock and name it as a subject")
-    p.add_argument("--out", type=Path, default=DEFAULT_OUT, metavar="FILE",
-                   help=f"where the attestation goes (default: {DEFAULT_OUT})")
+    options.add_lock(p, what="check the driver and GPU against this lock and name it as a "
+                     "subject", optional=True, once=True)
+    options.deprecated_lockfile(p)
+    options.add_out_file(p, what="the attestation", default=f"default: {DEFAULT_OUT}",
+                         value=DEFAULT_OUT)
     p.add_argument("--probe", action="store_true",
                    help="also run the suite in fresh processes under deterministic and default "
                    "settings and report which workloads are unstable and what stabilises them")
     p.add_argument("--save-outputs", type=Path, metavar="DIR",
                    help="keep every output's raw bytes for `verify compare --outputs-a/-b`")
-    p.add_argument("--sign", type=Path, metavar="KEY",
-                   help="write the Statement in a DSSE envelope signed with this Ed25519 "
-                   "private key (samebits keygen); check it with `verify attestation`")
+    options.add_sign(p, what="the Statement (check it with `verify attestation`)")
     p.add_argument("--only", action="append", metavar="NAMES",
                    help=f"comma-separated workloads (default: all {len(NAMES)}); see --list")
     p.add_argument("--list", action="store_true", help="list the workloads and exit")
@@ -67,6 +67,7 @@ def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
     p.add_argument("--matmul-precision", choices=PRECISIONS,
                    help="torch.set_float32_matmul_precision (default highest; medium lets "
                    "oneDNN use bf16 on CPUs that have it)")
+    options.add_project(p)
     p.set_defaults(func=run_gpu)
 
 
@@ -126,7 +127,8 @@ def run_gpu(args: argparse.Namespace, out: Output) -> int:
         rows = [f"{n:<24} {BY_NAME[n].summary}" for n in names]
         out.emit({"workloads": {n: BY_NAME[n].summary for n in names}}, "\n".join(rows))
         return EXIT_OK
-    needs = LockNeeds.read(args.lockfile) if args.lockfile else None
+    lockfile = options.lock_file(args.lock, options.project_of(args)) if args.lock else None
+    needs = LockNeeds.read(lockfile) if lockfile else None
     key = load_signing_key(args.sign) if args.sign else None  # a bad key fails before the run
     with out.phase("probing this machine (torch, CUDA, driver, GPU, CPU)"):
         facts = detect()

@@ -1,0 +1,36 @@
+"""This machine, as every command asks about it: its conda platform and samebits' cache folder.
+
+    host_platform()     linux-64 on x86_64, linux-aarch64 on aarch64/arm64, else linux-<machine>
+    cache_dir()         $XDG_CACHE_HOME/samebits, else ~/.cache/samebits
+
+One definition each: ``--platform``'s default "this machine's" and ``--cache-dir``'s default
+are these, in every command (``samebits.cli.options``) and in the library code below them.
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import os
+import platform as _platform
+from pathlib import Path
+
+# ``uname -m`` -> the conda platform of a Linux machine of that architecture
+HOST_PLATFORMS = {"x86_64": "linux-64", "aarch64": "linux-aarch64", "arm64": "linux-aarch64"}
+
+CACHE_DIR_TEXT = "$XDG_CACHE_HOME/samebits, else ~/.cache/samebits"
+
+
+def platform_of_machine(machine: str) -> str:
+    """The conda platform of a Linux machine whose ``uname -m`` is ``machine``."""
+    return HOST_PLATFORMS.get(machine, f"linux-{machine}")
+
+
+def host_platform() -> str:
+    """This machine's conda platform."""
+    return platform_of_machine(_platform.machine())
+
+
+def cache_dir() -> Path:
+    """samebits' cache folder: archives, unpacked packages, bytecode, PyPI answers, inputs."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "samebits"
