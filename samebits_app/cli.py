@@ -19,13 +19,14 @@ from samebits import __version__
 from samebits.cli.options import Parser, common
 from samebits.ui import run_cli
 from samebits_app import (
+    cmd_attest,
     cmd_audit,
     cmd_bundle,
     cmd_check,
     cmd_freeze,
     cmd_init,
     cmd_install,
-    cmd_keys,
+    cmd_keygen,
     cmd_lock,
     cmd_render,
 )
@@ -33,7 +34,7 @@ from samebits_app.docpages import add_doc_epilogs
 
 # Each has ``add_parser(sub, parents)``; the order is the order of ``samebits --help``.
 COMMANDS = (cmd_init, cmd_lock, cmd_freeze, verify.cli, cmd_render, cmd_install, cmd_bundle,
-            cmd_audit, cmd_check, cmd_keys)
+            cmd_attest, cmd_audit, cmd_check, cmd_keygen)
 
 
 def build_parser() -> argparse.ArgumentParser:

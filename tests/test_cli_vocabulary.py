@@ -165,10 +165,10 @@ def test_a_command_of_its_own_is_named(monkeypatch: pytest.MonkeyPatch, command:
                                        named: str) -> None:
     """The check is real: a cmd module that adds its own --prefix (or --sign, a --check that
     takes a file, its own LOCK, a shown old spelling, a flag with another meaning) fails it."""
-    import samebits_app.cmd_keys
+    import samebits_app.cmd_keygen
 
     assert problems(app_cli.build_parser()) == []
-    found = problems(_with(monkeypatch, samebits_app.cmd_keys, command, add))
+    found = problems(_with(monkeypatch, samebits_app.cmd_keygen, command, add))
     assert found and any(named in f for f in found), found
 
 
