@@ -19,8 +19,8 @@ from typing import Any
 
 from samebits.cli import options
 from samebits.errors import EXIT_DIFFERENT, EXIT_OK, UsageError
+from samebits.lock.read import LockedEnv
 from samebits.project import Project
-from samebits.render.source import LockedEnv
 from samebits.ui import Output
 
 

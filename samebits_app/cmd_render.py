@@ -16,6 +16,7 @@ by rename, and turns the results into text or --json. ``samebits install``
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 from pathlib import Path
 from typing import Any
@@ -25,9 +26,8 @@ from samebits.cli import options
 from samebits.errors import EXIT_DIFFERENT, EXIT_OK, UsageError, plural
 from samebits.host import host_platform
 from samebits.lock.model import LOCK_SUFFIX
-from samebits.lock.read import LoadedLock, ReadOptions, lock_name
+from samebits.lock.read import LockedEnv, ReadOptions, load_lock, lock_name
 from samebits.project import Project
-from samebits.render.source import LockedEnv, load_locked_env
 from samebits.ui import Output
 
 
@@ -140,16 +140,13 @@ def locked_env(name: str, project: Project, read: ReadOptions | None = None) -> 
     reads: ``samebits.cli.options.LOCK_RULE``) -> the lock."""
     if options.is_lock_path(name):
         path = options.lock_file(name, project)
-        env = load_locked_env(path, name=path.name.removesuffix(LOCK_SUFFIX),
-                              root=project.root, options=read)
+        env = load_lock(path, read, name=path.name.removesuffix(LOCK_SUFFIX),
+                        root=project.root)
         recorded = env.lock.meta("environment")
         if env.conversion is not None:
-            recorded = lock_name(LoadedLock(path=path, format=env.conversion.format,
-                                            lock=env.lock))
-        return env if not recorded else LockedEnv(name=recorded, path=env.path,
-                                                  origin=env.origin, digest=env.digest,
-                                                  lock=env.lock, conversion=env.conversion)
-    return load_locked_env(options.lock_file(name, project), name=name, root=project.root)
+            recorded = lock_name(env)
+        return dataclasses.replace(env, name=recorded) if recorded else env
+    return load_lock(options.lock_file(name, project), name=name, root=project.root)
 
 
 def show_conversion(out: Output, env: LockedEnv) -> dict[str, Any] | None:

@@ -18,7 +18,7 @@ from samebits._io import atomic_write, canonical_json
 from samebits.install import fetch_all
 from samebits.install.sources import NO_SOURCES, Sources
 from samebits.lock.model import LockedPackage
-from samebits.render.source import LockedEnv
+from samebits.lock.read import LockedEnv
 from verify.kernels.codescan import ArchiveCode, coverage_of_archives, scan_archive
 from verify.kernels.coverage import Coverage
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from samebits.lock.model import Lock, LockedPackage, render_lock
-from samebits.render.source import LockedEnv, load_locked_env
+from samebits.lock.read import LockedEnv, load_lock
 
 PLACEHOLDER = "/opt/conda-bld/placehold_" + "p" * 80   # 104 characters, like conda-build's
 
@@ -152,7 +152,7 @@ def write_lock(path: Path, packages: Sequence[LockedPackage], *, python: str | N
                 packages=tuple(packages))
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(render_lock(lock))
-    return load_locked_env(path, name=path.name.split(".")[0], root=path.parent)
+    return load_lock(path, name=path.name.split(".")[0], root=path.parent)
 
 
 def wheel(folder: Path, name: str, version: str, files: Mapping[str, bytes], *,

@@ -118,10 +118,10 @@ def test_cuda13_locks_have_no_sm70(cache: Path, env: str) -> None:
 def _every_fatbin_archs(cache: Path, env: str) -> list[str]:
     """The plain SASS architectures present in every fatbin of libtorch_cuda.so: what the
     torch build was compiled for (TORCH_CUDA_ARCH_LIST)."""
-    from samebits.render.source import load_locked_env
+    from samebits.lock.read import load_lock
     from samebits_app.lockcoverage import lock_coverage
 
-    envobj = load_locked_env(LOCKS / f"{env}.conda-lock.yml", name=env, root=ROOT)
+    envobj = load_lock(LOCKS / f"{env}.conda-lock.yml", name=env, root=ROOT)
     cov, _ = lock_coverage(envobj, "linux-64", cache, packages=["torch"])
     lib = next(x for x in cov.libraries if x.name == "libtorch_cuda.so")
     sets = [{t.arch for t in ts if t.kind == "sass" and not t.variant} for ts, _ in lib.groups]

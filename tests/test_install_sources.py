@@ -21,7 +21,7 @@ from samebits.errors import InputError, UnreachableError
 from samebits.install import install_prefix
 from samebits.install.sources import Sources, sources_from, user_sources
 from samebits.lock.model import LockedPackage
-from samebits.render.source import LockedEnv
+from samebits.lock.read import LockedEnv
 from tests.install_fixtures import wheel, write_lock
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -13,8 +13,8 @@ import hypothesis.strategies
 import pytest
 import yaml
 
+from samebits.lock.read import load_lock
 from samebits.render.conda import render_environment_yml, render_explicit
-from samebits.render.source import load_locked_env
 from tests.render_fixtures import (  # noqa: F401  (fixtures)
     RenderProject,
     render_project,
@@ -52,7 +52,7 @@ def conda_lock_says(render_project: RenderProject,
 def test_explicit_equals_conda_lock(render_project: RenderProject, platform: str,
                                     conda_lock_says: dict[str, dict[str, str]]) -> None:
     """Our explicit file is `conda-lock render --kind explicit` line for line."""
-    env = load_locked_env(render_project.lockfile("gpu"), name="gpu", root=render_project.root)
+    env = load_lock(render_project.lockfile("gpu"), name="gpu", root=render_project.root)
     ours = render_explicit(env, platform)
     assert ours.splitlines() == conda_lock_says["explicit"][platform].splitlines()
     assert "@EXPLICIT" in ours and "# pip tinyapp @ file://" in ours
@@ -97,7 +97,7 @@ def _conda_lock_written(path: Path) -> Path:
 def test_explicit_equals_conda_lock_for_its_own_files(tmp_path: Path) -> None:
     """For a lockfile conda-lock wrote (dev category, pip part), the same lines as conda-lock."""
     lockfile = _conda_lock_written(tmp_path / "conda-lock.yml")
-    env = load_locked_env(lockfile, name="x", root=tmp_path)
+    env = load_lock(lockfile, name="x", root=tmp_path)
     ours = render_explicit(env, "linux-64")
     assert ours.splitlines() == conda_lock_render(lockfile, "explicit", ("linux-64",),
                                                   tmp_path)["linux-64"].splitlines()
@@ -109,7 +109,7 @@ def test_environment_yml_pins_what_conda_lock_pins(
         render_project: RenderProject, platform: str,
         conda_lock_says: dict[str, dict[str, str]]) -> None:
     """environment.yml lists conda-lock's `--kind env` dependencies, under a name and header."""
-    env = load_locked_env(render_project.lockfile("gpu"), name="gpu", root=render_project.root)
+    env = load_lock(render_project.lockfile("gpu"), name="gpu", root=render_project.root)
     ours = yaml.safe_load(render_environment_yml(env, platform))
     theirs = yaml.safe_load(conda_lock_says["env"][platform])
     assert ours["dependencies"] == theirs["dependencies"]
@@ -121,7 +121,7 @@ def test_environment_yml_pins_what_conda_lock_pins(
 
 def test_environment_yml_pip_only(render_project: RenderProject) -> None:
     """A PyPI-only lock gets python and pip, marked as not in the lock, and hashed wheels."""
-    env = load_locked_env(render_project.lockfile("venv"), name="venv", root=render_project.root)
+    env = load_lock(render_project.lockfile("venv"), name="venv", root=render_project.root)
     text = render_environment_yml(env, "linux-64")
     assert "  - pip  # not in the lock: installs the pip section below" in text
     pip = yaml.safe_load(text)["dependencies"][-1]["pip"]
@@ -191,7 +191,7 @@ def test_real_lock_with_git_dependencies_renders_as_conda_lock(geoapps_lock: Pat
                                                                tmp_path: Path) -> None:
     """The VCS packages are read (their commit as a commit, never as a sha256) and both renders
     are conda-lock's own, the extra-only packages left out as conda-lock leaves them."""
-    env = load_locked_env(geoapps_lock, name="geoapps", root=geoapps_lock.parent)
+    env = load_lock(geoapps_lock, name="geoapps", root=geoapps_lock.parent)
     vcs = [p for p in env.pip("linux-64") if p.vcs]
     assert len(vcs) == 7 and all(p.sha256 is None and len(p.commit or "") == 40 for p in vcs)
     theirs = conda_lock_render(geoapps_lock, kind, ("linux-64",), tmp_path)["linux-64"]

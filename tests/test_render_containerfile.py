@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from samebits.lock.read import LockedEnv, load_lock
 from samebits.render.containerfile import containerfile_files, render_containerfile
-from samebits.render.source import LockedEnv, load_locked_env
 from tests.render_fixtures import (  # noqa: F401  (fixtures)
     RenderProject,
     render_project,
@@ -20,7 +20,7 @@ PINNED = "docker.io/library/python:3.12-slim-bookworm@sha256:" + "ab" * 32
 
 
 def curated(name: str) -> LockedEnv:
-    return load_locked_env(REPO / "lockfiles" / f"{name}.conda-lock.yml", name=name, root=REPO)
+    return load_lock(REPO / "lockfiles" / f"{name}.conda-lock.yml", name=name, root=REPO)
 
 
 def instructions(text: str) -> list[str]:
@@ -127,7 +127,7 @@ def test_requirements_pin_every_wheel() -> None:
 
 def test_conda_lock_uses_micromamba(render_project: RenderProject) -> None:
     """A lock with a conda part: micromamba creates it from the explicit file (md5-checked)."""
-    env = load_locked_env(render_project.lockfile("gpu"), name="gpu", root=render_project.root)
+    env = load_lock(render_project.lockfile("gpu"), name="gpu", root=render_project.root)
     files = containerfile_files(env)
     assert sorted(files) == ["Containerfile", "linux-64.explicit.txt",
                              "linux-64.requirements.txt", "linux-aarch64.explicit.txt",

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from samebits.lock.read import load_lock
 from samebits.render.nix import lock_nix_differences, nix_files, nix_string, store_name
-from samebits.render.source import load_locked_env
 from tests.render_fixtures import (  # noqa: F401  (fixtures)
     RenderProject,
     need,
@@ -80,7 +80,7 @@ def test_nix_string_escapes_interpolation() -> None:
 
 def test_rendering_is_byte_stable(render_project: RenderProject) -> None:
     """The same lock gives the same Nix text twice, and a folder's location does not enter."""
-    env = load_locked_env(render_project.lockfile("gpu"), name="gpu", root=render_project.root)
+    env = load_lock(render_project.lockfile("gpu"), name="gpu", root=render_project.root)
     assert nix_files(env, env.platforms) == nix_files(env, env.platforms)
     assert str(render_project.root) not in "".join(nix_files(env, env.platforms).values())
 
@@ -90,7 +90,7 @@ def test_every_url_and_hash_is_the_locks(render_project: RenderProject, rendered
     """Nix itself reads lock.nix back: every artifact of every platform, the lock's url and
     sha256; flake.nix and default.nix parse."""
     for name in ("gpu", "venv"):
-        env = load_locked_env(render_project.lockfile(name), name=name,
+        env = load_lock(render_project.lockfile(name), name=name,
                               root=render_project.root)
         folder = rendered / name
         proc = nix("nix-instantiate", "--eval", "--strict", "--json",
@@ -114,7 +114,7 @@ def test_nix_build_realises_every_artifact(render_project: RenderProject, render
     """`nix-build -A all` fetches every conda archive and wheel of the platform; each store
     path holds the lock's sha256; verify nix-store agrees; install --from-nix, offline,
     gives an environment that verifies identical to the lock."""
-    env = load_locked_env(render_project.lockfile("gpu"), name="gpu", root=render_project.root)
+    env = load_lock(render_project.lockfile("gpu"), name="gpu", root=render_project.root)
     for plat in env.platforms:
         proc = nix("nix-build", str(rendered / "gpu"), "-A", "all", "--argstr", "platform",
                    plat, "--out-link", str(tmp_path / f"all-{plat}"), env=nix_env)
@@ -149,7 +149,7 @@ def test_altered_hash_is_refused_by_nix_and_named_by_samebits(
         tmp_path: Path) -> None:
     """One sha256 changed in the rendered file: Nix refuses the download ("hash mismatch in
     fixed-output derivation") and `verify nix-store --nix` names that artifact."""
-    env = load_locked_env(render_project.lockfile("venv"), name="venv",
+    env = load_lock(render_project.lockfile("venv"), name="venv",
                           root=render_project.root)
     victim = env.pip("linux-64")[0]
     folder = tmp_path / "venv"
@@ -174,7 +174,7 @@ def test_modified_and_missing_store_paths_are_named(render_project: RenderProjec
                                                     tmp_path: Path) -> None:
     """In a chroot store: an artifact added by hash is ok, one whose bytes were changed after
     is MODIFIED (Nix's verify-path), one never added is MISSING; install --from-nix refuses."""
-    env = load_locked_env(render_project.lockfile("venv"), name="venv",
+    env = load_lock(render_project.lockfile("venv"), name="venv",
                           root=render_project.root)
     store = tmp_path / "store"
     store.mkdir()

@@ -124,9 +124,9 @@ def _install(p: Project, prefix: Path, cache: Path) -> None:
     """install_prefix of the lock's linux-64 (no verify env: verify has tests of its own)."""
     from samebits.install import install_prefix
     from samebits.install.sources import Sources
-    from samebits.render.source import load_locked_env
+    from samebits.lock.read import load_lock
 
-    env = load_locked_env(p.lockfile, name="env", root=p.root)
+    env = load_lock(p.lockfile, name="env", root=p.root)
     install_prefix(env, "linux-64", prefix, final=str(prefix), cache=cache,
                    interpreter=sys.executable, sources=Sources(file_roots=(p.root,)))
 

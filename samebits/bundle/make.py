@@ -42,7 +42,7 @@ from samebits import __version__
 from samebits._io import atomic_writer, canonical_json
 from samebits.errors import InputError, LockfileError
 from samebits.lock.model import LockedPackage
-from samebits.render.source import LockedEnv
+from samebits.lock.read import LockedEnv
 from samebits.render.tarball import Entry, tar_pieces
 
 BUNDLE_FORMAT = 1

@@ -21,8 +21,8 @@ from samebits.bundle.make import (
 from samebits.errors import InputError
 from samebits.install.sources import NO_SOURCES, Sources
 from samebits.lock.model import LockedPackage
+from samebits.lock.read import LockedEnv
 from samebits.render.oci import file_digest
-from samebits.render.source import LockedEnv
 
 
 def prepare(env: LockedEnv, platforms: Sequence[str], *, cache: Path, containers: Path,

@@ -45,7 +45,7 @@ from samebits.bundle.make import (
     locked_packages,
 )
 from samebits.errors import InputError, SamebitsError, UsageError
-from samebits.render.source import LockedEnv, load_locked_env
+from samebits.lock.read import LockedEnv, load_lock
 
 CHUNK = 1 << 20
 
@@ -165,7 +165,7 @@ def _read_lock(st: _State, data: bytes) -> None:
         path = Path(tmp) / posixpath.basename(st.manifest["lockfile"]["path"])
         path.write_bytes(data)
         try:
-            env = load_locked_env(path, name=str(st.manifest.get("environment")), root=path.parent)
+            env = load_lock(path, name=str(st.manifest.get("environment")), root=path.parent)
             for plat in st.manifest["platforms"]:
                 env.check_platform(str(plat))
             packages = locked_packages(env, [str(p) for p in st.manifest["platforms"]])

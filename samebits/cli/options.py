@@ -48,7 +48,7 @@ from samebits.foreign.model import DEFAULT_GLIBC, ReadOptions
 from samebits.host import CACHE_DIR_TEXT
 from samebits.install.sources import FIND_LINKS_ENV
 from samebits.project import Project, unknown_environment
-from samebits.render.source import DEFAULT_PREFIX
+from samebits.render import DEFAULT_PREFIX
 
 REMOVED_IN = "0.3"
 MARK = "samebits_option"          # on an action: the name of the Option it was made from

@@ -62,7 +62,7 @@ from samebits.install.unpack import UnpackError, unpack
 from samebits.install.wheels import WheelPlan, layout_for, plan_wheel
 from samebits.lock.builds import builds_of, check_placeable
 from samebits.lock.model import LockedPackage
-from samebits.render.source import LockedEnv
+from samebits.lock.read import LockedEnv
 
 # The one link a venv prefix may have out of itself: the interpreter it runs on.
 VENV_LINKS = ("bin/python",)

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping
 from urllib.parse import urlsplit
 
 from samebits.lock.model import LockedPackage
-from samebits.render.source import LockedEnv
+from samebits.lock.read import LockedEnv
 
 EXPLICIT_SUFFIX = ".explicit.txt"
 ENVIRONMENT_SUFFIX = ".environment.yml"

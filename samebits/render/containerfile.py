@@ -32,8 +32,9 @@ import textwrap
 
 from samebits._io import canonical_json
 from samebits.lock.model import LockedPackage
+from samebits.lock.read import LockedEnv
+from samebits.render import DEFAULT_PREFIX
 from samebits.render.conda import EXPLICIT_SUFFIX, render_explicit
-from samebits.render.source import DEFAULT_PREFIX, LockedEnv
 
 REQUIREMENTS_SUFFIX = ".requirements.txt"
 # the verifier's own dependencies, pinned by hash (repository root-relative; refreshed by

@@ -28,6 +28,7 @@ from samebits._io import compact_json
 from samebits.errors import InputError, ToolError
 from samebits.install import install_prefix
 from samebits.install.sources import NO_SOURCES, Sources
+from samebits.lock.read import LockedEnv
 from samebits.render.compression import Name, compress_layer, compression
 from samebits.render.layers import assign_layers, read_owners
 from samebits.render.oci import (
@@ -45,7 +46,6 @@ from samebits.render.oci import (
     platform_json,
     read_base,
 )
-from samebits.render.source import LockedEnv
 from samebits.render.tarball import Entry, LayerDigests, scan_prefix, tar_chunks, tar_pieces
 
 Verifier = Callable[[Path, Path, str], Mapping[str, Any]]

@@ -33,7 +33,7 @@ from collections.abc import Iterable, Sequence
 from urllib.parse import unquote
 
 from samebits.lock.model import LockedPackage
-from samebits.render.source import LockedEnv
+from samebits.lock.read import LockedEnv
 
 LOCK_NIX = "lock.nix"
 DEFAULT_NIX = "default.nix"

@@ -59,11 +59,11 @@ def install(lockfile: Path, prefix: Path, *, platform: str, cache: Path | None,
     ``sources``: --find-links folders and --mirror prefixes to take locked files from."""
     from samebits.install import default_cache_dir, host_interpreter, install_prefix
     from samebits.install.prefix import check_something_to_place
-    from samebits.render.source import load_locked_env
+    from samebits.lock.read import load_lock
     from samebits.staging import staged_dir
 
     prefix = Path(prefix).absolute()
-    env = load_locked_env(lockfile, name=Path(lockfile).name, root=Path.cwd(), options=read)
+    env = load_lock(lockfile, name=Path(lockfile).name, root=Path.cwd(), options=read)
     python = None
     if env.python and env.pip(platform) and not any(p.name == "python"
                                                    for p in env.conda(platform)):

@@ -34,8 +34,8 @@ from pathlib import Path
 
 from samebits.bundle.make import write_bundle
 from samebits.bundle.prep import prepare
+from samebits.lock.read import load_lock
 from samebits.project import Project
-from samebits.render.source import load_locked_env
 
 ROOT = Path(__file__).resolve().parents[2]
 PLATFORM = "linux-64"
@@ -96,7 +96,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--cache", type=Path, default=ROOT / "build" / "bench" / "cpu-cache")
     args = ap.parse_args(argv)
     project = Project.at(ROOT)
-    env = load_locked_env(project.lock_path("cpu"), name="cpu", root=ROOT)
+    env = load_lock(project.lock_path("cpu"), name="cpu", root=ROOT)
     print(f"fetching what {args.cache} lacks of cpu/{PLATFORM} (once: ~2.8 GB from PyPI)",
           flush=True)
     bundle = prepare(env, [PLATFORM], cache=args.cache, containers=ROOT / "containers" / "cpu",

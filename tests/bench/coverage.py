@@ -43,10 +43,10 @@ def ensure_prefix(prefix: Path) -> None:
             / "libtorch_cuda.so").exists():
         return
     from samebits.install import default_cache_dir, install_prefix
-    from samebits.render.source import load_locked_env
+    from samebits.lock.read import load_lock
 
     print(f"building {prefix} from lockfiles/hopper.conda-lock.yml (linux-64) ...", flush=True)
-    env = load_locked_env(ROOT / "lockfiles" / "hopper.conda-lock.yml", name="hopper", root=ROOT)
+    env = load_lock(ROOT / "lockfiles" / "hopper.conda-lock.yml", name="hopper", root=ROOT)
     install_prefix(env, "linux-64", prefix, final=str(prefix), cache=default_cache_dir(),
                    interpreter="/usr/local/bin/python3.12")
 

@@ -53,13 +53,13 @@ def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
 
 def run_nix_store(args: argparse.Namespace, out: Output) -> int:
     from samebits.host import host_platform
+    from samebits.lock.read import load_lock
     from samebits.render.nixstore import NixStore, look_up
-    from samebits.render.source import load_locked_env
 
     lock = options.need(args.lock, "verify nix-store needs LOCK: the lock to check the store "
                         "against", hint="samebits verify nix-store lockfiles/cpu.conda-lock.yml")
     lockfile = options.lock_file(lock, options.project_of(args))
-    env = load_locked_env(lockfile, name=lockfile.name, root=Path.cwd())
+    env = load_lock(lockfile, name=lockfile.name, root=Path.cwd())
     platform = args.platform or (env.platforms[0] if len(env.platforms) == 1 else None)
     if platform is None:
         platform = host_platform()
