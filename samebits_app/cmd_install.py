@@ -11,7 +11,7 @@ the interpreter (a lock of another format is read with ``samebits.lock.read``; t
 may come from a bundle or the Nix store into the cache first, or from ``--find-links`` folders
 and ``--mirror`` URLs by their hash: ``samebits_app.sourceflags``), stages the prefix beside its
 target and renames it into place, runs the verifier in this process
-(``verify.env.cmd_env.check_env``, exactly what ``samebits verify env L --prefix DIR
+(``verify.env.check.check_env``, exactly what ``samebits verify env L --prefix DIR
 --platform P`` runs) and returns its exit code (the report's ``ok``): one verdict. Files that
 verify finds changed evict the cache entries they were placed from.
 """
@@ -151,7 +151,7 @@ def run_install(args: argparse.Namespace, out: Output) -> int:
     from samebits.install.cache import evict
     from samebits.install.prefix import check_something_to_place
     from samebits.staging import staged_dir
-    from verify.env.cmd_env import check_env
+    from verify.env.check import check_env
     from verify.env.envreport import report_json, report_text
 
     if args.store and not args.from_nix:

@@ -209,7 +209,7 @@ def test_stale_bytecode_is_a_note_not_a_forgery(produced: dict[str, Path], vcach
 def test_bytecode_verdicts_are_cached(produced: dict[str, Path], tmp_path: Path) -> None:
     """The second run compiles nothing, and its report is the same bytes."""
     from samebits._io import canonical_json
-    from verify.env.cmd_env import check_env
+    from verify.env.check import check_env
     from verify.env.envreport import report_json
 
     cache = tmp_path / "cache"

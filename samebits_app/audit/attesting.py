@@ -160,7 +160,7 @@ def _attest_env(where: envcheck.Located, lockfile: Path | None, platform: str,
     if lockfile is not None:
         report = envcheck.verify_env(where, lockfile, platform, read)
     else:
-        from verify.env.cmd_env import check_env
+        from verify.env.check import check_env
         from verify.env.envreport import report_json
 
         report = report_json(check_env(where.prefix, linkage=False))

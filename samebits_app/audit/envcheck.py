@@ -3,7 +3,7 @@
     locate   ``--prefix ENV``: an installed environment; none given: the running one
     install  ``--target DIR``: ``samebits.install.install_prefix`` of the lock's platform,
              staged beside DIR and renamed into place (as ``samebits install`` does)
-    verify   the running environment through ``verify.env.cmd_env.check_env`` (no subprocess);
+    verify   the running environment through ``verify.env.check.check_env`` (no subprocess);
              another prefix through ``python -m verify env LOCK --prefix ENV --json``
              (``samebits_app.verifyrun.run_verify_env``). Both give the ``verify env`` report
              document, which the audit keeps whole.
@@ -89,7 +89,7 @@ def verify_env(where: Located, lockfile: Path, platform: str,
     """The ``verify env`` report document of ``where`` against ``lockfile``, a lock of
     another format read as ``read`` says."""
     if where.running:
-        from verify.env.cmd_env import check_env
+        from verify.env.check import check_env
         from verify.env.envreport import report_json
 
         return report_json(check_env(where.prefix, lockfile=lockfile, platform=platform,

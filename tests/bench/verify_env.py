@@ -83,7 +83,7 @@ def child_ours(prefix: str, jobs: int) -> dict:
 
 
 def child_full(prefix: str, jobs: int, cache: str) -> dict:
-    from verify.env.cmd_env import check_env
+    from verify.env.check import check_env
 
     c0 = _cpu()
     t0 = time.perf_counter()

@@ -14,20 +14,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections import Counter
-from contextlib import nullcontext
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from samebits._io import canonical_json
 from samebits.cli import options
 from samebits.errors import UsageError
-from samebits.host import host_platform
 from samebits.lock.read import ReadOptions
 from samebits.ui import Output
-
-if TYPE_CHECKING:
-    from verify.env.envreport import EnvReport
+from verify.env.check import check_env
 
 
 def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
@@ -88,137 +82,3 @@ def run_env(args: argparse.Namespace, out: Output) -> int:
     else:
         out.emit({}, report_text(report))
     return report.exit_code
-
-
-def check_env(prefix: Path, *, lockfile: Path | None = None, platform: str | None = None,
-              against: Path | None = None, jobs: int | None = None, linkage: bool = True,
-              bytecode: bool = True, cache: Path | None = None,
-              progress: Any = None, read: ReadOptions | None = None,
-              coverage: bool = True) -> EnvReport:
-    """Everything ``verify env`` checks, as an ``EnvReport`` (also ``samebits audit``'s API).
-    ``read`` says how to read a lockfile of another format (converted on read)."""
-    from samebits.install import default_cache_dir
-    from samebits.lock.read import load_lock
-    from verify.env.archivefacts import cached_wheel_tags
-    from verify.env.bytecode import check_bytecode
-    from verify.env.digest import digests
-    from verify.env.drift import file_findings, merge, reference_findings, scaffold_findings
-    from verify.env.envreport import EnvReport, load_reference
-    from verify.env.hashing import default_jobs
-    from verify.env.interpreter import identity, identity_digest, locate, outside_paths, probe
-    from verify.env.linkage import check_linkage, host_library_dirs
-    from verify.env.lockcheck import lock_check, unproven
-    from verify.env.manifest import build_manifest, prefix_kind
-    from verify.env.scaffold import read_pyvenv_cfg
-    from verify.env.startup import copied_interpreter_findings, startup_findings
-
-    kind = prefix_kind(prefix)  # a bad prefix fails before the lockfile is even read
-    loaded = load_lock(lockfile, _read_options(read, prefix, platform)) if lockfile else None
-    lock = loaded.lock if loaded else None
-    reference = load_reference(against) if against else None
-    if lock is not None and platform is not None:  # bad input fails before any hashing
-        _check_platform(lockfile, lock, platform)
-    cache = cache or default_cache_dir()
-
-    loc = locate(prefix, kind, read_pyvenv_cfg(prefix))
-    manifest = build_manifest(prefix, jobs=jobs, elf=linkage, progress=progress,
-                              archives=cache, outside=outside_paths(loc))
-    found = probe(loc.executable)
-    interpreter = identity(manifest, loc, found)
-    platform = platform or _default_platform(lock, manifest)
-    groups = [file_findings(manifest), startup_findings(manifest, loc),
-              copied_interpreter_findings(manifest, interpreter)]
-    notes = loaded.conversion.one_line_notes() if loaded and loaded.conversion else []
-    notes.extend(scaffold_findings(manifest)[1])
-    # a venv, or a prefix of Python packages, whose interpreter is not there cannot run at all:
-    # never "identical, exit 0" (an image built without a base that has its Python)
-    not_runnable = None
-    if loc.problem and (kind == "venv" or any(p.manager == "pip"
-                                              for p in manifest.records.packages)):
-        not_runnable = f"the environment's Python cannot start: {loc.problem}"
-    elif loc.problem:
-        notes.append(f"interpreter: {loc.problem}")
-    bc = None
-    if bytecode:
-        bc = check_bytecode(manifest, executable=loc.executable, runs=found is not None,
-                            cache_tag=found.cache_tag if found else None,
-                            magic=found.magic if found else None, ident=interpreter,
-                            cache=cache, jobs=jobs or default_jobs(), progress=progress)
-        groups.append(list(bc.findings))
-        if bc.unchecked:
-            why = bc.problem or "the interpreter did not answer"
-            notes.append(f"{bc.unchecked:,} bytecode files not checked: {why}")
-    locked = None
-    if lock is not None:
-        _check_platform(lockfile, lock, platform)
-        packages = lock.packages_for(platform)
-        locked = len(packages)
-        checked = lock_check(manifest.records.packages, packages,
-                             archive_tags=cached_wheel_tags(cache))
-        groups.append(checked.findings)
-        notes.extend(checked.notes)
-    if reference is not None:
-        groups.append(reference_findings(manifest, reference.entries))
-        if reference.prefix and reference.prefix != str(prefix):
-            notes.append(f"the reference was taken at {reference.prefix}: files with the "
-                         "install path written in them differ for that reason alone")
-    editable = [p.id for p in manifest.records.packages if p.editable]
-    if editable:
-        notes.append("editable installs (sources outside the prefix, not checked): "
-                     + ", ".join(editable))
-    links = None
-    if linkage:
-        with (progress or _no_progress)("resolving every ELF file's shared libraries", None):
-            links = check_linkage(manifest, host_dirs=host_library_dirs())
-    ident_digest = identity_digest(interpreter) if kind != "conda" else None
-    kernels = _coverage(manifest) if coverage else None
-    return EnvReport(
-        manifest=manifest, digests=digests(manifest, ident_digest),
-        findings=tuple(merge(*groups)), linkage=links, platform=platform,
-        locked_packages=locked, lockfile=str(lockfile) if lockfile else None,
-        reference=reference, notes=tuple(notes), interpreter=interpreter, bytecode=bc,
-        unproven=tuple(unproven(manifest.records.packages)), coverage=kernels,
-        not_runnable=not_runnable)
-
-
-def _coverage(manifest) -> dict[str, Any]:
-    """Which GPUs the environment's kernels run on (``samebits check --prefix``'s document)."""
-    from verify.kernels.codescan import scan_manifest
-    from verify.kernels.report import platform_doc
-
-    return platform_doc(scan_manifest(manifest))
-
-
-def _read_options(read: ReadOptions | None, prefix: Path, platform: str | None) -> ReadOptions:
-    """The prefix's own Python line is the default for a universal Python lock."""
-    from dataclasses import replace
-
-    from verify.env.records import site_packages
-
-    read = read or ReadOptions()
-    if read.python is None:
-        lines = [sp.split("/")[1][len("python"):] for sp in site_packages(prefix)]
-        if len(lines) == 1:
-            read = replace(read, python=lines[0])
-    return replace(read, platforms=(platform,)) if platform and not read.platforms else read
-
-
-def _no_progress(description: str, total: float | None) -> Any:
-    return nullcontext(lambda n=1, description=None: None)
-
-
-def _check_platform(lockfile: Path | None, lock: Any, platform: str) -> None:
-    if platform not in lock.platforms:
-        raise UsageError(f"{lockfile}: no platform {platform} "
-                         f"(it has {', '.join(lock.platforms)})",
-                         hint="pass --platform with one of those")
-
-
-def _default_platform(lock, manifest) -> str:
-    if lock is not None and len(lock.platforms) == 1:
-        return lock.platforms[0]
-    subdirs = Counter(p.subdir for p in manifest.records.packages
-                      if p.manager == "conda" and p.subdir and p.subdir != "noarch")
-    if subdirs:
-        return subdirs.most_common(1)[0][0]
-    return host_platform()
