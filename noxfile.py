@@ -120,7 +120,7 @@ def audit(session: nox.Session) -> None:
     """Audit a paper folder (samebits-paper.toml, or conda-lock.yml + reference.attestation.json
     + outputs/): install its lock into build/audit/env, rerun the suite and the paper's
     commands, write the verdict and reports to build/audit. The reviewer's quickstart:
-    `nox -s audit -- examples/paper` (README "The paper manifest")."""
+    `nox -s audit -- examples/paper` (docs/tutorials/reviewer.md)."""
     paper, *extra = session.posargs or ["paper"]
     session.install("-e", ".")
     session.run("samebits", "audit", paper, "--target", "build/audit/env", "--replace",

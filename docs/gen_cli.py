@@ -1,10 +1,12 @@
 """The command-line reference, generated from the parser ``samebits`` itself runs.
 
 ``samebits_app.cli.build_parser()`` is walked (``samebits_app.docpages.commands``) and every
-command gets one page under ``docs/reference/cli/``: its usage, its description, every argument
-and option with its help, its epilog (the exit codes) and the module that implements it, plus
-an index of them all. The pages are not committed (``.gitignore``): they are written at build
-time, so an option renamed in a ``cmd_*.py`` module is renamed in the docs with no second edit.
+command gets one page under ``docs/reference/cli/`` (a subcommand's in its command's folder:
+``lock.md``, ``lock/diff.md``): its usage, its description, every argument and option with its
+help, its epilog (the exit codes), the module that implements it and the old spellings it still
+accepts (hidden from ``--help``), plus an index of them all. The pages are not committed
+(``.gitignore``): they are written at build time, so an option renamed in a ``cmd_*.py`` module
+is renamed in the docs with no second edit.
 
     python docs/gen_cli.py [DOCS_DIR]    write the pages (only those whose bytes change)
     mkdocs build --strict                runs it too: mkdocs.yml names this file as a hook
@@ -19,12 +21,21 @@ from __future__ import annotations
 
 import argparse
 import html
+import posixpath
 import re
 import sys
 from pathlib import Path
 from typing import Any
 
-from samebits_app.docpages import CLI_FOLDER, cli_page, commands, doc_line, guide_page
+from samebits.cli.options import DEPRECATED_MARK, REMOVED_IN
+from samebits_app.docpages import (
+    CLI_FOLDER,
+    cli_page,
+    commands,
+    doc_line,
+    guide_page,
+    stands_for,
+)
 
 DOCS = Path(__file__).resolve().parent  # the hand-written pages
 WIDTH = 96  # the usage block's width, whatever the terminal
@@ -69,8 +80,7 @@ def _title(page: str) -> str:
 
 def _rel(page: str, target: str) -> str:
     """A link from ``page`` to ``target``, both relative to docs/."""
-    depth = page.count("/")
-    return "../" * depth + target
+    return posixpath.relpath(target, posixpath.dirname(page))
 
 
 def _subcommands(parser: argparse.ArgumentParser) -> list[tuple[str, str]]:
@@ -105,7 +115,7 @@ def _module(parser: argparse.ArgumentParser) -> str | None:
 
 
 def _page(path: tuple[str, ...], parser: argparse.ArgumentParser,
-          children: list[tuple[str, str]]) -> str:
+          children: list[tuple[str, str]], old_names: list[tuple[str, str]]) -> str:
     page = cli_page(path)
     title = " ".join(("samebits", *path)) if path else "samebits"
     lines = [HEADER, f"# {title}", ""]
@@ -121,7 +131,7 @@ def _page(path: tuple[str, ...], parser: argparse.ArgumentParser,
     if children:
         lines += ["## Subcommands", "", "| command | what it does |", "|---|---|"]
         for name, text in children:
-            target = cli_page((*path, name)).rsplit("/", 1)[1]  # beside this page
+            target = _rel(page, cli_page((*path, name)))  # in this page's folder
             lines.append(f"| [`{title} {name}`]({target}) | {_cell(text)} |")
         lines.append("")
     positionals, options = _arguments(parser)
@@ -134,7 +144,31 @@ def _page(path: tuple[str, ...], parser: argparse.ArgumentParser,
     epilog = " ".join((parser.epilog or "").split()).replace(doc_line(path), "").strip()
     if epilog:
         lines += ["## Exit codes and notes", "", _prose(epilog), ""]
+    if old_names:
+        lines += ["## Old spellings", "", f"Still accepted until {REMOVED_IN}, hidden from "
+                  "`--help`: each prints one line on stderr saying what to write instead.", "",
+                  "| old spelling | instead |", "|---|---|"]
+        lines += [f"| `{old}` | {_cell(instead)} |" for old, instead in old_names]
+        lines.append("")
     return "\n".join(lines)
+
+
+def _old_spellings(root: argparse.ArgumentParser) -> dict[tuple[str, ...],
+                                                           list[tuple[str, str]]]:
+    """Each command's old spellings (hidden from --help, noted on stderr when used): its
+    deprecated options, and the old names of the command itself (``samebits lock-diff``)."""
+    out: dict[tuple[str, ...], list[tuple[str, str]]] = {}
+    for path, parser in commands(root):
+        for action in parser._actions:
+            instead = getattr(action, DEPRECATED_MARK, None)
+            if instead is not None:
+                metavar = f" {action.metavar}" if action.metavar and action.nargs != 0 else ""
+                out.setdefault(path, []).extend((flag + metavar, instead) for flag in
+                                                action.option_strings)
+    for old, new in stands_for(root).items():
+        out.setdefault(new, []).append((" ".join(("samebits", *old)),
+                                        f"write `{' '.join(('samebits', *new))}`"))
+    return out
 
 
 def _every_command(root: argparse.ArgumentParser) -> str:
@@ -150,7 +184,7 @@ def _every_command(root: argparse.ArgumentParser) -> str:
         if not path or module is None:
             continue
         guide = guide_page(path)
-        lines.append(f"| [`samebits {' '.join(path)}`]({cli_page(path).rsplit('/', 1)[1]}) "
+        lines.append(f"| [`samebits {' '.join(path)}`]({_rel(cli_page(()), cli_page(path))}) "
                      f"| {_cell(helps.get(path, ''))} | `{module}` "
                      f"| [{_title(guide)}]({_rel(cli_page(()), guide)}) |")
     return "\n".join(lines) + "\n"
@@ -161,9 +195,10 @@ def pages() -> dict[str, str]:
     from samebits_app.cli import build_parser
 
     root = build_parser()
+    old = _old_spellings(root)
     out = {}
     for path, parser in commands(root):
-        out[cli_page(path)] = _page(path, parser, _subcommands(parser))
+        out[cli_page(path)] = _page(path, parser, _subcommands(parser), old.get(path, []))
     out[cli_page(())] += "\n" + _every_command(root)
     return out
 
@@ -182,12 +217,17 @@ def write(docs_dir: Path) -> list[Path]:
     wanted = pages()
     folder = docs_dir / CLI_FOLDER
     folder.mkdir(parents=True, exist_ok=True)
-    for old in folder.glob("*.md"):
-        if f"{CLI_FOLDER}/{old.name}" not in wanted and old.read_text().startswith(HEADER):
+    for old in sorted(folder.rglob("*.md")):
+        rel = old.relative_to(docs_dir).as_posix()
+        if rel not in wanted and old.read_text().startswith(HEADER):
             old.unlink()
+    for sub in sorted(folder.rglob("*"), reverse=True):  # a command's folder, now empty
+        if sub.is_dir() and not any(sub.iterdir()):
+            sub.rmdir()
     written = []
     for rel, text in wanted.items():
         target = docs_dir / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
         if not target.is_file() or target.read_text() != text:
             target.write_text(text)
             written.append(target)

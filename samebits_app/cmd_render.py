@@ -99,7 +99,8 @@ def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
     o.add_argument("--compression", choices=("gzip", "zstd"), default="gzip",
                    help="layer compression (default gzip, which every runtime reads; zstd is "
                    "several times faster, read by containerd >= 1.5, Docker Engine >= 23, "
-                   "podman/CRI-O/skopeo, not by umoci 0.4.7: see README)")
+                   "podman/CRI-O/skopeo, not by umoci 0.4.7; see docs/how-to/render-oci.md, "
+                   "\"zstd layers\")")
     _install_args(o)
     options.add_project(o)
     o.set_defaults(func=run_oci)

@@ -11,6 +11,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from samebits.cli.docpages import add_doc_epilogs, verify_pages
 from samebits.cli.options import Parser, common
 from samebits.ui import run_cli
 
@@ -35,17 +36,17 @@ def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """``python -m verify``'s own parser: the verify subcommands alone, nothing of the
-    composition layer (``samebits_app``), so it runs wherever samebits' core does."""
+    composition layer (``samebits_app``), so it runs wherever samebits' core does. Its help
+    ends with the docs lines of ``samebits verify ...`` (``samebits.cli.docpages``)."""
     parser = Parser(
         prog="python -m verify",
         description="Verify an environment (env), a machine's numerics (gpu), compare "
         "attestations (compare), check a fleet (fleet). The same as `samebits verify ...`.",
-        epilog="exit codes: 0 ok, 1 difference found, 2 bad input, 5 tool failed. "
-        "See README.md.")
+        epilog="exit codes: 0 ok, 1 difference found, 2 bad input, 5 tool failed.")
     sub = parser.add_subparsers(dest="verify_command", metavar="SUBCOMMAND", required=True)
     for module in _modules():
         module.add_parser(sub, [common()])
-    return parser
+    return add_doc_epilogs(parser, verify_pages(), under=("verify",))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

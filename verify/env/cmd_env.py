@@ -34,7 +34,7 @@ def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
         "source with the environment's own interpreter (run with -I -S); identify that "
         "interpreter and check the files it runs at start-up; resolve every ELF file's "
         "libraries. Prints two digests: the environment (every file, and the interpreter "
-        "of a venv) and the packages. See README \"What verify env proves\".",
+        "of a venv) and the packages: what that proves, docs/explanation/verify-env.md.",
         epilog="exit codes: 0 identical, 1 drift or an unresolved library found, "
         "2 bad input or usage. See README \"verify env\".",
     )
