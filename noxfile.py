@@ -142,7 +142,7 @@ def fuzz(session: nox.Session) -> None:
     """The property/fuzz tests with >= 10,000 generated cases per reader (CI runs 150)."""
     install_cpu_torch(session)
     session.install("-e", ".[test]")
-    session.run("pytest", "tests/test_fuzz.py", *session.posargs,
+    session.run("pytest", "tests/integration/test_fuzz.py", *session.posargs,
                 env={"SAMEBITS_FUZZ_PROFILE": "fuzz"})
 
 
@@ -194,6 +194,6 @@ def verifier_lock(session: nox.Session) -> None:
     """containers/verifier.requirements.txt: samebits' own dependencies resolved by uv for
     every Python and platform (--universal), wheels only, every file hashed, as of
     VERIFIER_EXCLUDE_NEWER; the Containerfiles install the verifier from it by hash. Run it
-    when pyproject.toml's dependencies change (tests/test_render_containerfile.py says so)."""
+    when pyproject.toml's dependencies change (tests/integration/test_render_containerfile.py says so)."""
     session.install("-e", ".")
     session.run("python", "-c", VERIFIER_LOCK, VERIFIER_EXCLUDE_NEWER)

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.fakechannel import build_cuda_channel
+from tests.fixtures.fakechannel import build_cuda_channel
 
 # Fixture modules shared by several test files.
-pytest_plugins = ["tests.lock_fixtures", "tests.render_fixtures", "tests.verify_fixtures"]
+pytest_plugins = ["tests.fixtures.lock", "tests.fixtures.render", "tests.fixtures.verify"]
 
 # Outside programs tests may run -> the Debian package that provides each.
 APT_PACKAGES = {"skopeo": "skopeo", "umoci": "umoci", "chromium": "chromium",
@@ -68,7 +68,7 @@ def cache_home(session_cache_home: Path, monkeypatch: pytest.MonkeyPatch) -> Pat
     under ~/.cache/samebits nor reads what an earlier session left there. Within a session the
     tests share it, as users share theirs: a torch venv's bytecode verdicts are computed once
     (a minute cold, seconds warm), not once per test. A test that needs a cold cache says so:
-    ``--cache-dir`` or its own XDG_CACHE_HOME (as tests/lock_fixtures.py)."""
+    ``--cache-dir`` or its own XDG_CACHE_HOME (as tests/fixtures/lock.py)."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(session_cache_home))
     return session_cache_home
 
