@@ -8,7 +8,8 @@ write the committed lockfiles byte for byte; beside them the same 11 solves as b
 Goal: the warm lock under 2 s.
 
 Part 2, scale: the same specs plus a [conda] part solved against a synthetic file:// channel
-(the CUDA-stack packages of tests/fixtures/fakechannel.py plus filler records, >= 20,000 per subdir).
+(the CUDA-stack packages of tests/fixtures/fakechannel.py plus filler records, >= 20,000 per
+subdir).
 Printed: the warm matrix and the conda part alone.
 """
 

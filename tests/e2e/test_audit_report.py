@@ -6,10 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-import struct
-import subprocess
-import tempfile
-import zlib
 from pathlib import Path
 
 import pytest
@@ -28,86 +24,7 @@ from tests.fixtures.audit import (  # noqa: F401  (fixtures)
     vchannel,
     wheel,
 )
-
-CHROMIUM = "chromium"
-CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                  "--no-first-run", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--window-size=1280,1600")
-
-
-# ---------------------------------------------------------------------- PNG, stdlib only
-
-def png_pixels(data: bytes, *, rows: int) -> tuple[int, int, list[bytes]]:
-    """(width, height, the first ``rows`` rows of pixels) of an 8-bit RGB/RGBA PNG."""
-    assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
-    pos, idat, header = 8, [], None
-    while pos < len(data):
-        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
-        body = data[pos + 8:pos + 8 + length]
-        pos += 12 + length
-        if kind == b"IHDR":
-            header = struct.unpack(">IIBBBBB", body)
-        elif kind == b"IDAT":
-            idat.append(body)
-        elif kind == b"IEND":
-            break
-    assert header is not None
-    width, height, depth, colour, _, _, interlace = header
-    assert (depth, interlace) == (8, 0) and colour in (2, 6), header
-    bpp = 3 if colour == 2 else 4
-    stride = width * bpp
-    n = min(rows, height)
-    raw = zlib.decompressobj().decompress(b"".join(idat), (stride + 1) * n)
-    prev = bytearray(stride)
-    out = []
-    for y in range(n):
-        start = y * (stride + 1)
-        kind, line = raw[start], bytearray(raw[start + 1:start + 1 + stride])
-        _unfilter(kind, line, prev, bpp)
-        out.append(bytes(line))
-        prev = line
-    return width, height, out
-
-
-def _unfilter(kind: int, line: bytearray, prev: bytearray, bpp: int) -> None:
-    if kind == 1:
-        for i in range(bpp, len(line)):
-            line[i] = (line[i] + line[i - bpp]) & 255
-    elif kind == 2:
-        line[:] = bytes((a + b) & 255 for a, b in zip(line, prev, strict=True))
-    elif kind == 3:
-        for i in range(len(line)):
-            left = line[i - bpp] if i >= bpp else 0
-            line[i] = (line[i] + ((left + prev[i]) >> 1)) & 255
-    elif kind == 4:
-        for i in range(len(line)):
-            a = line[i - bpp] if i >= bpp else 0
-            b, c = prev[i], prev[i - bpp] if i >= bpp else 0
-            p = a + b - c
-            pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
-            pred = a if pa <= pb and pa <= pc else (b if pb <= pc else c)
-            line[i] = (line[i] + pred) & 255
-    else:
-        assert kind == 0, f"PNG filter {kind}"
-
-
-def rgb(colour: str) -> bytes:
-    return bytes.fromhex(colour.removeprefix("#"))
-
-
-# ---------------------------------------------------------------------------- the browser
-
-def chromium(page: Path, shot: Path) -> str:
-    """Render ``page`` in headless Chromium: the screenshot to ``shot``, the DOM returned."""
-    from tests.conftest import require
-
-    chromium = require(CHROMIUM)
-    with tempfile.TemporaryDirectory(prefix="chromium-profile.") as profile:
-        proc = subprocess.run([chromium, *CHROMIUM_FLAGS, f"--user-data-dir={profile}",
-                               f"--screenshot={shot}", "--dump-dom", page.as_uri()],
-                              capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return proc.stdout
+from tests.fixtures.browser import CHROMIUM, chromium, png_pixels, rgb
 
 
 @pytest.mark.requires(CHROMIUM)

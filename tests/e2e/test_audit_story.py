@@ -31,7 +31,7 @@ from samebits_app.audit.runtime import Measured
 from samebits_app.paper.inputs import PaperInputError
 from samebits_app.paper.manifest import read_manifest
 from samebits_app.paper.session import PaperRunError
-from tests.unit.test_facts import sample_facts
+from tests.fixtures.samples import sample_facts
 from tests.fixtures.verify import (  # noqa: F401  (fixtures)
     Installed,
     elves,

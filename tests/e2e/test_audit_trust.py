@@ -23,7 +23,7 @@ from tests.fixtures.audit import (  # noqa: F401  (fixtures)
     vchannel,
     wheel,
 )
-from tests.integration.test_dsse import in_toto_verifies
+from tests.fixtures.intoto import in_toto_verifies
 from verify.gpu.attest import statement_bytes
 
 # signed attestations and audits end to end: slow, left out of CI's `nox -s tests`

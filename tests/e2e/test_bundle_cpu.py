@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.fixtures.programs import no_network as _no_network
 from tests.fixtures.render import run_cli
-from tests.integration.test_bundle import _no_network
 
 ROOT = Path(__file__).resolve().parents[2]
 CACHE = ROOT / "build" / "bench" / "cpu-cache"  # shared with `python -m tests.bench bundle`

@@ -163,8 +163,7 @@ def test_attestation_carries_kernel_coverage(runs) -> None:
 
 def test_coverage_summary_decides_the_gpu_in_use() -> None:
     """On a GPU the attestation records the decision for its compute capability."""
-    from tests.unit.test_coverage import CUFILE, TORCH, cov
-    from tests.unit.test_facts import sample_facts
+    from tests.fixtures.samples import CUFILE, TORCH, cov, sample_facts
     from verify.gpu.attest import build_statement
     from verify.kernels.report import summary
 

@@ -16,7 +16,7 @@ import pytest
 from samebits import dsse
 from samebits_app.paper.manifest import read_manifest
 from tests.fixtures.install import locked_wheel, wheel, write_lock
-from tests.unit.test_facts import sample_facts
+from tests.fixtures.samples import sample_facts
 from verify.gpu.attest import build_statement, statement_bytes
 
 

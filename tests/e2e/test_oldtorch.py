@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.unit.test_compare import BASE, att, ok
+from tests.fixtures.samples import BASE, att, ok
 from verify.gpu.compare import compare
 from verify.gpu.facts.torchapi import find, is_unavailable, unavailable
 from verify.gpu.facts.torchinfo import cpu_capability
@@ -228,7 +228,7 @@ def test_unavailable_on_both_sides(a: dict, b: dict, identical: int, not_run: tu
 def test_unavailable_facts_agree() -> None:
     """Two torches that both lack an API agree on it: no class difference from the versions
     quoted in "unavailable (torch X has no Y)"; against a value, it is a difference."""
-    from tests.unit.test_compare import DET
+    from tests.fixtures.samples import DET
 
     def blas(value: str):  # a CUDA setting: a class fact of runs that used CUDA
         return att(gpu=True, settings={**DET, "blas_library": value})

@@ -12,6 +12,7 @@ import pytest
 
 from samebits_app.paper.svg import AUTHORS, FIRST_DIFF, REVIEWER
 from tests.fixtures.audit import Run
+from tests.fixtures.browser import chromium, png_pixels, rgb
 from tests.fixtures.paper import (  # noqa: F401  (fixtures)
     PaperFolder,
     elves,
@@ -22,7 +23,6 @@ from tests.fixtures.paper import (  # noqa: F401  (fixtures)
     vchannel,
     wheel,
 )
-from tests.e2e.test_audit_report import chromium, png_pixels, rgb
 
 # the paper's commands attested and audited end to end: slow, left out of CI's `nox -s tests`
 pytestmark = pytest.mark.slow

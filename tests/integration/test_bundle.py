@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from samebits.lock.model import parse_lock
+from tests.fixtures.programs import no_network
 from tests.fixtures.render import (  # noqa: F401  (fixtures)
     RenderProject,
     package_cache,
@@ -238,20 +239,13 @@ def _offline_lock(render_project: RenderProject, folder: Path) -> Path:
     return lock
 
 
-def _no_network() -> list[str]:
-    unshare = shutil.which("unshare")
-    if unshare is None or subprocess.run([unshare, "-n", "true"]).returncode != 0:
-        pytest.skip("unshare -n is not available here (needs root or user namespaces)")
-    return [unshare, "-n"]
-
-
 def test_install_from_bundle_offline_gives_the_network_digest(
         render_project: RenderProject, package_cache: Path, tmp_path: Path) -> None:
     """With no network at all (unshare -n) and URLs that resolve nowhere, install --from-bundle
     gives the environment an install of that lock from a cache the network filled gives,
     verified identical (the same packages as the original lock: only the URLs each wheel's
     direct_url.json records differ)."""
-    netless = _no_network()
+    netless = no_network()
     prefix = tmp_path / "env"
     fetched = render_project.samebits("install", "gpu", "--target", str(prefix), "--platform",
                                       "linux-64", "--cache-dir", str(package_cache), "--json")

@@ -258,7 +258,7 @@ def test_audit_preflight_names_what_the_lock_runs_on(tmp_path: Path) -> None:
     and fails when the GPU in use is not among them."""
     from samebits_app.audit.pipeline import with_kernel_coverage
     from samebits_app.audit.verdict import Step
-    from tests.unit.test_facts import H200, sample_facts
+    from tests.fixtures.samples import H200, sample_facts
 
     prefix = _installed(tmp_path)
     step = with_kernel_coverage(Step(name="preflight", status="ok", summary="s"), prefix, None,

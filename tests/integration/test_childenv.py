@@ -190,7 +190,7 @@ def test_keep_env_is_attested_and_compared(tmp_path: Path, mine: tuple, attested
 def test_a_kept_start_up_variable_is_a_fact_that_explains() -> None:
     """Kept and recorded, a start-up variable that differs between the two runs is a class
     fact every workload is sensitive to (it loads other code): the difference is explained."""
-    from tests.unit.test_compare import att, ok
+    from tests.fixtures.samples import att, ok
     from verify.gpu.compare import compare
 
     report = compare(att(env=(("PYTHONPATH", "/opt/a"),)),

@@ -174,7 +174,7 @@ def test_registry_facts_match_the_wheels(cache: Path, line) -> None:
 def test_torch_still_says_so(cache: Path, tmp_path: Path) -> None:
     """The refusal text the attention workload recognises (tests/unit/test_gpu_workloads.py) is in
     the locked torch's libtorch_cuda.so, and the workload's matcher takes it as a refusal."""
-    from tests.unit.test_gpu_workloads import CUDNN_REFUSAL
+    from tests.fixtures.samples import CUDNN_REFUSAL
     from verify.gpu.workloads._common import Refused
     from verify.gpu.workloads.attention import no_kernel
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-import copy
 import hashlib
 import json
 import subprocess
@@ -21,7 +20,8 @@ from cryptography.hazmat.primitives.serialization import (
 from samebits import dsse
 from samebits.errors import InputError
 from samebits_app.cli import main
-from tests.unit.test_facts import sample_facts
+from tests.fixtures.intoto import in_toto_verifies
+from tests.fixtures.samples import sample_facts
 from verify.gpu.attest import build_statement, read_attestation, statement_bytes
 
 WORKLOADS = {"sum_fp32": {"status": "ok", "sha256": "a" * 64, "outputs": []}}
@@ -53,23 +53,6 @@ def check(path: Path, pub: Path, capsys: pytest.CaptureFixture[str]) -> tuple[in
     rc = main(["verify", "attestation", str(path), "--trust", str(pub)])
     got = capsys.readouterr()
     return rc, got.out + got.err
-
-
-def in_toto_verifies(path: Path, pub: Path) -> bool:
-    """The in-toto library's own DSSE verification (securesystemslib's key and Envelope)."""
-    from cryptography.hazmat.primitives.serialization import load_pem_public_key
-    from in_toto.models.metadata import Envelope
-    from securesystemslib.signer import SSlibKey
-
-    key = load_pem_public_key(pub.read_bytes())
-    raw = key.public_bytes(Encoding.Raw, PublicFormat.Raw)
-    sslib_key = SSlibKey.from_crypto(key, keyid=hashlib.sha256(raw).hexdigest())
-    try:
-        envelope = Envelope.from_dict(copy.deepcopy(json.loads(path.read_bytes())))
-        envelope.verify([sslib_key], 1)
-    except Exception:  # securesystemslib raises VerificationError, binascii.Error, ...
-        return False
-    return json.loads(envelope.payload)["_type"] == "https://in-toto.io/Statement/v1"
 
 
 def test_pae_is_the_dsse_spec_encoding() -> None:

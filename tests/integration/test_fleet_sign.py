@@ -4,6 +4,7 @@ fleet-report and verified by in-toto's DSSE code."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -12,11 +13,15 @@ import pytest
 
 from samebits import dsse
 from samebits_app.cli import main
-from tests.integration.test_dsse import in_toto_verifies
-from tests.integration.test_fleet import ROOT, _env
+from tests.fixtures import ROOT
+from tests.fixtures.intoto import in_toto_verifies
 
 # torchrun with several ranks: slow, left out of CI's `nox -s tests`
 pytestmark = pytest.mark.slow
+
+
+def _env() -> dict[str, str]:
+    return dict(os.environ)
 
 
 @pytest.mark.slow

@@ -12,12 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import APT_LINE, APT_PACKAGES
+from tests.fixtures.programs import APT_LINE, APT_PACKAGES
 
 ROOT = Path(__file__).resolve().parents[2]
 # One test per outside program, each of which calls it.
 NEEDS = {
-    "skopeo": "tests/integration/test_interrupt.py::test_kill_during_render_oci_keeps_previous_layout",
+    "skopeo":
+        "tests/integration/test_interrupt.py::test_kill_during_render_oci_keeps_previous_layout",
     "umoci": "tests/integration/test_render_oci.py::test_umoci_unpacks_and_verify_env_agrees",
     "chromium": "tests/e2e/test_audit_report.py::test_html_in_a_real_browser",
     "nix-build": "tests/integration/test_render_nix.py::test_nix_build_realises_every_artifact",

@@ -1,6 +1,7 @@
 """samebits init: an author's file -> environments/NAME.toml that `samebits lock` locks.
 
-Offline tests ask a real PEP 691 index on loopback (tests/fixtures/pypi_index.py: upload times, PEP 658
+Offline tests ask a real PEP 691 index on loopback (tests/fixtures/pypi_index.py: upload times, PEP
+658
 metadata) and lock with the real uv against it; the network tests run init on the real paper
 inputs in tests/data/papers-inputs/ (untouched) against PyPI, and lock one of them."""
 

@@ -1,6 +1,7 @@
 """Locking from the immutable past: PyPI answers at a final exclude-newer, cached and read first.
 
-Against a real HTTP index on loopback (tests/fixtures/pypi_index.py) and the real uv: the cached route
+Against a real HTTP index on loopback (tests/fixtures/pypi_index.py) and the real uv: the cached
+route
 gives what uv gives reading the index directly, a warm lock asks the index nothing (and works
 with the index gone), only what is missing is fetched, another instant never reads these pages,
 yanks count as of the cache until --refresh.

@@ -19,24 +19,11 @@ from tests.fixtures.render import (  # noqa: F401  (fixtures)
     base_layout,
     need,
     package_cache,
+    render,
     render_project,
     render_wheel_dir,
+    tree_digest,
 )
-
-EPOCH = "1700000000"
-
-
-def render(project: RenderProject, env: str, out: Path, *args: str, cwd: Path | None = None,
-           umask: int | None = None, extra_env: dict[str, str] | None = None,
-           platform: str = "linux-64") -> subprocess.CompletedProcess[str]:
-    return project.samebits("render", "oci", env, "--platform", platform, "--out", str(out),
-                            "--root", str(project.root), "--json", *args, cwd=cwd, umask=umask,
-                            env={"SOURCE_DATE_EPOCH": EPOCH, **(extra_env or {})})
-
-
-def tree_digest(folder: Path) -> dict[str, str]:
-    return {p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
 @pytest.fixture(scope="module")

@@ -21,10 +21,11 @@ from tests.fixtures.render import (  # noqa: F401  (fixtures)
     base_layout,
     need,
     package_cache,
+    render,
     render_project,
     render_wheel_dir,
+    tree_digest,
 )
-from tests.integration.test_render_oci import render, tree_digest
 
 ZSTD = "application/vnd.oci.image.layer.v1.tar+zstd"
 

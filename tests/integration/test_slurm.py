@@ -1,5 +1,6 @@
 """verify fleet under a real Slurm (Debian's slurm-wlm and munge, one node on this machine,
-tests/fixtures/slurm_cluster.py): `srun` alone starts the fleet, no torchrun, no RANK or MASTER_ADDR."""
+tests/fixtures/slurm_cluster.py): `srun` alone starts the fleet, no torchrun, no RANK or
+MASTER_ADDR."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """Fresh environments from every real producer verify identical; each forgery is caught.
 
-Producers (tests/fixtures/producers.py): ``python -m venv`` + pip, ``virtualenv`` + pip, ``uv venv`` +
+Producers (tests/fixtures/producers.py): ``python -m venv`` + pip, ``virtualenv`` + pip, ``uv
+venv`` +
 ``uv pip install``, and a conda prefix installed by py-rattler from packages rattler-build
 built. Each test runs the real ``python -m verify env --json`` with no ``--against``.
 """

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from samebits.errors import InputError
-from tests.unit.test_facts import sample_facts
+from tests.fixtures.samples import sample_facts
 from verify.gpu.attest import (
     PREDICATE_TYPE,
     STATEMENT_TYPE,

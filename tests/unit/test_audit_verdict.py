@@ -7,7 +7,7 @@ import pytest
 from samebits.errors import InputError
 from samebits_app.audit.runtime import settings_of
 from samebits_app.audit.verdict import LEVELS, ORDER, Step, Verdict, decide, judge_runtime
-from tests.unit.test_facts import sample_facts
+from tests.fixtures.samples import sample_facts
 from verify.gpu.attest import Attestation, build_statement, parse_attestation
 from verify.gpu.compare import GROUP_WHY, compare
 from verify.gpu.errorstats import OutputError

@@ -12,36 +12,15 @@ import pytest
 import torch
 
 from samebits.errors import InputError
-from tests.unit.test_facts import H200, sample_facts
-from verify.gpu.attest import Attestation, build_statement, parse_attestation
+from tests.fixtures.samples import BASE, DET, H200, NAMES, att, ok
+from verify.gpu.attest import Attestation
 from verify.gpu.compare import class_id, compare
 from verify.gpu.errorstats import error_stats, output_errors
 from verify.gpu.facts import DriverFacts
 from verify.gpu.workloads import tensor_bytes
 
-DET = {"profile": "deterministic", "deterministic_algorithms": True, "cudnn_benchmark": False,
-       "float32_matmul_precision": "highest", "cuda_matmul_allow_tf32": False,
-       "cudnn_allow_tf32": False}
 TF32 = {**DET, "float32_matmul_precision": "high", "cuda_matmul_allow_tf32": True,
         "cudnn_allow_tf32": True}
-NAMES = ("gemm_fp32", "sum_fp32", "randn", "adaptive_avgpool2d_bwd")
-
-
-def ok(digest: str) -> dict:
-    return {"status": "ok", "sha256": digest * 64,
-            "outputs": [{"name": "out", "dtype": "float32", "shape": [4], "sha256": digest * 64}]}
-
-
-BASE = {n: ok(str(i)) for i, n in enumerate(NAMES)}
-
-
-def att(*, gpu: bool = False, settings: dict = DET, changed: dict | None = None,
-        source: str = "a.json", **facts) -> Attestation:
-    workloads = {**BASE, **(changed or {})}
-    doc = build_statement(facts=sample_facts(gpu=gpu, **facts), device="cuda:0" if gpu else "cpu",
-                          settings=settings, workloads=workloads, suite_version=1,
-                          environment={"environment": "e" * 64}, samebits_version="0.0.0")
-    return parse_attestation(doc, source=source)
 
 
 def test_identical() -> None:

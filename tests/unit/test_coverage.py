@@ -1,15 +1,14 @@
 """verify.kernels.coverage and verify.kernels.cudastack: the per-GPU rules, the driver floor, the
-CUDA stack read from files. The rules on NVIDIA's real libraries: tests/integration/test_coverage_network.py."""
+CUDA stack read from files. The rules on NVIDIA's real libraries:
+tests/integration/test_coverage_network.py."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import pytest
 
+from tests.fixtures.samples import CUFILE, TORCH, cov, lib
 from verify.kernels.coverage import (
     Coverage,
-    LibraryCode,
     Target,
     decide,
     decide_library,
@@ -19,13 +18,7 @@ from verify.kernels.cudastack import CudaStack, essence, stack_from
 from verify.kernels.driverfloor import driver_check
 from verify.kernels.report import runs_on_line
 
-
-def lib(name: str, *groups: Sequence[str], package: str = "pkg 1.0") -> LibraryCode:
-    """A library whose fatbins hold these target sets (tokens: sm_90a, compute_90/9.0), one
-    fatbin each."""
-    gs = tuple((tuple(Target.parse(t) for t in g), 1) for g in groups)
-    return LibraryCode(path=f"lib/{name}", package=package, fatbins=len(gs), groups=gs)
-
+SPARSE = lib("libcusparseLt.so.0", ["sm_80", "sm_90"])
 
 @pytest.mark.parametrize(("targets", "cc", "status", "via"), [
     (["sm_80", "sm_86"], (8, 9), "native", ("sm_86",)),       # sm_86 SASS on an Ada card
@@ -58,16 +51,6 @@ def test_uncovered_fatbins_are_counted_not_failed() -> None:
                            ["compute_75/9.0"]), (8, 0))
     assert (d.status, d.uncovered, d.uncovered_targets, d.jit_fatbins) == (
         "native", 2, ("sm_90a",), 1)
-
-
-def cov(*libs: LibraryCode, runtime: str | None = "13.0") -> Coverage:
-    return Coverage(libraries=libs, stack=CudaStack(cuda_runtime=runtime), elf_files=len(libs))
-
-
-TORCH = lib("libtorch_cuda.so", ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"],
-            package="torch 2.13.0")
-SPARSE = lib("libcusparseLt.so.0", ["sm_80", "sm_90"])
-CUFILE = lib("libcufile.so.0", ["sm_75", "sm_80", "sm_86", "compute_86/7.1"])
 
 
 @pytest.mark.parametrize(("env", "cc", "status", "reason"), [

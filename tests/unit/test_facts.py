@@ -2,18 +2,12 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 
 from samebits.errors import InputError
+from tests.fixtures.samples import sample_facts
 from verify.gpu.facts import (
-    CpuFacts,
-    DriverFacts,
     Facts,
-    GpuFacts,
-    ThreadFacts,
-    TorchFacts,
     cuda_int,
     cudnn_str,
     detect,
@@ -22,41 +16,6 @@ from verify.gpu.facts import (
     parse_smi_cuda,
     parse_smi_query,
 )
-
-H200 = GpuFacts(index=0, torch_index=0, name="NVIDIA H200", uuid="0a1b2c3d",
-                compute_capability="9.0", sm_count=132, memory_bytes=150_000_000_000,
-                ecc="enabled", mig="disabled")
-
-
-def sample_facts(*, gpu: bool = False, **changes: object) -> Facts:
-    """Facts for a CPU machine (or, with ``gpu``, an H200 with a CUDA 13.0 torch); ``changes``
-    replace top-level fields, and ``torch_*``/``threads_*``/``cpu_*`` keys replace nested ones."""
-    torch = TorchFacts(version="2.13.0+cu130" if gpu else "2.13.0+cpu", git_version="cf30153",
-                       build_config="PyTorch built with: ...", cuda="13.0" if gpu else None,
-                       cudnn="9.20.0" if gpu else None, nccl="2.29.7" if gpu else None,
-                       cublas="13.1.0" if gpu else None,
-                       arch_list=("sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120")
-                       if gpu else (),
-                       cpu_capability="AVX512", cuda_available=gpu)
-    cpu = CpuFacts(arch="x86_64", vendor="AuthenticAMD", model="AMD EPYC",
-                   flags=("avx2", "avx512_bf16", "avx512f"), count=2)
-    threads = ThreadFacts(intra_op=2, inter_op=2, affinity=2)
-    nested = {"torch_": "torch", "threads_": "threads", "cpu_": "cpu"}
-    parts = {"torch": torch, "threads": threads, "cpu": cpu}
-    top: dict[str, object] = {}
-    for key, value in changes.items():
-        prefix = next((p for p in nested if key.startswith(p)), None)
-        if prefix:
-            section = nested[prefix]
-            parts[section] = dataclasses.replace(parts[section], **{key[len(prefix):]: value})
-        else:
-            top[key] = value
-    base = dict(
-        driver=DriverFacts(version="580.65.06", cuda="13.0", source="nvml") if gpu else None,
-        gpus=(H200,) if gpu else (), glibc="2.36", python="CPython 3.11.7", env=(), **parts)
-    base.update(top)
-    return Facts(**base)  # type: ignore[arg-type]
-
 
 X86_CPUINFO = """processor\t: 0
 vendor_id\t: GenuineIntel

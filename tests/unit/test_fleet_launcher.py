@@ -1,5 +1,6 @@
 """Which launcher started a rank, and where its group meets (verify.fleet.launcher): the variables
-torchrun, srun and mpirun really set, as tables; the real Slurm run is tests/integration/test_slurm.py."""
+torchrun, srun and mpirun really set, as tables; the real Slurm run is
+tests/integration/test_slurm.py."""
 
 from __future__ import annotations
 

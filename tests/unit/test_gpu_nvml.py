@@ -11,7 +11,7 @@ import pynvml
 import pytest
 
 from tests.fixtures.nvml_fake import Gpu, Machine, Slice, fake_nvml
-from tests.unit.test_facts import sample_facts
+from tests.fixtures.samples import sample_facts
 from verify.gpu.facts import DriverFacts, GpuFacts, merge_gpus
 from verify.gpu.facts.driver import probe_driver_and_gpus
 from verify.gpu.preflight import check

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from samebits.errors import UsageError
-from tests.unit.test_facts import H200, sample_facts
+from tests.fixtures.samples import H200, sample_facts
 from verify.gpu.facts import DriverFacts
 from verify.gpu.preflight import LockNeeds, PreflightError, Problem, check, resolve_device
 

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from samebits.errors import UsageError
+from tests.fixtures.samples import CUDNN_REFUSAL
 from verify.gpu.facts import Facts, detect
 from verify.gpu.workloads import NAMES, run_suite, select, tensor_bytes
 from verify.gpu.workloads.catalog import BY_NAME, CATALOG, FAMILIES
@@ -179,12 +180,6 @@ def test_gpu_every_workload_runs(facts: Facts) -> None:
 
 
 # ------------------------------------------------- what PyTorch says when it refuses a backend
-
-# What torch 2.13's sdp_utils (check_cudnn_deterministic) warns before "No available kernel"
-# when cuDNN attention is asked for under use_deterministic_algorithms(True); the network test
-# test_torch_still_says_so finds the same text in the locked libtorch_cuda.so.
-CUDNN_REFUSAL = "cuDNN SDPA is not deterministic."
-
 
 class _CudaContext:
     """A Context that says it is on CUDA while its tensors stay on the CPU: the attention code

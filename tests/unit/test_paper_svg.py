@@ -8,7 +8,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from samebits_app.paper.svg import curve_svg, nice_ticks
-from tests.unit.test_facts import sample_facts
+from tests.fixtures.samples import sample_facts
 from verify.gpu.attest import build_statement, parse_attestation, statement_bytes
 
 STEPS = list(range(1, 11))
