@@ -16,6 +16,7 @@ import pytest
 from samebits.lock.model import parse_lock
 from tests.fixtures.render import (  # noqa: F401  (fixtures)
     RenderProject,
+    module_package_cache,
     package_cache,
     render_project,
     render_wheel_dir,
@@ -51,11 +52,11 @@ def _ident(lockfile: Path) -> list[tuple]:
 
 
 @pytest.fixture(scope="module")
-def gpu_prefix(render_project: RenderProject, package_cache: Path,
+def gpu_prefix(render_project: RenderProject, module_package_cache: Path,
                tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The `gpu` lock (conda python + CUDA pytorch, three wheels) installed by samebits."""
     prefix = tmp_path_factory.mktemp("frozen-gpu") / "env"
-    _install(render_project, "gpu", prefix, package_cache)
+    _install(render_project, "gpu", prefix, module_package_cache)
     return prefix
 
 

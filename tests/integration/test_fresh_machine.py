@@ -85,7 +85,7 @@ def test_cpu_index_probe_answers_fast(tmp_path: Path) -> None:
     start = time.monotonic()
     why = noxfile._reachable(f"http://127.0.0.1:{port}/whl/cpu/torch/", timeout=2)
     assert why is not None and "refused" in why.lower()
-    assert time.monotonic() - start < 3
+    assert time.monotonic() - start < 30  # refused at once; a busy machine may be slow
     assert noxfile._reachable("http://127.0.0.1:1/", timeout=0.5) is not None
 
 

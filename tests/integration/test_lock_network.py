@@ -30,7 +30,7 @@ def test_silent_source_fails_within_seconds(project: TmpProject, silent_server: 
     elapsed = time.monotonic() - start
     assert res.returncode == 4, res.stderr
     assert "did not answer" in res.stderr
-    assert elapsed < 30
+    assert elapsed < 90  # the 2 s timeout, not a hang; the rest: a busy machine
     assert not project.lockfile("env").exists()
 
 
@@ -127,4 +127,4 @@ def test_refused_channel_is_unreachable_at_once(project: TmpProject) -> None:
     assert res.returncode == 4
     assert f"channel http://127.0.0.1:{port}/chan (http://127.0.0.1:{port}/chan) is " \
            "unreachable: [Errno 111] Connection refused" in res.stderr
-    assert time.monotonic() - start < 15
+    assert time.monotonic() - start < 60  # at once; the process start on a busy machine

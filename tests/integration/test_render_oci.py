@@ -17,6 +17,7 @@ from tests.fixtures.render import (  # noqa: F401  (fixtures)
     BaseLayout,
     RenderProject,
     base_layout,
+    module_package_cache,
     need,
     package_cache,
     render,
@@ -27,12 +28,12 @@ from tests.fixtures.render import (  # noqa: F401  (fixtures)
 
 
 @pytest.fixture(scope="module")
-def gpu_image(render_project: RenderProject, base_layout: BaseLayout, package_cache: Path,
+def gpu_image(render_project: RenderProject, base_layout: BaseLayout, module_package_cache: Path,
               tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
     """The gpu environment rendered once on the umoci-made base, with an oci-archive."""
     out = tmp_path_factory.mktemp("image") / "gpu"
     proc = render(render_project, "gpu", out, "--base", base_layout.ref, "--archive",
-                  str(out.parent / "gpu.tar"), "--cache-dir", str(package_cache))
+                  str(out.parent / "gpu.tar"), "--cache-dir", str(module_package_cache))
     assert proc.returncode == 0, proc.stderr
     return out, json.loads(proc.stdout)
 

@@ -19,6 +19,7 @@ from tests.fixtures.render import (  # noqa: F401  (fixtures)
     BaseLayout,
     RenderProject,
     base_layout,
+    module_package_cache,
     need,
     package_cache,
     render,
@@ -31,12 +32,12 @@ ZSTD = "application/vnd.oci.image.layer.v1.tar+zstd"
 
 
 @pytest.fixture(scope="module")
-def zstd_image(render_project: RenderProject, base_layout: BaseLayout, package_cache: Path,
+def zstd_image(render_project: RenderProject, base_layout: BaseLayout, module_package_cache: Path,
                tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
     """The gpu environment on the umoci-made (gzip) base, zstd layers, with an oci-archive."""
     out = tmp_path_factory.mktemp("zimage") / "gpu"
     proc = render(render_project, "gpu", out, "--base", base_layout.ref, "--archive",
-                  str(out.parent / "gpu.tar"), "--cache-dir", str(package_cache),
+                  str(out.parent / "gpu.tar"), "--cache-dir", str(module_package_cache),
                   "--compression", "zstd")
     assert proc.returncode == 0, proc.stderr
     return out, json.loads(proc.stdout)

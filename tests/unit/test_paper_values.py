@@ -94,7 +94,7 @@ def test_a_backtracking_regex_is_cut_off() -> None:
     start = time.monotonic()
     with pytest.raises(ValueError) as info:
         curve(f"warming up\n{EVIL_LINE}\n", EVIL, regex_seconds=0.2)
-    assert time.monotonic() - start < 5
+    assert time.monotonic() - start < 30  # the 0.2 s limit ends it; the rest: a busy machine
     assert str(info.value) == (
         r"the regex '(\\d+) ((?:a|aa)+)+x$' ran past its time limit of 0.2 s (at line 2); a "
         "pattern that cannot backtrack without end reads the same lines in microseconds")
