@@ -8,7 +8,8 @@ write the committed lockfiles byte for byte; beside them the same 11 solves as b
 Goal: the warm lock under 2 s.
 
 Part 2, scale: the same specs plus a [conda] part solved against a synthetic file:// channel
-(the CUDA-stack packages of tests/fakechannel.py plus filler records, >= 20,000 per subdir).
+(the CUDA-stack packages of tests/fixtures/fakechannel.py plus filler records, >= 20,000 per
+subdir).
 Printed: the warm matrix and the conda part alone.
 """
 
@@ -28,7 +29,7 @@ import time
 from pathlib import Path
 
 from samebits.lock.model import parse_lock
-from tests.fakechannel import build_cuda_channel
+from tests.fixtures.fakechannel import build_cuda_channel
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORDS_PER_SUBDIR = 20_000

@@ -7,7 +7,7 @@ coverage scan finds device code in is listed by ``cuobjdump --list-elf`` and ``-
 the SASS and PTX entries of its ``.nv_fatbin`` section, named cuobjdump's way, must be the same
 list in the same order. Prints one line per file; exit 0 when every file agrees, 1 when one
 does not (the first entries that differ are printed), 2 when cuobjdump is missing.
-``tests/test_coverage_network.py`` uses ``ours`` and ``theirs`` on the locked wheels;
+``tests/integration/test_coverage_network.py`` uses ``ours`` and ``theirs`` on the locked wheels;
 ``tests/gpu/run.sh`` runs this on the GPU machine's own torch.
 """
 

@@ -1,0 +1,123 @@
+"""Bytecode compiled at install: by the prefix's own interpreter, checked-hash, byte-stable."""
+
+from __future__ import annotations
+
+import importlib.util
+import marshal
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from samebits.install import install_prefix
+from samebits.install.sources import Sources
+from tests.fixtures.install import (
+    CondaPkg,
+    locked_conda,
+    locked_wheel,
+    wheel,
+    write_channel,
+    write_lock,
+)
+
+LINE = f"{sys.version_info[0]}.{sys.version_info[1]}"
+TAG = sys.implementation.cache_tag
+SOURCES = {
+    "bc/__init__.py": b"from bc.util import twice\nVALUES = {'a', 'b', 'c', 'd', 1.5}\n",
+    "bc/util.py": b"def twice(x):\n    return 2 * x\n\n\nclass K:\n    pass\n",
+    "bc/broken.py": b"def (:\n",   # does not compile: pip skips such files, and so do we
+}
+
+
+def bc_lock(tmp_path: Path):
+    whl = wheel(tmp_path / "wheels", "bc", "1.0", SOURCES)
+    return write_lock(tmp_path / "lockfiles" / "bc.conda-lock.yml", [locked_wheel(whl)],
+                      python=LINE)
+
+
+def pycs(prefix: Path) -> dict[str, bytes]:
+    site = prefix / "lib" / f"python{LINE}" / "site-packages"
+    return {p.relative_to(prefix).as_posix(): p.read_bytes() for p in site.rglob("*.pyc")}
+
+
+def test_pycs_are_byte_stable(tmp_path: Path) -> None:
+    """Two installs of one lock into one path, each compiling afresh (two caches), write the
+    same pyc bytes; a third from a warm cache places those bytes without compiling."""
+    env = bc_lock(tmp_path)
+    prefix = tmp_path / "env"
+    got = []
+    for cache in ("cache1", "cache2", "cache2"):
+        if prefix.exists():
+            subprocess.run(["rm", "-rf", str(prefix)], check=True)
+        report = install_prefix(env, "linux-64", prefix, final=str(prefix),
+                                cache=tmp_path / cache, interpreter=sys.executable,
+                                bytecode=True, sources=Sources(file_roots=(tmp_path,)))
+        got.append((pycs(prefix), report.bytecode))
+    assert got[0][0] == got[1][0] == got[2][0]
+    assert sorted(got[0][0]) == [f"lib/python{LINE}/site-packages/bc/__pycache__/{m}.{TAG}.pyc"
+                                 for m in ("__init__", "util")]
+    first, _, warm = (b for _, b in got)
+    assert (first.compiled, first.reused, warm.compiled, warm.reused) == (2, 0, 0, 2)
+    assert first.failed == warm.failed == (
+        "lib/python3.11/site-packages/bc/broken.py: SyntaxError: invalid syntax "
+        "(broken.py, line 1)".replace("3.11", LINE),)
+
+
+def test_pyc_header_and_code_name_the_final_prefix(tmp_path: Path) -> None:
+    """Checked-hash header of the source; the code's co_filename is the final path, not the
+    staging folder; Python loads them as they are and leaves them alone."""
+    env = bc_lock(tmp_path)
+    stage, final = tmp_path / "stage", tmp_path / "final"
+    install_prefix(env, "linux-64", stage, final=str(final), cache=tmp_path / "cache",
+                   interpreter=sys.executable, bytecode=True,
+                   sources=Sources(file_roots=(tmp_path,)))
+    os.rename(stage, final)
+    site = final / "lib" / f"python{LINE}" / "site-packages"
+    pyc = site / "bc" / "__pycache__" / f"util.{TAG}.pyc"
+    data = pyc.read_bytes()
+    source = (site / "bc" / "util.py").read_bytes()
+    assert data[:4] == importlib.util.MAGIC_NUMBER
+    assert int.from_bytes(data[4:8], "little") == 0b11        # hash-based, checked
+    assert data[8:16] == importlib.util.source_hash(source)
+    assert marshal.loads(data[16:]).co_filename == str(site / "bc" / "util.py")
+    before = {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in site.rglob("*.pyc")}
+    run = subprocess.run([str(final / "bin" / "python"), "-c",
+                          "import bc; print(bc.twice(21), bc.util.__file__)"],
+                         capture_output=True, text=True)
+    assert run.stdout == f"42 {site / 'bc' / 'util.py'}\n", run.stderr
+    assert {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in site.rglob("*.pyc")} == before
+
+
+def test_another_prefix_path_compiles_again(tmp_path: Path) -> None:
+    """The pyc cache is keyed by the final path (it is in every code object)."""
+    env = bc_lock(tmp_path)
+    cache = tmp_path / "cache"
+    a = install_prefix(env, "linux-64", tmp_path / "a", final=str(tmp_path / "a"), cache=cache,
+                       interpreter=sys.executable, bytecode=True,
+                   sources=Sources(file_roots=(tmp_path,)))
+    b = install_prefix(env, "linux-64", tmp_path / "b", final=str(tmp_path / "b"), cache=cache,
+                       interpreter=sys.executable, bytecode=True,
+                   sources=Sources(file_roots=(tmp_path,)))
+    assert (a.bytecode.compiled, b.bytecode.compiled, b.bytecode.reused) == (2, 2, 0)
+
+
+def test_no_interpreter_that_runs_compiles_nothing(tmp_path: Path) -> None:
+    """A conda prefix whose python does not run here: nothing compiled, and the report says
+    why; a prefix for another platform is not even tried."""
+    py = CondaPkg(name="python", version=f"{LINE}.0",
+                  files={f"bin/python{LINE}": b"#!/bin/sh\nexit 3\n"},
+                  executables=(f"bin/python{LINE}",))
+    noarch = CondaPkg(name="purepy", version="1.0", build="pyh0_0", subdir="noarch",
+                      noarch="python", files={"site-packages/purepy.py": b"X = 1\n"})
+    archives = write_channel(tmp_path / "channel", [py, noarch])
+    env = write_lock(tmp_path / "c.conda-lock.yml",
+                     [locked_conda(a) for a in archives.values()])
+    prefix = tmp_path / "env"
+    report = install_prefix(env, "linux-64", prefix, final=str(prefix),
+                            cache=tmp_path / "cache", bytecode=True)
+    assert report.bytecode.skipped == (f"{prefix}/bin/python{LINE} cannot run here: exit 3")
+    assert not list(prefix.rglob("*.pyc"))
+    other = install_prefix(env, "linux-64", tmp_path / "env2", final=str(tmp_path / "env2"),
+                           cache=tmp_path / "cache", bytecode=True, host="linux-aarch64")
+    assert other.bytecode.skipped == ("the environment is for linux-64, this machine is "
+                                      "linux-aarch64")

@@ -1,0 +1,122 @@
+"""samebits.net, the one HTTP module: credentials go to their own host only, errors never show
+a password, a silent server stops within the caller's timeout. Real sockets, real urllib."""
+
+from __future__ import annotations
+
+import http.server
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from samebits import net
+from samebits.errors import UnreachableError
+
+
+@contextmanager
+def server(answer) -> Iterator[tuple[int, list[dict[str, str]]]]:
+    """A loopback HTTP server; ``answer(handler)`` replies; the headers of every request."""
+    seen: list[dict[str, str]] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def do_GET(self) -> None:  # noqa: N802
+            seen.append({"path": self.path, **dict(self.headers.items())})
+            answer(self)
+
+        do_HEAD = do_GET  # noqa: N815
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        yield srv.server_address[1], seen
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
+def reply(h: http.server.BaseHTTPRequestHandler, body: bytes = b"ok", status: int = 200,
+          **headers: str) -> None:
+    h.send_response(status)
+    for k, v in headers.items():
+        h.send_header(k.replace("_", "-"), v)
+    h.send_header("Content-Length", str(len(body)))
+    h.end_headers()
+    if h.command != "HEAD":
+        h.wfile.write(body)
+
+
+def test_credentials_are_basic_auth_for_their_host_only() -> None:
+    """user:password in a URL is sent as basic auth (never in the request line), kept on a
+    redirect to the same host and dropped on a redirect to another (127.0.0.1 -> localhost:
+    another origin), as pip does; the reply's URL carries no password."""
+    with server(lambda h: reply(h, b"other")) as (other, seen_other):
+        def first(h: http.server.BaseHTTPRequestHandler) -> None:
+            if h.path == "/start":
+                reply(h, b"", 302, Location="/same")
+            elif h.path == "/same":
+                reply(h, b"", 302, Location=f"http://localhost:{other}/away")
+            else:
+                reply(h, b"no", 404)
+
+        with server(first) as (port, seen):
+            got = net.get(f"http://alice:s%40cret@127.0.0.1:{port}/start", timeout=10)
+    assert (got.status, got.body) == (200, b"other")
+    assert got.url == f"http://localhost:{other}/away"
+    token = "Basic YWxpY2U6c0BjcmV0"  # alice:s@cret
+    assert [(s["path"], s.get("Authorization")) for s in seen] == [
+        ("/start", token), ("/same", token)]
+    assert [(s["path"], s.get("Authorization")) for s in seen_other] == [("/away", None)]
+    assert all(s["User-Agent"] == net.USER_AGENT for s in seen + seen_other)
+
+
+def test_reply_headers_are_case_insensitive() -> None:
+    """A server that writes its headers in lower case (as HTTP/2 front ends pass them on):
+    the range reader still finds Content-Range (a fresh clone's lock read wheel metadata by
+    ranges and failed on it once)."""
+    def answer(h: http.server.BaseHTTPRequestHandler) -> None:
+        h.send_response(206)
+        h.send_header("content-range", "bytes 0-1/10")
+        h.send_header("content-length", "2")
+        h.end_headers()
+        h.wfile.write(b"ab")
+
+    with server(answer) as (port, _):
+        got = net.get(f"http://127.0.0.1:{port}/w.whl", headers={"Range": "bytes=0-1"})
+    assert (got.status, got.body, got.headers.get("Content-Range")) == (206, b"ab",
+                                                                       "bytes 0-1/10")
+
+
+def test_http_errors_are_statuses_and_silence_is_an_oserror_within_the_timeout() -> None:
+    with server(lambda h: reply(h, b"gone", 404)) as (port, _):
+        assert net.get(f"http://127.0.0.1:{port}/x", timeout=10).status == 404
+        assert net.head(f"http://127.0.0.1:{port}/x", timeout=10) == 404
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(1)  # accepts the connection, never answers
+    try:
+        start = time.monotonic()
+        with pytest.raises(OSError) as err:
+            net.get(f"http://bob:pw@127.0.0.1:{silent.getsockname()[1]}/", timeout=0.5)
+        assert time.monotonic() - start < 30
+        assert net.timed_out(err.value)
+        unreachable = net.reach(f"http://bob:pw@127.0.0.1:{silent.getsockname()[1]}/",
+                                err.value)
+        assert isinstance(unreachable, UnreachableError) and "pw" not in unreachable.message
+    finally:
+        silent.close()
+
+
+def test_every_fetch_goes_through_net() -> None:
+    """No module but samebits.net opens URLs itself (the issue's four urllib callers)."""
+    root = Path(__file__).resolve().parents[2]
+    callers = sorted(str(p.relative_to(root)) for pkg in ("samebits", "samebits_app", "verify")
+                     for p in (root / pkg).rglob("*.py")
+                     if "urlopen(" in p.read_text() and p.name != "net.py")
+    assert callers == []

@@ -1,0 +1,271 @@
+"""Sdist-only packages: `samebits lock` builds each into a wheel (twice) in a locked build
+environment and records the build; `samebits install` builds it again (or takes the cached
+wheel) and refuses other bytes; what install cannot place is refused before any download.
+
+Real uv, a real PEP 517 backend (tests/fixtures/fakesdists.py, shipped as a wheel in a local
+find-links index) and, in the network test, a real sdist-only package from PyPI.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+import socket
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from samebits.lock.builds import BuildRecord, builds_of
+from samebits.lock.model import parse_lock
+from tests.fixtures.fakesdists import BACKEND_WHEEL, Sdist, write_index
+
+PY = f"{sys.version_info[0]}.{sys.version_info[1]}"
+INSTANT = "2026-01-02T03:04:06Z"  # even: a zip entry holds 2-second steps
+EPOCH = int(dt.datetime(2026, 1, 2, 3, 4, 6, tzinfo=dt.timezone.utc).timestamp())
+SPEC = """\
+generation = "cpu"
+python = "{py}"
+exclude-newer = "{instant}"
+{platforms}
+[pypi]
+index = "{index}"
+requirements = [{reqs}]
+"""
+LINUX_64 = '[platforms.linux-64]\nglibc = "2.28"'
+BOTH = LINUX_64 + '\n[platforms.linux-aarch64]\nglibc = "2.28"'
+
+
+class Project:
+    def __init__(self, root: Path, *sdists: Sdist) -> None:
+        self.root = root
+        self.index = write_index(root / "index", *sdists)
+        (root / "environments").mkdir()
+
+    def spec(self, reqs: str, *, platforms: str = LINUX_64, name: str = "env") -> None:
+        (self.root / "environments" / f"{name}.toml").write_text(SPEC.format(
+            py=PY, instant=INSTANT, platforms=platforms, index=self.index.as_uri(),
+            reqs=reqs))
+
+    def run(self, *args: str, cache: str = "cache", **env: str
+            ) -> subprocess.CompletedProcess[str]:
+        environ = {**os.environ, "XDG_CACHE_HOME": str(self.root / cache), **env}
+        return subprocess.run([sys.executable, "-m", "samebits", *args], cwd=self.root,
+                              capture_output=True, text=True, timeout=300, env=environ)
+
+    @property
+    def lockfile(self) -> Path:
+        return self.root / "lockfiles" / "env.conda-lock.yml"
+
+    def builds(self) -> dict[tuple[str, str], BuildRecord]:
+        return builds_of(parse_lock(self.lockfile).custom, file=str(self.lockfile))
+
+
+def sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_sdist_only_package_is_locked_with_its_build(tmp_path: Path) -> None:
+    """The lock names the sdist (url + sha256) and records its build: the wheel's name and
+    sha256, the build environment by URL and sha256, the Python and SOURCE_DATE_EPOCH (the
+    spec's exclude-newer); conda-lock's own reader accepts the file."""
+    from conda_lock.lockfile import parse_conda_lock_file
+
+    p = Project(tmp_path, Sdist("tinypkg", "1.0"))
+    p.spec('"tinypkg==1.0"', platforms=BOTH)
+    res = p.run("lock")
+    assert res.returncode == 0, res.stderr
+    lock = parse_lock(p.lockfile)
+    sdist = p.index / "tinypkg-1.0.tar.gz"
+    for platform in ("linux-64", "linux-aarch64"):
+        (pkg,) = lock.packages_for(platform, "pip")
+        assert (pkg.url, pkg.sha256) == (sdist.as_uri(), sha(sdist))
+        record = p.builds()[(platform, "tinypkg")]
+        assert (record.sdist, record.wheel, record.python, record.source_date_epoch) == (
+            sha(sdist), "tinypkg-1.0-py3-none-any.whl", PY, EPOCH)
+        backend = p.index / BACKEND_WHEEL.filename
+        assert [(r.name, r.version, r.url, r.sha256) for r in record.requires] == [
+            ("tinyback", "1.0", backend.as_uri(), sha(backend))]
+        assert record.backend == "tinyback"
+    built = tmp_path / "cache" / "samebits" / "archives" / record.sha256 / record.wheel
+    assert sha(built) == record.sha256  # filed in the cache: an install here builds nothing
+    with zipfile.ZipFile(built) as zf:
+        assert {i.date_time for i in zf.infolist()} == {
+            dt.datetime.fromtimestamp(EPOCH, dt.timezone.utc).timetuple()[:6]}
+    assert len(parse_conda_lock_file(p.lockfile).package) == 2
+
+
+@pytest.mark.slow
+def test_install_builds_the_sdist_and_verify_env_is_identical(tmp_path: Path) -> None:
+    """With an empty cache, install builds the sdist again from the locked inputs, gets the
+    recorded bytes, installs the wheel (direct_url.json names the sdist, as pip writes it)
+    and verify env finds the prefix identical to the lock."""
+    p = Project(tmp_path, Sdist("tinypkg", "1.0"))
+    p.spec('"tinypkg==1.0"')
+    assert p.run("lock").returncode == 0
+    prefix = tmp_path / "env"
+    res = p.run("install", "env", "--target", str(prefix), "--no-bytecode",
+                "--python", sys.executable, "--json", cache="other-cache")
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["verify"]["identical"] is True
+    site = prefix / "lib" / f"python{PY}" / "site-packages"
+    assert (site / "tinypkg" / "__init__.py").read_text() == "__version__ = '1.0'\n"
+    sdist = p.index / "tinypkg-1.0.tar.gz"
+    direct = json.loads((site / "tinypkg-1.0.dist-info" / "direct_url.json").read_text())
+    assert (direct["url"], direct["archive_info"]["hashes"]["sha256"]) == (
+        sdist.as_uri(), sha(sdist))
+
+
+def _install(p: Project, prefix: Path, cache: Path) -> None:
+    """install_prefix of the lock's linux-64 (no verify env: verify has tests of its own)."""
+    from samebits.install import install_prefix
+    from samebits.install.sources import Sources
+    from samebits.lock.read import load_lock
+
+    env = load_lock(p.lockfile, name="env", root=p.root)
+    install_prefix(env, "linux-64", prefix, final=str(prefix), cache=cache,
+                   interpreter=sys.executable, sources=Sources(file_roots=(p.root,)))
+
+
+def test_install_rebuilds_refuses_other_bytes_and_takes_a_cached_build(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A backend whose output depends on the machine (here: a variable). The lock's two
+    builds agree. With an empty cache, install builds the same bytes where the variable is
+    the same; where it differs, other bytes, refused naming the package (the other wheel kept
+    for a look); where the recorded wheel is in the cache, it is taken and nothing is built."""
+    from samebits.lock.builds import BuildDiffersError
+
+    p = Project(tmp_path, Sdist("tinypkg", "1.0", stamp_env="TINY_STAMP"))
+    p.spec('"tinypkg==1.0"')
+    assert p.run("lock", TINY_STAMP="locked").returncode == 0
+    (record,) = p.builds().values()
+    site = Path("lib", f"python{PY}", "site-packages", "tinypkg", "_stamp.py")
+    monkeypatch.setenv("TINY_STAMP", "locked")
+    _install(p, tmp_path / "a", tmp_path / "cold-a")
+    assert (tmp_path / "a" / site).read_text() == "STAMP = 'locked'\n"
+    monkeypatch.setenv("TINY_STAMP", "elsewhere")
+    with pytest.raises(BuildDiffersError) as err:
+        _install(p, tmp_path / "b", tmp_path / "cold-b")
+    assert err.value.message.startswith(
+        "linux-64: tinypkg 1.0: tinypkg-1.0.tar.gz built here into "
+        "tinypkg-1.0-py3-none-any.whl with sha256 ")
+    assert (f"the lock recorded tinypkg-1.0-py3-none-any.whl with sha256 {record.sha256}"
+            in err.value.message)
+    kept = next((tmp_path / "cold-b" / "builds" / "rejected").rglob("*.whl"))
+    assert sha(kept) != record.sha256
+    assert not (tmp_path / "b").exists() or not any((tmp_path / "b").iterdir())
+    _install(p, tmp_path / "c", tmp_path / "cache" / "samebits")  # where the lock filed it
+    assert (tmp_path / "c" / site).read_text() == "STAMP = 'locked'\n"
+
+
+@pytest.mark.parametrize(("sdist", "platforms", "expected"), [
+    (Sdist("tinypkg", "1.0", stamp_random=True), LINUX_64,
+     "environments/env.toml: [pypi] tinypkg 1.0 on linux-64 (an sdist only): two builds of "
+     "tinypkg-1.0.tar.gz gave different wheels"),
+    (Sdist("tinypkg", "1.0", tag="py3-none-linux_x86_64"), BOTH,
+     "environments/env.toml: [pypi] tinypkg 1.0 on linux-aarch64 (an sdist only): it builds "
+     "into tinypkg-1.0-py3-none-linux_x86_64.whl, which does not fit linux-aarch64, Python "
+     f"{PY}, glibc 2.28: install could not place it"),
+], ids=["not-reproducible", "wheel-for-another-platform"])
+def test_lock_refuses_a_build_install_could_not_place(tmp_path: Path, sdist: Sdist,
+                                                      platforms: str, expected: str) -> None:
+    """A build that differs from itself, or a wheel that does not fit a platform of the spec:
+    the lock is refused (exit 2), naming the package and platform; nothing is written."""
+    p = Project(tmp_path, sdist)
+    p.spec('"tinypkg==1.0"', platforms=platforms)
+    res = p.run("lock")
+    assert res.returncode == 2, res.stderr
+    assert expected in res.stderr
+    assert not p.lockfile.exists()
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize(("filename", "why"), [
+    ("tinypkg-1.0.tar.gz", "an sdist, and the lock records no build of it"),
+    ("tinypkg-1.0-py2.5.egg", "neither a wheel (.whl) nor an sdist (.tar.gz, .zip)"),
+])
+def test_install_refuses_what_it_cannot_place_before_any_download(
+        tmp_path: Path, filename: str, why: str) -> None:
+    """A lock naming an sdist without a recorded build (another tool's lock, say) or an egg:
+    refused at once with exit 2, every such package named; its host is never asked (a closed
+    port: asking would be 'unreachable', exit 4)."""
+    from samebits.lock.model import LockedPackage
+    from tests.fixtures.install import write_lock
+
+    url = f"http://127.0.0.1:{_closed_port()}/files/{filename}"
+    pkgs = [LockedPackage(name=n, version="1.0", manager="pip", platform="linux-64",
+                          url=url.replace("tinypkg", n), sha256="a" * 64)
+            for n in ("tinypkg", "otherpkg")]
+    lock = tmp_path / "foreign.conda-lock.yml"
+    write_lock(lock, pkgs, python=PY)
+    res = subprocess.run([sys.executable, "-m", "samebits", "install", str(lock), "--target",
+                          str(tmp_path / "env"), "--platform", "linux-64", "--python",
+                          sys.executable, "--cache-dir", str(tmp_path / "cache")],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2, res.stderr
+    assert ("error: foreign.conda-lock.yml: 2 locked packages install cannot place:\n"
+            f"  linux-64: otherpkg 1.0: {filename.replace('tinypkg', 'otherpkg')}: {why}\n"
+            f"  linux-64: tinypkg 1.0: {filename}: {why}\n") in res.stderr
+    assert "hint: nothing was downloaded" in res.stderr
+    assert not (tmp_path / "cache" / "archives").exists()
+
+
+KEY = "samebits.build.linux-64.tinypkg"
+GOOD = BuildRecord(platform="linux-64", name="tinypkg", sdist="a" * 64,
+                   wheel="tinypkg-1.0-py3-none-any.whl", sha256="b" * 64, python="3.12",
+                   source_date_epoch=EPOCH, backend="tinyback")
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("{", "not JSON"),
+    ('{"format": 2}', "not a build record of format 1"),
+    (GOOD.to_text().replace('"sha256":"' + "b" * 64, '"sha256":"xyz'),
+     "incomplete build record (ValueError: not a sha256: 'xyz')"),
+])
+def test_a_bad_build_record_is_named_by_file_key_and_value(text: str, message: str) -> None:
+    """A record samebits did not write (edited, cut short) is a lockfile error quoting it."""
+    from samebits.errors import LockfileError
+
+    assert builds_of({GOOD.key: GOOD.to_text()}, file="l.yml") == {("linux-64", "tinypkg"): GOOD}
+    with pytest.raises(LockfileError) as err:
+        builds_of({KEY: text}, file="l.yml")
+    assert err.value.message.startswith(f"l.yml: metadata.custom_metadata.{KEY} = ")
+    assert err.value.message.endswith(f": {message}")
+
+
+@pytest.mark.network
+@pytest.mark.slow
+@pytest.mark.parametrize("instant", ["2026-11-01T00:00:00Z", "2023-05-08T17:28:03Z"],
+                         ids=["today's setuptools", "setuptools 67, whose legacy backend asks "
+                              "for wheel (triton 2.0.1's lit 16.0.3)"])
+def test_real_sdist_only_package_from_pypi(tmp_path: Path, instant: str) -> None:
+    """docopt 0.6.2 is an sdist only on PyPI, with no pyproject.toml: the lock builds it with
+    PEP 517's default requires (setuptools>=40.8.0 and wheel, resolved from PyPI, recorded by
+    URL and sha256) into a py2.py3 wheel; an install with an empty cache builds the same bytes
+    and verify env finds the prefix identical."""
+    root = tmp_path
+    (root / "environments").mkdir()
+    (root / "environments" / "env.toml").write_text(
+        f'generation = "cpu"\npython = "{PY}"\nexclude-newer = "{instant}"\n'
+        f'{LINUX_64}\n[pypi]\nrequirements = ["docopt==0.6.2"]\n')
+    p = Project.__new__(Project)
+    p.root = root
+    assert (res := p.run("lock")).returncode == 0, res.stderr
+    (pkg,) = parse_lock(p.lockfile).packages_for("linux-64", "pip")
+    assert pkg.filename == "docopt-0.6.2.tar.gz"
+    (record,) = p.builds().values()
+    assert record.wheel == "docopt-0.6.2-py2.py3-none-any.whl"
+    assert {"setuptools", "wheel"} <= {r.name for r in record.requires}  # wheel: +packaging
+    assert record.requires[0].url.startswith("https://files.pythonhosted.org/")
+    res = p.run("install", "env", "--target", str(root / "env"), "--no-bytecode", "--python",
+                sys.executable, cache="fresh")
+    assert res.returncode == 0, res.stderr

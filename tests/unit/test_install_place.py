@@ -1,0 +1,245 @@
+"""samebits.install.place: files from cache entries into a prefix by link mode, every failure
+named, and one copy per path where packages overlap. Real files in temp folders, real
+syscalls (reflink is attempted where the filesystem refuses it: the copy fallback)."""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from samebits.errors import InputError, UsageError
+from samebits.install import place
+from samebits.install.place import (
+    Copy,
+    PlaceError,
+    Placer,
+    copy_fd,
+    make_dirs,
+    one_copy_per_path,
+    place_all,
+    write_file,
+)
+
+
+def _src(folder: Path, name: str, data: bytes) -> str:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    path.write_bytes(data)
+    path.chmod(0o444)  # the cache stores files read-only
+    return str(path)
+
+
+def _reflinks(folder: Path) -> bool:
+    """Whether ``folder``'s filesystem clones files (FICLONE)."""
+    import fcntl
+
+    a, b = folder / ".probe-a", folder / ".probe-b"
+    a.write_bytes(b"x")
+    with open(a, "rb") as src, open(b, "wb") as dest:
+        try:
+            fcntl.ioctl(dest.fileno(), place.FICLONE, src.fileno())
+            return True
+        except OSError:
+            return False
+        finally:
+            a.unlink()
+            b.unlink()
+
+
+def test_unknown_mode_is_a_usage_error() -> None:
+    with pytest.raises(UsageError) as err:
+        Placer("symlink")  # type: ignore[arg-type]
+    assert err.value.message == "--link-mode symlink: one of auto, reflink, copy, hardlink"
+
+
+@pytest.mark.parametrize("executable", [False, True])
+def test_copy_is_a_file_of_its_own_with_its_mode(tmp_path: Path, executable: bool) -> None:
+    """copy: new bytes (another inode), mode 0755/0644 from the archive's execute bit, not
+    from the cache file's read-only mode nor the umask."""
+    src = _src(tmp_path / "cache", "f", b"hello" * 1000)
+    placer = Placer("copy")
+    dest = tmp_path / "prefix-f"
+    old = os.umask(0o077)
+    try:
+        placer.place(Copy(src, "f", executable), str(dest))
+    finally:
+        os.umask(old)
+    assert dest.read_bytes() == b"hello" * 1000
+    assert os.stat(dest).st_ino != os.stat(src).st_ino
+    assert stat.S_IMODE(os.stat(dest).st_mode) == (0o755 if executable else 0o644)
+    assert placer.methods == {"copy": 1}
+
+
+def test_auto_clones_or_copies_and_remembers(tmp_path: Path) -> None:
+    """auto: reflink where the filesystem has it, else a copy; the first attempt decides for
+    the rest (one failed clone, not one per file)."""
+    cache = tmp_path / "cache"
+    jobs = [Copy(_src(cache, f"f{i}", bytes([i]) * 100), f"f{i}", False) for i in range(3)]
+    placer = Placer("auto")
+    for job in jobs:
+        placer.place(job, str(tmp_path / job.rel))
+    method = "reflink" if _reflinks(tmp_path) else "copy"
+    assert placer.methods == {method: 3}
+    assert placer._reflink is (method == "reflink")
+    assert [(tmp_path / j.rel).read_bytes() for j in jobs] == [bytes([i]) * 100 for i in range(3)]
+
+
+def test_reflink_mode_without_reflinks_says_so(tmp_path: Path) -> None:
+    """reflink on a filesystem that cannot clone: an error naming both files and the way
+    out, and nothing counted."""
+    if _reflinks(tmp_path):
+        pytest.skip(f"{tmp_path}'s filesystem clones files")
+    src = _src(tmp_path / "cache", "f", b"data")
+    placer = Placer("reflink")
+    with pytest.raises(UsageError) as err:
+        placer.place(Copy(src, "f", False), str(tmp_path / "f"))
+    assert err.value.message.startswith(f"--link-mode reflink: cannot clone {src} to "
+                                        f"{tmp_path / 'f'} (")
+    assert err.value.hint == "use --link-mode auto (reflink where possible, else copy)"
+    assert placer.methods == {}
+
+
+def test_hardlink_shares_the_inode_unless_not_linkable(tmp_path: Path) -> None:
+    """hardlink: the prefix's file is the cache's inode; a file marked not linkable (conda's
+    no_link) is copied all the same."""
+    cache = tmp_path / "cache"
+    linked, copied = _src(cache, "a", b"a"), _src(cache, "b", b"b")
+    placer = Placer("hardlink")
+    placer.place(Copy(linked, "a", False), str(tmp_path / "a"))
+    placer.place(Copy(copied, "b", False, linkable=False), str(tmp_path / "b"))
+    assert os.stat(tmp_path / "a").st_ino == os.stat(linked).st_ino
+    assert os.stat(tmp_path / "b").st_ino != os.stat(copied).st_ino
+    assert placer.methods["hardlink"] == 1 and sum(placer.methods.values()) == 2
+
+
+def test_copy_fd_copies_every_byte_of_a_large_file(tmp_path: Path) -> None:
+    """More than one copy_file_range chunk (CHUNK made small): every byte, in order."""
+    data = os.urandom(3 * 4096 + 17)
+    src, dest = tmp_path / "src", tmp_path / "dest"
+    src.write_bytes(data)
+    chunk = place.CHUNK
+    place.CHUNK = 4096
+    try:
+        with open(src, "rb") as s, open(dest, "wb") as d:
+            copy_fd(s.fileno(), d.fileno())
+    finally:
+        place.CHUNK = chunk
+    assert dest.read_bytes() == data
+
+
+def test_copy_fd_falls_back_to_sendfile_then_reads(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the kernel refuses copy_file_range (EXDEV: another filesystem on old kernels),
+    sendfile copies; where it refuses that too, plain reads and writes do."""
+    data = os.urandom(200_000)
+    src = tmp_path / "src"
+    src.write_bytes(data)
+
+    def refused(*args: object) -> int:
+        raise OSError(errno.EXDEV, os.strerror(errno.EXDEV))
+
+    monkeypatch.setattr(os, "copy_file_range", refused)
+    with open(src, "rb") as s, open(tmp_path / "by-sendfile", "wb") as d:
+        copy_fd(s.fileno(), d.fileno())
+    assert (tmp_path / "by-sendfile").read_bytes() == data
+    monkeypatch.setattr(os, "sendfile", refused)
+    with open(src, "rb") as s, open(tmp_path / "by-read", "wb") as d:
+        copy_fd(s.fileno(), d.fileno())
+    assert (tmp_path / "by-read").read_bytes() == data
+
+
+def test_copy_fd_raises_what_is_not_a_refusal(tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """A real I/O error (a full disk) is raised, not papered over by the next method."""
+    src = tmp_path / "src"
+    src.write_bytes(b"x" * 100)
+
+    def full(*args: object) -> int:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "copy_file_range", full)
+    with open(src, "rb") as s, open(tmp_path / "dest", "wb") as d, \
+            pytest.raises(OSError) as err:
+        copy_fd(s.fileno(), d.fileno())
+    assert err.value.errno == errno.ENOSPC
+
+
+def test_write_file_and_make_dirs(tmp_path: Path) -> None:
+    """A generated file gets exactly its bytes and mode; make_dirs makes every folder once,
+    nested ones included; an existing file is never overwritten."""
+    make_dirs([str(tmp_path / "a" / "b" / "c"), str(tmp_path / "a" / "b"), str(tmp_path / "d")])
+    assert (tmp_path / "a" / "b" / "c").is_dir() and (tmp_path / "d").is_dir()
+    write_file(tmp_path / "a" / "run", b"#!/bin/sh\n", True)
+    assert (tmp_path / "a" / "run").read_bytes() == b"#!/bin/sh\n"
+    assert stat.S_IMODE((tmp_path / "a" / "run").stat().st_mode) == 0o755
+    with pytest.raises(FileExistsError):
+        write_file(tmp_path / "a" / "run", b"other", False)
+
+
+def test_place_all_places_many_files_on_threads(tmp_path: Path) -> None:
+    """Hundreds of files over several threads (biggest first), in nested folders, progress
+    reported up to every byte."""
+    cache = tmp_path / "cache"
+    jobs = [Copy(_src(cache, f"f{i}", os.urandom(i * 7)), f"pkg/{i % 5}/f{i}", i % 2 == 0,
+                 size=i * 7) for i in range(300)]
+    seen: list[int] = []
+    place_all(jobs, str(tmp_path / "prefix"), Placer("copy"), advance=seen.append)
+    for job in jobs:
+        placed = tmp_path / "prefix" / job.rel
+        assert placed.read_bytes() == Path(job.src).read_bytes()
+        assert stat.S_IMODE(placed.stat().st_mode) == (0o755 if job.executable else 0o644)
+    assert sum(seen) == sum(j.size for j in jobs)
+
+
+def test_place_all_names_every_problem(tmp_path: Path) -> None:
+    """A path two packages write and a cache file that is gone: one PlaceError naming both,
+    sorted; the rest is placed."""
+    cache = tmp_path / "cache"
+    a, b = _src(cache, "a", b"a"), _src(cache, "b", b"b")
+    gone = str(cache / "gone")
+    root = tmp_path / "prefix"
+    jobs = [Copy(a, "same", False), Copy(b, "same", False), Copy(gone, "x", False),
+            Copy(b, "ok", False)]
+    with pytest.raises(PlaceError) as err:
+        place_all(jobs, str(root), Placer("copy"))
+    assert err.value.problems == [f"{gone}: missing from the cache",
+                                  f"{root}/same: already exists (two packages write it)"]
+    assert err.value.message.startswith("2 files could not be placed:\n  ")
+    assert (root / "ok").read_bytes() == b"b"
+
+
+def test_place_all_raises_the_first_unexpected_failure(tmp_path: Path) -> None:
+    """A failure that is not a named problem (here: the prefix is a file) is raised as it is."""
+    src = _src(tmp_path / "cache", "a", b"a")
+    (tmp_path / "prefix").write_text("not a folder")
+    with pytest.raises(OSError):
+        place_all([Copy(src, "a", False)], str(tmp_path / "prefix"), Placer("copy"))
+
+
+def test_one_copy_per_path(tmp_path: Path) -> None:
+    """Same bytes and mode from several packages: placed once. Different bytes: the package
+    that depends on every other writer wins; with none, an error naming the path."""
+    cache = tmp_path / "cache"
+    empty1, empty2 = _src(cache, "e1", b""), _src(cache, "e2", b"")
+    low, high = _src(cache, "low", b"base"), _src(cache, "high", b"sktime")
+    plain = [Copy(empty1, "nvidia/__init__.py", False, package="nvidia-a"),
+             Copy(empty2, "nvidia/__init__.py", False, package="nvidia-b"),
+             Copy(low, "only.py", False, package="x")]
+    assert one_copy_per_path(plain[2:]) == plain[2:]  # nothing shared: as given
+    assert [c.src for c in one_copy_per_path(plain)] == [empty1, low]
+    clash = [Copy(low, "docs/conf.py", False, package="scikit-base"),
+             Copy(high, "docs/conf.py", False, package="sktime")]
+    chosen = one_copy_per_path(clash, depends=lambda a, b: (a, b) == ("sktime", "scikit-base"))
+    assert [c.package for c in chosen] == ["sktime"]
+    with pytest.raises(InputError) as err:
+        one_copy_per_path(clash)
+    assert err.value.message == ("1 file written by two packages with different contents: "
+                                 "docs/conf.py")
+    assert err.value.hint.startswith("the lock holds packages that overwrite")
+    mode = [Copy(empty1, "bin/x", False, package="a"), Copy(empty2, "bin/x", True, package="b")]
+    with pytest.raises(InputError):
+        one_copy_per_path(mode)  # same bytes, another mode: not the same file
