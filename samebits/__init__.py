@@ -1,6 +1,6 @@
 """samebits: reproducible GPU environments as declared, locked, verifiable artifacts.
 
-Three layers; imports run one way, down this list (``tests/test_layers.py`` fails on any
+Three layers; imports run one way, down this list (``tests/integration/test_layers.py`` fails on any
 back-edge, lazy imports included; docs/explanation/architecture.md draws the tree):
 
     core         samebits.*  (this package)

@@ -13,5 +13,5 @@ Every ``samebits`` command is one module named after it, ``cmd_<command>.py``:
     paper/       the paper manifest, its tree and inputs, the sandboxed runner, judging outputs
 
 ``samebits verify ...`` is verify's own (``verify/cli.py``, ``verify/<area>/cmd_<name>.py``).
-Nothing below this package imports it (``tests/test_layers.py``).
+Nothing below this package imports it (``tests/integration/test_layers.py``).
 """

@@ -7,7 +7,7 @@ verify`` uses too). Every command also has a reference page generated from this 
 ``docs/gen_cli.py`` (``cli_page``): its usage, every option and its help. ``add_doc_epilogs``
 walks a built parser and ends each epilog with both, keeping what the command's own module
 wrote (its exit codes) and dropping the older "See README ..." pointers, whose sections now
-live in the docs. ``tests/test_docs.py`` fails when a command has no entry or an entry names a
+live in the docs. ``tests/unit/test_docs.py`` fails when a command has no entry or an entry names a
 page that does not exist.
 """
 

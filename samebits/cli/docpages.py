@@ -6,7 +6,7 @@ parser (``cli_page``: ``reference/cli/lock.md``, ``reference/cli/lock/diff.md``)
 the epilogs live here, in the core, so that ``python -m verify`` (which may not import the
 composition layer) ends its help the way ``samebits verify`` does; ``VERIFY_PAGES`` is the
 guide of each verify command. The composition's table of every command is
-``samebits_app.docpages.DOC_PAGES``; ``tests/test_docs.py`` holds both to the parsers.
+``samebits_app.docpages.DOC_PAGES``; ``tests/unit/test_docs.py`` holds both to the parsers.
 
 A command path is a tuple of words: ``()`` for ``samebits`` itself, ``("lock", "diff")``. A
 hidden subcommand (registered without ``help=``: an old name kept for a release, like

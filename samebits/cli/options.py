@@ -3,7 +3,7 @@
 A command never writes ``p.add_argument("--prefix", ...)`` itself; it calls the function here
 (``add_prefix(p, ...)``), which adds the flag with its one dest, metavar and help (a template:
 only the ``{slots}`` differ from command to command) and marks the action with the option's
-name. ``tests/test_cli_vocabulary.py`` walks the real parser and holds every command to this.
+name. ``tests/unit/test_cli_vocabulary.py`` walks the real parser and holds every command to this.
 
     LOCK              the lock, positional: an environment id or a lockfile's path (LOCK_RULE)
     --prefix DIR      an environment that exists, to read (verify env, check, attest, audit,

@@ -55,7 +55,7 @@ TARGETARCH = {"linux-64": "amd64", "linux-aarch64": "arm64"}
 def verifier_inputs(pyproject: str, exclude_newer: str) -> str:
     """The sha256 of what ``VERIFIER_REQUIREMENTS`` is resolved from: pyproject.toml's
     ``dependencies`` and ``requires-python`` and the resolution's exclude-newer, written in the
-    file's header so that a stale file is found (tests/test_render_containerfile.py)."""
+    file's header so that a stale file is found (tests/integration/test_render_containerfile.py)."""
     project = tomllib.loads(pyproject)["project"]
     doc = {"dependencies": sorted(project.get("dependencies", [])),
            "requires-python": project.get("requires-python"), "exclude-newer": exclude_newer}

@@ -36,7 +36,7 @@ skipped)::
 The flags were checked against the cubins themselves (their ELF ``e_flags`` and the
 ``sm_90a``/``sm_103f`` names inside) in torch 2.7.1 (LZ4, CUDA 12.6) and 2.13.0 (zstd, CUDA
 13.0), and the entries against ``cuobjdump --list-elf``/``--list-ptx``
-(tests/test_coverage_network.py, tests/gpu/cuobjdump_compare.py).
+(tests/integration/test_coverage_network.py, tests/gpu/cuobjdump_compare.py).
 
 Compression: LZ4 (CUDA 11.x-12.x ``--compress-all``) and zstd (CUDA 12.8+/13 ``--compress-mode``)
 entries are recognised and counted, never decompressed: the header says everything coverage
