@@ -28,8 +28,8 @@ writing one path are caught before anything is written (``samebits.install.place
 by the chosen link mode into a staging folder that becomes the prefix only whole, and proved
 again after placement. The linking rules themselves (placeholders, noarch python, entry
 points, the conda-meta record) follow rattler's, and the record is rattler's own
-``PrefixRecord``; tests/integration/test_install_conda.py installs real rattler-build packages and checks
-the prefix against what ``rattler.install`` makes of the same packages.
+``PrefixRecord``; tests/integration/test_install_conda.py installs real rattler-build packages
+and checks the prefix against what ``rattler.install`` makes of the same packages.
 """
 
 from __future__ import annotations
