@@ -1,8 +1,8 @@
-"""HTTP for the loopback index: the server uv talks to, and the GET that asks the real index.
+"""HTTP for the loopback index: the server uv talks to.
 
-``Handler`` maps uv's requests onto ``IndexProxy`` (samebits.solve.indexproxy); ``get`` is the
-one plain GET the proxy and ``wheelmeta`` use upstream (user:password in the index URL becomes
-basic auth and never leaves in a URL).
+``Handler`` maps uv's requests onto ``IndexProxy`` (samebits.solve.indexproxy); the proxy asks
+the real index through ``samebits.net`` (user:password in the index URL becomes basic auth
+and never leaves in a URL).
 """
 
 from __future__ import annotations
@@ -11,18 +11,10 @@ import http.server
 import sys
 from typing import TYPE_CHECKING, Any
 
-from samebits import net
 from samebits.solve.indexcache import PAGE_MEDIA
 
 if TYPE_CHECKING:
     from samebits.solve.indexproxy import IndexProxy
-
-
-def get(url: str, *, accept: str, timeout: float) -> tuple[int, str, bytes, str]:
-    """(status, content type, body, final URL) of a GET (``samebits.net.get``); OSError
-    when nothing answered."""
-    r = net.get(url, accept=accept, timeout=timeout)
-    return r.status, r.content_type, r.body, r.url
 
 
 class Server(http.server.ThreadingHTTPServer):

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from samebits import __version__
+from samebits import __version__, net
 from samebits._io import compact_json
 from samebits.net import auth_header
 from samebits.solve.indexcache import (
@@ -54,7 +54,7 @@ from samebits.solve.indexcache import (
     metadata_hash,
     public_url,
 )
-from samebits.solve.indexhttp import Handler, Server, get
+from samebits.solve.indexhttp import Handler, Server
 from samebits.solve.wheelmeta import BadWheel, wheel_metadata
 
 
@@ -216,7 +216,8 @@ class IndexProxy:
         view = route.view
         url = f"{view.index.rstrip('/')}/{project}/"
         try:
-            status, ctype, data, final_url = get(url, accept=PAGE_MEDIA, timeout=self.timeout)
+            r = net.get(url, accept=PAGE_MEDIA, timeout=self.timeout)
+            status, ctype, data, final_url = r.status, r.content_type, r.body, r.url
         except OSError as exc:
             reason = getattr(exc, "reason", exc)
             route.problems.append(f"{public_url(url)}: {reason}")
@@ -299,7 +300,8 @@ class IndexProxy:
         if not wheel.advertised:
             return wheel_metadata(public_url(url), wheel.filename, timeout=self.timeout,
                                   headers=headers)
-        status, _, data, _ = get(url + ".metadata", accept="*/*", timeout=self.timeout)
+        r = net.get(url + ".metadata", accept="*/*", timeout=self.timeout)
+        status, data = r.status, r.body
         if status != 200:
             raise BadWheel(f"{public_url(url)}.metadata: HTTP {status}")
         return data
