@@ -60,9 +60,10 @@ def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
     options.add_python(i, default="the first pythonX.Y that runs, from PATH, pyenv, "
                        "/usr/local/bin, /usr/bin, `uv python find`")
     i.add_argument("--link-mode", choices=LINK_MODES, default="auto",
-                   help="how files go from the cache into the prefix: auto (reflink where the "
-                   "filesystem can, else copy; the default), reflink, copy, or hardlink "
-                   "(shares inodes with the cache: a write into the prefix changes the cache)")
+                   help="how files go from the cache into the prefix: auto (the default: "
+                   "reflink where the filesystem clones, else a hardlink to the sealed, "
+                   "read-only cache file, else a copy), reflink, hardlink, or copy (the "
+                   "prefix owns every byte)")
     i.add_argument("--no-bytecode", action="store_true",
                    help="do not compile bytecode (verify env then checks no pycs)")
     i.add_argument("--from-nix", action="store_true",
@@ -190,7 +191,7 @@ def run_install(args: argparse.Namespace, out: Output) -> int:
                          hint=f"nothing was installed at {prefix}") from None
     with progress(f"verify env {prefix}", None):
         verdict = check_env(prefix, lockfile=env.path, platform=platform, cache=cache,
-                            progress=progress, read=read)
+                            progress=progress, read=read, trust_seal=report.sealed_entries)
     broken = sorted(report.entries_of([f.path for f in verdict.findings
                                        if f.kind in REPAIR_KINDS and f.path]))
     for where in broken:  # a placed file differs from its record: its cache entry is bad
@@ -218,6 +219,7 @@ def run_install(args: argparse.Namespace, out: Output) -> int:
                      f"(Python {bc.version}): {bc.compiled:,} compiled, {bc.reused:,} from the "
                      f"cache" + (f", {len(bc.failed)} sources do not compile"
                                  if bc.failed else ""))
+    lines.extend(report.lines())
     lines.extend(f"  note: {n}" for n in report.notes)
     if broken:
         lines.append(f"  cache: {len(broken)} entries had changed since they were unpacked and "

@@ -5,6 +5,8 @@
                                            link target; computed while unpacking the archive
                                            right after it was proved against the lock
     CACHE/unpacked/<sha256>/tree/...       the members, stored read-only (0444, 0555)
+    CACHE/unpacked/<sha256>/seal.json      each file's inode as stat saw it once proved,
+                                           with seal.sha256 beside it (samebits.install.seal)
     CACHE/pyc/<key>/                       compiled bytecode (samebits.install.bytecode)
 
 An entry is built in ``.tmp-<pid>-<random>/`` beside its final name and renamed into place
@@ -23,6 +25,7 @@ makes the prefix fail ``verify env``. The manifest itself lives in the same writ
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import secrets
@@ -63,6 +66,7 @@ class Entry:
     md5: str = ""
     size: int = 0
     notes: tuple[str, ...] = ()
+    manifest_sha256: str = ""    # of manifest.json's bytes, as read (the seal names it)
 
     @property
     def tree(self) -> Path:
@@ -84,12 +88,20 @@ def manifest_doc(*, key: str, filename: str, kind: str, sha256: str, md5: str, s
             "notes": notes, "members": [list(m) for m in sorted(members)]}
 
 
-def read_entry(cache: Path, key: str, filename: str) -> Entry | None:
-    """The entry for the archive ``key``/``filename``, or None when there is no whole one."""
+def manifest_bytes(doc: dict[str, Any]) -> bytes:
+    """manifest.json as written (the seal hashes these bytes)."""
+    return json.dumps(doc, separators=(",", ":")).encode()
+
+
+def read_entry(cache: Path, key: str, filename: str | None) -> Entry | None:
+    """The entry for the archive ``key``/``filename`` (any filename when None), or None when
+    there is no whole one."""
     root = cache / UNPACKED / key
     try:
-        doc = json.loads((root / "manifest.json").read_bytes())
+        data = (root / "manifest.json").read_bytes()
+        doc = json.loads(data)
         archive = doc["archive"]
+        filename = archive["filename"] if filename is None else filename
         if (doc.get("format") != ENTRY_FORMAT or doc.get("kind") != ENTRY_KIND
                 or archive["key"] != key or archive["filename"] != filename
                 or archive["type"] not in ("wheel", "conda")):
@@ -98,7 +110,8 @@ def read_entry(cache: Path, key: str, filename: str) -> Entry | None:
                         for p, t, s, n, x, g in doc["members"])
         return Entry(root=root, key=key, filename=filename, kind=archive["type"],
                      members=members, sha256=str(archive["sha256"]), md5=str(archive["md5"]),
-                     size=int(archive["size"]), notes=tuple(doc.get("notes") or ()))
+                     size=int(archive["size"]), notes=tuple(doc.get("notes") or ()),
+                     manifest_sha256=hashlib.sha256(data).hexdigest())
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
@@ -128,7 +141,7 @@ def commit(folder: Path, tmp: Path, key: str, doc: dict[str, Any]) -> Path:
     process published the same key first, its entry is kept and ``tmp`` dropped."""
     final = folder / key
     try:
-        (tmp / "manifest.json").write_bytes(json.dumps(doc, separators=(",", ":")).encode())
+        (tmp / "manifest.json").write_bytes(manifest_bytes(doc))
         try:
             os.rename(tmp, final)
         except OSError:

@@ -66,6 +66,23 @@ class Limits:
 Fetcher = Callable[[str, Path, Limits], None]
 
 
+class StreamDigests:
+    """sha256 (and md5 when asked) of the bytes as a fetch writes them: the archive is hashed
+    while it downloads, as uv does, not read back afterwards."""
+
+    def __init__(self, *, md5: bool) -> None:
+        self.sha = hashlib.sha256()
+        self.md5 = hashlib.md5() if md5 else None
+
+    def update(self, chunk: bytes) -> None:
+        self.sha.update(chunk)
+        if self.md5 is not None:
+            self.md5.update(chunk)
+
+    def hexdigests(self) -> tuple[str, str]:
+        return self.sha.hexdigest(), self.md5.hexdigest() if self.md5 is not None else ""
+
+
 def max_fetch_bytes(environ: Mapping[str, str] | None = None) -> int:
     """The cap on any one fetch: SAMEBITS_MAX_FETCH_BYTES (a number of bytes) or 16 GiB."""
     value = (os.environ if environ is None else environ).get(MAX_FETCH_ENV, "").strip()
@@ -97,6 +114,7 @@ class Fetched:
     sha256: str = ""      # of the archive, computed when it was proved
     md5: str = ""
     size: int = 0
+    downloaded: bool = False   # fetched now (not found in the cache's archives/)
 
 
 default_cache_dir = cache_dir  # samebits.host's: the one cache folder
@@ -119,7 +137,8 @@ class NotAllowedFile(InputError):
     """A file:// URL outside the folders the user named, or one that is not a regular file."""
 
 
-def fetch_url(url: str, dest: Path, limits: Limits | None = None) -> None:
+def fetch_url(url: str, dest: Path, limits: Limits | None = None, *,
+              digest: StreamDigests | None = None) -> None:
     """Copy ``url`` (file://, http(s)://) to ``dest`` within ``limits``; the one place that
     touches the network. A file:// URL is read only from below ``limits.roots`` (the folders
     the user named: --find-links, a mirror's file:// target, the cache, the lock's own
@@ -129,7 +148,7 @@ def fetch_url(url: str, dest: Path, limits: Limits | None = None) -> None:
     parts = urlsplit(url)
     try:
         if parts.scheme == "file":
-            _copy_local(url, Path(unquote(parts.path)), dest, limits)
+            _copy_local(url, Path(unquote(parts.path)), dest, limits, digest)
             return
         if parts.scheme not in ("http", "https"):
             raise InputError(f"{url}: unsupported URL scheme '{parts.scheme}'")
@@ -140,14 +159,15 @@ def fetch_url(url: str, dest: Path, limits: Limits | None = None) -> None:
                 raise TooLarge(f"{url}: the server says {int(length):,} bytes, more than "
                                f"{limits.why} allows ({limits.max_bytes:,} bytes); nothing "
                                "was downloaded")
-            _copy_stream(url, resp, f, limits)
+            _copy_stream(url, resp, f, limits, digest)
     except FileNotFoundError:
         raise InputError(f"{url}: no such file") from None
     except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
         raise HostUnreachable(url, f"{net.public_url(url)}: {net.reason(exc)}") from None
 
 
-def _copy_stream(url: str, src: Any, out: Any, limits: Limits) -> None:
+def _copy_stream(url: str, src: Any, out: Any, limits: Limits,
+                 digest: StreamDigests | None = None) -> None:
     """At most ``limits.max_bytes`` bytes from ``src`` to ``out``; a stream that goes on past
     them is ``TooLarge``, one that brings fewer than STALL_BYTES in ``limits.stall`` seconds
     has stalled."""
@@ -158,6 +178,8 @@ def _copy_stream(url: str, src: Any, out: Any, limits: Limits) -> None:
             raise TooLarge(f"{url}: more than {limits.max_bytes:,} bytes, {limits.why}: "
                            "stopped, and nothing was kept")
         out.write(chunk)
+        if digest is not None:
+            digest.update(chunk)
         window_bytes += len(chunk)
         now = time.monotonic()
         if now - window >= limits.stall:
@@ -167,7 +189,8 @@ def _copy_stream(url: str, src: Any, out: Any, limits: Limits) -> None:
             window, window_bytes = now, 0
 
 
-def _copy_local(url: str, path: Path, dest: Path, limits: Limits) -> None:
+def _copy_local(url: str, path: Path, dest: Path, limits: Limits,
+                digest: StreamDigests | None = None) -> None:
     real = Path(os.path.realpath(path))
     if not any(real == r or r in real.parents for r in limits.roots):
         named = ", ".join(map(str, limits.roots)) or "none"
@@ -182,7 +205,7 @@ def _copy_local(url: str, path: Path, dest: Path, limits: Limits) -> None:
                                  "folder): samebits does not read it")
         os.set_blocking(fd, True)
         with open(dest, "wb") as out:
-            _copy_stream(url, src, out, limits)
+            _copy_stream(url, src, out, limits, digest)
 
 
 class HostUnreachable(UnreachableError):
@@ -259,8 +282,13 @@ def prove(p: LockedPackage, cache: Path, fetch: Fetcher = fetch_url,
     os.close(fd)
     try:
         url = local.as_uri() if local is not None else sources.rewrite(p.url)
-        fetch(url, Path(tmp), limits)
-        sha, md5 = digests(Path(tmp))
+        if fetch is fetch_url:  # hashed as it streams in
+            stream = StreamDigests(md5=bool(p.md5) or p.manager == "conda")
+            fetch_url(url, Path(tmp), limits, digest=stream)
+            sha, md5 = stream.hexdigests()
+        else:  # another fetcher (a test's, a bundle's): read back
+            fetch(url, Path(tmp), limits)
+            sha, md5 = digests(Path(tmp))
         problem = _problem(p, sha, md5)
         if problem:
             raise InputError(f"{problem} ({url if url == p.url else f'{url}, for {p.url}'})")
@@ -275,7 +303,8 @@ def prove(p: LockedPackage, cache: Path, fetch: Fetcher = fetch_url,
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-    return Fetched(package=p, path=dest, sha256=sha, md5=md5, size=size)
+    return Fetched(package=p, path=dest, sha256=sha, md5=md5, size=size,
+                   downloaded=local is None)
 
 
 def _local_file(p: LockedPackage, sources: Sources) -> Path | None:

@@ -1,20 +1,26 @@
-"""Place: files from cache entries into a prefix, by reflink, copy or (only when asked) hardlink.
+"""Place: files from cache entries into a prefix, by reflink, hardlink or copy.
 
-    auto      reflink (``FICLONE``) where the cache and the prefix share a filesystem that
-              supports it (btrfs, XFS, bcachefs, ZFS 2.2+): the prefix gets its own copy-on-write
-              extents, so writing into it can never change the cache; else a copy
+    auto      the default. Reflink (``FICLONE``) where the cache and the prefix share a
+              filesystem that clones (btrfs, XFS, bcachefs, ZFS 2.2+): the prefix gets its own
+              copy-on-write extents, so writing into it can never change the cache. Else a
+              hardlink where they share a filesystem: the prefix shares the cache's sealed,
+              read-only inode (``samebits.install.seal``), and the verify that follows proves
+              it by a stat instead of re-hashing it. Else (another filesystem) a copy
               (``os.copy_file_range``, in the kernel, then ``sendfile``, then read/write)
-    reflink   the same, but a filesystem without reflinks is an error
-    copy      always a copy
-    hardlink  the prefix shares each file's inode with the cache: fastest, but a write into an
-              installed file changes the cache entry and every prefix linked from it. The cache
-              stores files read-only (0444/0555), so tools that respect permissions refuse such
-              a write, and every later install and ``verify env`` catches it (records come from
-              the manifest, not the files); nothing prevents it for root. Opt-in only.
+    reflink   reflink, and a filesystem without reflinks is an error
+    hardlink  hardlink where the filesystem allows, else copy (no reflink tried)
+    copy      always a copy: the prefix owns every byte (a prefix to edit in place, or one
+              that must outlive a cleaned cache)
+
+A hardlinked file keeps the cache's mode (0444 / 0555): a tool that honours permissions
+refuses to write into it, and a write that happens anyway (root, or a chmod first) changes the
+inode's ctime, which the seal, every later install and ``samebits cache verify`` see. A conda
+file marked ``no_link`` is copied. Files the environment rewrites (prefix placeholders,
+scripts, entry points, RECORD, direct_url.json) are generated writes, never links.
 
 A copied or cloned file gets mode 0755 or 0644 from the archive's owner-execute bit, set
 explicitly (the umask does not change what is installed). Nothing here hashes: the verify that
-follows the install hashes every placed file against the records written from the manifest.
+follows hashes every copied or cloned file, and proves every link by its seal.
 """
 
 from __future__ import annotations
@@ -62,8 +68,10 @@ class Placer:
             raise UsageError(f"--link-mode {mode}: one of {', '.join(LINK_MODES)}")
         self.mode = mode
         self._reflink: bool | None = None if mode in ("auto", "reflink") else False
+        self._link: bool | None = None if mode in ("auto", "hardlink") else False
         self._lock = threading.Lock()
         self.used: Counter[str] = Counter()
+        self.linked: list[str] = []   # the cache paths hardlinked (their seals are refreshed)
 
     @property
     def methods(self) -> dict[str, int]:
@@ -71,48 +79,73 @@ class Placer:
         return dict(sorted(self.used.items()))
 
     def place(self, job: Copy, dest: str) -> None:
-        if self.mode == "hardlink" and job.linkable:
+        if self._reflink is not False and self._clone(job, dest):
+            return
+        if self._link is not False and job.linkable:
             try:
                 os.link(job.src, dest)
-                self._count("hardlink")
-                return
             except OSError as exc:
                 if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK):
                     raise
+                if exc.errno == errno.EXDEV and self._link is None:
+                    self._link = False  # another filesystem: every later file is copied
+            else:
+                self._link = True
+                with self._lock:
+                    self.used["hardlink"] += 1
+                    self.linked.append(job.src)
+                return
+        self._copy(job, dest, clone=False)
+
+    def _clone(self, job: Copy, dest: str) -> bool:
+        """Place ``job`` by FICLONE; False (nothing left at ``dest``) where it cannot."""
+        try:
+            self._copy(job, dest, clone=True)
+            return True
+        except _NoClone:
+            os.unlink(dest)
+            return False
+
+    def _copy(self, job: Copy, dest: str, *, clone: bool) -> None:
         src = os.open(job.src, os.O_RDONLY | os.O_CLOEXEC)
         try:
             fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
             try:
-                self._fill(src, fd, job, dest)
+                if clone:
+                    self._reflink_fd(src, fd, job, dest)
+                else:
+                    copy_fd(src, fd)
+                    self._count("copy")
                 os.fchmod(fd, 0o755 if job.executable else 0o644)
             finally:
                 os.close(fd)
         finally:
             os.close(src)
 
-    def _fill(self, src: int, dest: int, job: Copy, where: str) -> None:
-        if self._reflink is not False:
-            try:
-                fcntl.ioctl(dest, FICLONE, src)
-                self._reflink = True
-                self._count("reflink")
-                return
-            except OSError as exc:
-                if exc.errno not in NO_REFLINK:
-                    raise
-                if self.mode == "reflink":
-                    raise UsageError(f"--link-mode reflink: cannot clone {job.src} to "
-                                     f"{where} ({os.strerror(exc.errno or 0)})",
-                                     hint="use --link-mode auto (reflink where possible, "
-                                     "else copy)") from None
-                if self._reflink is None:
-                    self._reflink = False
-        copy_fd(src, dest)
-        self._count("copy")
+    def _reflink_fd(self, src: int, dest: int, job: Copy, where: str) -> None:
+        try:
+            fcntl.ioctl(dest, FICLONE, src)
+        except OSError as exc:
+            if exc.errno not in NO_REFLINK:
+                raise
+            if self.mode == "reflink":
+                raise UsageError(f"--link-mode reflink: cannot clone {job.src} to "
+                                 f"{where} ({os.strerror(exc.errno or 0)})",
+                                 hint="use --link-mode auto (reflink where possible, "
+                                 "else a hardlink or a copy)") from None
+            if self._reflink is None:
+                self._reflink = False
+            raise _NoClone from None
+        self._reflink = True
+        self._count("reflink")
 
     def _count(self, method: str) -> None:
         with self._lock:
             self.used[method] += 1
+
+
+class _NoClone(Exception):
+    """This filesystem pair does not clone: the caller links or copies instead."""
 
 
 def copy_fd(src: int, dest: int) -> None:

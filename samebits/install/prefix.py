@@ -7,13 +7,19 @@
               ``--find-links`` folder or ``--mirror`` where given (``sources``); an sdist's
               wheel taken from the cache or built again and proved against the lock's record
               (``build``)
-    unpack    ... and unpacked into the cache (``unpack``); every problem of every archive is
-              listed in one error before anything is placed
+    unpack    ... and unpacked into the cache (``unpack``) as soon as it is proved, while the
+              others download (eight downloads, four unpacks at a time, each archive's hashes
+              computed as its bytes stream in); every problem of every archive is listed in one
+              error before anything is placed
+    check     every entry's files against its seal (``seal.check``: a stat each; what the
+              seal cannot vouch for is hashed); a broken entry is evicted and unpacked again,
+              once
     place     every file from the entries into the staged prefix (``place``): conda packages
               (``conda``), the venv's scaffolding (a lock without a conda python), the wheels
-              (``wheels``), the records; an entry found broken while planning is evicted and
-              unpacked again, once
+              (``wheels``), the records
     compile   bytecode, when asked (``bytecode``)
+    re-seal   every hardlinked file re-stated and its new ctime and link count sealed
+              (``seal.reseal_all``), so the verify that follows proves it by a stat
 
 The caller stages the prefix beside its target, renames it into place and runs ``verify env``
 on it (``samebits_app.cmd_render``). ``progress(description, total)`` is the caller's progress
@@ -24,8 +30,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,7 +45,7 @@ from samebits.install.bytecode import BytecodeReport, compile_bytecode
 from samebits.install.bytecode import Sources as PycSources
 from samebits.install.cache import UNPACKED, Entry, evict, read_entry
 from samebits.install.conda import CondaPlan, plan_conda
-from samebits.install.entryfiles import CorruptEntry, check_tree
+from samebits.install.entryfiles import CorruptEntry
 from samebits.install.fetch import (
     Fetcher,
     cache_key,
@@ -48,6 +56,8 @@ from samebits.install.fetch import (
     raise_problems,
     size_text,
 )
+from samebits.install.seal import CheckResult, reseal_all
+from samebits.install.seal import check as check_seal
 from samebits.install.place import (
     Copy,
     LinkMode,
@@ -67,6 +77,7 @@ from samebits.lock.read import LockedEnv
 # The one link a venv prefix may have out of itself: the interpreter it runs on.
 VENV_LINKS = ("bin/python",)
 UNPACK_THREADS = 4
+FETCH_THREADS = 8
 
 Progress = Callable[[str, float | None], contextlib.AbstractContextManager[Callable[..., Any]]]
 
@@ -92,6 +103,9 @@ class InstallReport:
     bytecode: BytecodeReport | None = None
     sources: dict[str, str] = field(default_factory=dict)  # placed path -> "unpacked/<key>"
     notes: tuple[str, ...] = ()
+    fetch: dict[str, float] = field(default_factory=dict)   # see FetchStats.to_json
+    seal: dict[str, int] = field(default_factory=dict)      # see _seal_counts
+    sealed_entries: tuple[str, ...] = ()   # keys of the entries files were hardlinked from
 
     def to_json(self) -> dict[str, object]:
         return {"platform": self.platform, "prefix": self.prefix, "python": self.python,
@@ -101,7 +115,28 @@ class InstallReport:
                 "cache": {"unpacked": list(self.unpacked),
                           "reused": len(self.conda) + len(self.pip) - len(self.unpacked)},
                 "bytecode": self.bytecode.to_json() if self.bytecode else None,
+                "fetch": dict(self.fetch), "seal": dict(self.seal),
                 "notes": list(self.notes)}
+
+    def lines(self) -> list[str]:
+        """What the human report adds about downloads and the seal."""
+        out = []
+        f = self.fetch
+        if f.get("archives"):
+            out.append(f"  fetched    {plural(int(f['archives']), 'archive')} "
+                       f"({size_text(f['bytes'])}) in {f['seconds']:.1f} s: "
+                       f"{size_text(f['bytes_per_second'])}/s, unpacked as they arrived")
+        s = self.seal
+        if s:
+            parts = [f"{s['vouched']:,} files vouched for by their seal"]
+            if s.get("relinked"):
+                parts.append(f"{s['relinked']:,} whose links had changed")
+            if s.get("hashed"):
+                parts.append(f"{s['hashed']:,} hashed again (their stat had changed)")
+            if s.get("resealed"):
+                parts.append(f"{s['resealed']:,} re-sealed after linking")
+            out.append("  cache      " + ", ".join(parts))
+        return out
 
     def entries_of(self, paths: Sequence[str]) -> set[str]:
         """The cache entries (``unpacked/<key>``, ``pyc/<key>``, relative to the cache) the
@@ -134,9 +169,27 @@ def venv_files(interpreter: str, line: str) -> tuple[dict[str, str], dict[str, s
 
 # ------------------------------------------------------------------------- fetch + unpack
 
-def _entries(packages: Sequence[LockedPackage], how: Artifacts,
-             progress: Progress) -> tuple[dict[str, Entry], list[str]]:
-    """A whole cache entry for every package (fetched, built and unpacked where missing)."""
+@dataclass(slots=True)
+class FetchStats:
+    """What the fetch phase downloaded and how fast (archives found in the cache's
+    ``archives/`` or a local source are proved but not counted as downloaded)."""
+
+    archives: int = 0
+    bytes: int = 0
+    seconds: float = 0.0
+
+    def to_json(self) -> dict[str, float]:
+        if not self.archives:
+            return {}
+        return {"archives": self.archives, "bytes": self.bytes,
+                "seconds": round(self.seconds, 3),
+                "bytes_per_second": round(self.bytes / max(self.seconds, 1e-6))}
+
+
+def _entries(packages: Sequence[LockedPackage], how: Artifacts, progress: Progress,
+             stats: FetchStats | None = None) -> tuple[dict[str, Entry], list[str]]:
+    """A whole cache entry for every package (fetched, built and unpacked where missing):
+    each archive is unpacked as soon as it is proved, while the others still download."""
     cache = how.cache
     entries: dict[str, Entry] = {}
     missing: list[LockedPackage] = []
@@ -150,32 +203,48 @@ def _entries(packages: Sequence[LockedPackage], how: Artifacts,
     if not missing:
         return entries, []
     problems: list[str | SamebitsError] = []
-    proved = []
+    proved: list[Any] = []
+    lock = threading.Lock()
     # the size first (the lock's sizes, else a HEAD each): a 4.7 GB download says so
     files, size, unknown = how.download_size(missing)
     what = download_text(files, size, unknown) if files else plural(len(missing), "archive")
-    with progress(f"fetching {what}", len(missing)) as advance:
-        def one(p: LockedPackage) -> None:
-            try:
-                proved.append(how.prove(p))
-            except SamebitsError as exc:
-                problems.append(labelled(exc, label(p)))
-            advance(1)
-
-        with ThreadPoolExecutor(max_workers=8) as pool:
-            list(pool.map(one, missing))
-    raise_problems(problems)
-    with progress(f"unpacking {len(proved)} archives", len(proved)) as advance:
+    started = time.monotonic()
+    last = [started]
+    with progress(f"fetching and unpacking {what}", len(missing)) as advance, \
+            ThreadPoolExecutor(max_workers=UNPACK_THREADS) as unpacking:
         def unpack_one(f: Any) -> None:
             try:
                 entries[cache_key(f.package)] = unpack(f, cache)
             except UnpackError as exc:
-                problems.extend(f"{label(f.package)}: {x}" for x in exc.problems)
+                with lock:
+                    problems.extend(f"{label(f.package)}: {x}" for x in exc.problems)
             advance(1, description=f"unpacked {f.package.name}")
 
-        big_first = sorted(proved, key=lambda f: -f.size)
-        with ThreadPoolExecutor(max_workers=UNPACK_THREADS) as pool:
-            list(pool.map(unpack_one, big_first))
+        def one(p: LockedPackage) -> None:
+            try:
+                f = how.prove(p)
+            except SamebitsError as exc:
+                with lock:
+                    problems.append(labelled(exc, label(p)))
+                advance(1)
+                return
+            with lock:
+                proved.append(f)
+                if getattr(f, "downloaded", False) and stats is not None:
+                    stats.archives += 1
+                    stats.bytes += f.size
+                    last[0] = time.monotonic()
+            with lock:
+                unpacks.append(unpacking.submit(unpack_one, f))
+
+        unpacks: list[Future[None]] = []
+        biggest_first = sorted(missing, key=lambda p: -(p.size or 0))
+        with ThreadPoolExecutor(max_workers=FETCH_THREADS) as pool:
+            list(pool.map(one, biggest_first))
+        for job in unpacks:
+            job.result()  # anything but an UnpackError (a full disk) is raised here
+    if stats is not None and stats.archives:
+        stats.seconds = last[0] - started
     raise_problems(problems)
     return entries, sorted(f.package.filename for f in proved)
 
@@ -193,13 +262,16 @@ class _Plan:
 
 
 def _plan(env: LockedEnv, platform: str, entries: dict[str, Entry], stage: Path, final: str,
-          line: str | None, python: str, how: Artifacts) -> _Plan:
+          line: str | None, python: str, how: Artifacts,
+          checked: dict[str, CheckResult]) -> _Plan:
     conda, wheels = [], []
     keys = {p.key: cache_key(how.artifact(p)) for p in [*env.conda(platform),
                                                         *env.pip(platform)]}
+    for key in sorted(set(keys.values())):  # every file against its seal, before any plan
+        if key not in checked:
+            checked[key] = check_seal(entries[key])
     for p in env.conda(platform):
         e = entries[keys[p.key]]
-        check_tree(e)
         try:
             conda.append(plan_conda(e, p, stage=stage, final=final, line=line))
         except ValueError as exc:
@@ -207,7 +279,6 @@ def _plan(env: LockedEnv, platform: str, entries: dict[str, Entry], stage: Path,
     layout = layout_for(line or "", python)
     for p in env.pip(platform):
         e = entries[keys[p.key]]
-        check_tree(e)
         try:
             wheels.append(plan_wheel(e, p, stage=stage, layout=layout))
         except ValueError as exc:
@@ -271,15 +342,21 @@ def install_prefix(env: LockedEnv, platform: str, prefix: Path, *, final: str, c
     check_placeable(packages, builds, origin=env.origin)
     how = Artifacts(cache=cache, fetch=fetch, sources=sources, builds=builds,
                     python=build_pythons(build_python or interpreter))
-    entries, unpacked = _entries(packages, how, progress)
+    stats = FetchStats()
+    entries, unpacked = _entries(packages, how, progress, stats)
     venv = interpreter if pip and not has_conda_python else None
     python_rel = "bin/python" if venv else f"bin/python{line}"
     python = f"{final}/bin/python" if venv or _has(entries, conda, "bin/python") \
         else f"{final}/bin/python{line}"
     notes: list[str] = []
+    checked: dict[str, CheckResult] = {}
     for attempt in (1, 2):
         try:
-            plan = _plan(env, platform, entries, prefix, final, line, python, how)
+            n = len(entries)
+            with progress(f"checking {n} cache entr{'y' if n == 1 else 'ies'} against "
+                          "their seals", None):
+                plan = _plan(env, platform, entries, prefix, final, line, python, how,
+                             checked)
             break
         except CorruptEntry as exc:
             if attempt == 2:
@@ -287,7 +364,8 @@ def install_prefix(env: LockedEnv, platform: str, prefix: Path, *, final: str, c
                                  hint=f"delete {cache / UNPACKED} and install again") from None
             notes.append(f"cache entry of {exc}: evicted and unpacked again")
             evict(cache / UNPACKED, exc.entry.key)
-            entries, more = _entries(packages, how, progress)
+            checked.pop(exc.entry.key, None)
+            entries, more = _entries(packages, how, progress, stats)
             unpacked = sorted({*unpacked, *more})
     placed_from = _place(plan, prefix, placer, venv, line, progress)
     report_bytecode = None
@@ -302,13 +380,34 @@ def install_prefix(env: LockedEnv, platform: str, prefix: Path, *, final: str, c
         placed_from.update(report_bytecode.sources)
     for w in plan.wheels:
         notes += [f"{w.package.name}: {n}" for n in w.notes]
+    resealed = reseal_all(entries, placer.linked)
+    linked_from = {k for k in (_entry_key(p) for p in placer.linked) if k}
     return InstallReport(
         platform=platform, prefix=final, python=line,
         conda=tuple(f"{p.name}={p.version}={p.build}" for p in conda),
         pip=tuple(f"{p.name}=={p.version}" for p in pip),
         venv_interpreter=venv, links_out=VENV_LINKS if venv else (),
         link_mode=link_mode, placed=placer.methods, unpacked=tuple(unpacked),
-        bytecode=report_bytecode, sources=placed_from, notes=tuple(notes))
+        bytecode=report_bytecode, sources=placed_from, notes=tuple(notes),
+        fetch=stats.to_json(), seal=_seal_counts(checked, resealed),
+        sealed_entries=tuple(sorted(linked_from)))
+
+
+def _entry_key(cache_path: str) -> str | None:
+    from samebits.install.seal import member_of
+
+    got = member_of(cache_path)
+    return got[0].rsplit("/", 1)[1] if got else None
+
+
+def _seal_counts(checked: dict[str, CheckResult], resealed: int) -> dict[str, int]:
+    """How the entries' files were proved before placing, summed over the entries."""
+    return {"entries": len(checked),
+            "vouched": sum(c.vouched for c in checked.values()),
+            "relinked": sum(c.relinked for c in checked.values()),
+            "hashed": sum(c.hashed for c in checked.values()),
+            "sealed_now": sum(1 for c in checked.values() if c.sealed_now),
+            "resealed": resealed}
 
 
 def _has(entries: dict[str, Entry], conda: Sequence[LockedPackage], path: str) -> bool:

@@ -10,7 +10,8 @@ archive against the lock:
 3. those hashes are checked against the archive's own record (a wheel's RECORD, as
    ``pip --require-hashes`` and pypa/installer do; a conda package's ``info/paths.json``), so
    a member that disagrees with its package's record never reaches a prefix;
-4. the entry is published (``cache.publish``) with the manifest of those hashes.
+4. the entry is sealed (``seal.seal_new``: every file's inode, as stat sees it now, with its
+   sha256) and published (``cache.publish``) with the manifest of those hashes.
 
 Every problem of one archive is collected; ``UnpackError`` carries them all.
 """
@@ -35,11 +36,13 @@ from samebits.install.cache import (
     Entry,
     Member,
     evict,
+    manifest_bytes,
     manifest_doc,
     publish,
     read_entry,
 )
 from samebits.install.fetch import Fetched, cache_key
+from samebits.install.seal import seal_new
 
 BUFFER = 1 << 20
 SIGNATURES = ("RECORD.jws", "RECORD.p7s")
@@ -78,8 +81,10 @@ def unpack(fetched: Fetched, cache: Path) -> Entry:
             members = _unpack_wheel(fetched.path, tree, notes)
         else:
             members = _unpack_conda(fetched.path, tree)
-        return manifest_doc(key=key, filename=p.filename, kind=kind, sha256=fetched.sha256,
-                            md5=fetched.md5, size=fetched.size, members=members, notes=notes)
+        doc = manifest_doc(key=key, filename=p.filename, kind=kind, sha256=fetched.sha256,
+                           md5=fetched.md5, size=fetched.size, members=members, notes=notes)
+        seal_new(tmp, key, members, manifest_bytes(doc))
+        return doc
 
     evict(cache / UNPACKED, key)  # what is there is torn or of another format: replaced
     publish(cache / UNPACKED, key, build)

@@ -8,6 +8,7 @@ report, its JSON and its text: ``verify.env.envreport``.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Collection
 from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,13 +25,16 @@ def check_env(prefix: Path, *, lockfile: Path | None = None, platform: str | Non
               against: Path | None = None, jobs: int | None = None, linkage: bool = True,
               bytecode: bool = True, cache: Path | None = None,
               progress: Any = None, read: ReadOptions | None = None,
-              coverage: bool = True) -> EnvReport:
+              coverage: bool = True, trust_seal: bool | Collection[str] = False) -> EnvReport:
     """Everything ``verify env`` checks, as an ``EnvReport`` (also ``samebits audit``'s API).
-    ``read`` says how to read a lockfile of another format (converted on read)."""
+    ``read`` says how to read a lockfile of another format (converted on read).
+    ``trust_seal``: prove sealed cache inodes by a stat (``verify.env.sealproof``): True for
+    the entries the prefix's records name, or the keys of the entries to trust."""
     from samebits.install import default_cache_dir
     from samebits.lock.read import load_lock
     from verify.env.archivefacts import cached_wheel_tags
     from verify.env.bytecode import check_bytecode
+    from verify.env import sealproof
     from verify.env.digest import digests
     from verify.env.drift import file_findings, merge, reference_findings, scaffold_findings
     from verify.env.envreport import EnvReport, load_reference
@@ -51,8 +55,10 @@ def check_env(prefix: Path, *, lockfile: Path | None = None, platform: str | Non
     cache = cache or default_cache_dir()
 
     loc = locate(prefix, kind, read_pyvenv_cfg(prefix))
+    seals, records = sealproof.seals_for(prefix, cache, trust_seal)
     manifest = build_manifest(prefix, jobs=jobs, elf=linkage, progress=progress,
-                              archives=cache, outside=outside_paths(loc))
+                              archives=cache, outside=outside_paths(loc), seals=seals,
+                              records=records)
     found = probe(loc.executable)
     interpreter = identity(manifest, loc, found)
     platform = platform or _default_platform(lock, manifest)
@@ -108,7 +114,7 @@ def check_env(prefix: Path, *, lockfile: Path | None = None, platform: str | Non
         locked_packages=locked, lockfile=str(lockfile) if lockfile else None,
         reference=reference, notes=tuple(notes), interpreter=interpreter, bytecode=bc,
         unproven=tuple(unproven(manifest.records.packages)), coverage=kernels,
-        not_runnable=not_runnable)
+        not_runnable=not_runnable, proof=sealproof.proof_doc(manifest, seals))
 
 
 def _coverage(manifest) -> dict[str, Any]:

@@ -59,6 +59,10 @@ def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
                    help="skip reading the CUDA kernels (which GPUs the environment runs on)")
     p.add_argument("--jobs", type=int, metavar="N",
                    help="hashing processes (default: one per available core)")
+    p.add_argument("--trust-seal", action="store_true",
+                   help="prove a file that is a sealed inode of samebits' cache (a hardlink "
+                   "install's) by a stat instead of hashing it; the report says how many "
+                   "(default: every byte is hashed)")
     options.add_project(p)
     p.set_defaults(func=run_env)
 
@@ -74,7 +78,7 @@ def run_env(args: argparse.Namespace, out: Output) -> int:
                        linkage=not args.no_linkage, bytecode=not args.no_bytecode,
                        cache=args.cache_dir, progress=out.progress,
                        read=ReadOptions(environment=args.lock_env, python=args.lock_python),
-                       coverage=not args.no_coverage)
+                       coverage=not args.no_coverage, trust_seal=args.trust_seal)
     if out.json:
         sys.stdout.flush()
         sys.stdout.buffer.write(canonical_json(report_json(report)))

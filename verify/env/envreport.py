@@ -11,6 +11,8 @@ The document (``"format": 1``, ``"kind": "samebits.verify-env"``) is written wit
     linkage     {"checked", "ok", "unresolved", "host", ...} (verify.env.linkage)
     packages    what the installers recorded
     summary     counts
+    proof       how the files were proven: ``trust_seal`` (false unless asked), ``by_hash``
+                and ``by_identity`` (sealed cache inodes proven by a stat), the seals used
     manifest    every entry: path, type, exec, sha256 | target, size, owner, category
 
 A report is also a reference: ``verify env --against report.json`` compares every file with it
@@ -61,6 +63,7 @@ class EnvReport:
     unproven: tuple[str, ...] = ()                 # pip packages with no recorded archive hash
     coverage: Mapping[str, Any] | None = None  # verify.kernels.report.platform_doc
     not_runnable: str | None = None   # why the environment's Python cannot start, when it can't
+    proof: Mapping[str, Any] | None = None   # verify.env.sealproof.proof_doc
 
     @property
     def identical(self) -> bool:
@@ -136,6 +139,7 @@ def report_json(r: EnvReport) -> dict[str, Any]:
         "linkage": r.linkage.to_json() if r.linkage else {"checked": False},
         "interpreter": dict(r.interpreter) if r.interpreter else None,
         "bytecode": r.bytecode.to_json() if r.bytecode else {"checked": False},
+        "proof": dict(r.proof) if r.proof is not None else {"trust_seal": False},
         "unproven": list(r.unproven),
         "packages": [p.to_json() for p in m.records.packages],
         "notes": list(r.notes),
@@ -193,6 +197,7 @@ def report_text(r: EnvReport) -> str:
         lines.append(f"  unhashed   {_n(s['unhashed'], 'package file')} recorded without a hash "
                      "(in the manifest and the digest, not checkable)")
     lines.extend(_interpreter_lines(r))
+    lines.append(_proof_line(r))
     if r.unproven:
         shown = ", ".join(r.unproven[:8]) + (", ..." if len(r.unproven) > 8 else "")
         lines.append(f"  unproven   {_n(len(r.unproven), 'pip package')} with no record of "
@@ -246,6 +251,18 @@ def report_text(r: EnvReport) -> str:
         verdict = f"DRIFT: {_n(len(r.findings), 'finding')}"
     lines.append(f"result: {verdict} (exit {r.exit_code})")
     return "\n".join(lines)
+
+
+def _proof_line(r: EnvReport) -> str:
+    p = r.proof or {}
+    hashed = f"{p.get('by_hash', 0):,} files hashed"
+    if not p.get("trust_seal"):
+        return f"  proof      {hashed}: every byte read (the cache's seal not trusted)"
+    refused = len(p.get("seals_refused") or ())
+    n = int(p.get("seals", 0))
+    return (f"  proof      {hashed}, {p.get('by_identity', 0):,} proven by identity (sealed "
+            f"inodes of {n} cache entr{'y' if n == 1 else 'ies'}, a stat each)"
+            + (f"; {refused} seals refused, their files hashed" if refused else ""))
 
 
 def _interpreter_lines(r: EnvReport) -> list[str]:

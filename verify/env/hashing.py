@@ -79,8 +79,10 @@ def hash_file(path: str, *, elf: bool = True, size: int = -1) -> Hashed:
     return Hashed._make(_hash(path, elf, size))
 
 
-def _hash(path: str, elf: bool, size: int
+def _hash(path: str, elf: bool, size: int, known: str | None = None
           ) -> tuple[str | None, ElfInfo | None, str | None, bytes | None]:
+    if known is not None:
+        return _look(path, elf, known)
     buf = getattr(_local, "buffer", None)
     if buf is None:
         buf = _local.buffer = bytearray(BUFFER)
@@ -111,11 +113,32 @@ def _hash(path: str, elf: bool, size: int
         os.close(fd)
 
 
-def _hash_batch(batch: tuple[int, str, list[str], list[int]], elf: bool
+def _look(path: str, elf: bool, known: str
+          ) -> tuple[str | None, ElfInfo | None, str | None, bytes | None]:
+    """A file whose sha256 is ``known`` (proven by its seal): only its head is read, for
+    the ELF facts and a pyc's header."""
+    try:
+        fd = os.open(path, _FLAGS)
+    except OSError as exc:
+        return None, None, exc.strerror or str(exc), None
+    try:
+        head = os.read(fd, 16)
+        info = None
+        if elf and head[:4] == ELF_MAGIC:
+            with os.fdopen(os.dup(fd), "rb") as stream:
+                info = read_elf_info(stream)
+        return known, info, None, head if path.endswith(".pyc") else None
+    except OSError as exc:
+        return None, None, exc.strerror or str(exc), None
+    finally:
+        os.close(fd)
+
+
+def _hash_batch(batch: tuple[int, str, list[str], list[int], list[str | None]], elf: bool
                 ) -> tuple[int, list[tuple]]:
-    b, root, paths, sizes = batch
-    return b, [_hash(p if p[0] == "/" else root + p, elf, n)
-               for p, n in zip(paths, sizes, strict=True)]
+    b, root, paths, sizes, known = batch
+    return b, [_hash(p if p[0] == "/" else root + p, elf, n, k)
+               for p, n, k in zip(paths, sizes, known, strict=True)]
 
 
 def _ready() -> int:
@@ -160,6 +183,7 @@ class FileHasher:
         self._ready = self._pool.apply_async(_ready) if self._pool is not None else None
         self._paths: list[str] = []
         self._sizes: list[int] = []
+        self._known: list[str | None] = []
         self._heap: list[tuple[int, int]] = []      # (-bytes, batch id) not yet submitted
         self._batches: list[tuple[int, list[int]]] = []  # batch id -> (bytes, path indices)
         self._small: list[int] = []
@@ -180,12 +204,16 @@ class FileHasher:
             self._pool.join()
             self._pool = None
 
-    def add(self, path: str, size: int) -> int:
+    def add(self, path: str, size: int, known: str | None = None) -> int:
         """Queue ``root + path`` (``path`` itself when absolute: the files of a venv's base
-        interpreter); returns its index in what ``wait`` returns."""
+        interpreter); returns its index in what ``wait`` returns. ``known``: its sha256 is
+        proven already (a sealed inode): only its head is read (ELF facts, a pyc header)."""
         i = len(self._paths)
         self._paths.append(path)
         self._sizes.append(size)
+        self._known.append(known)
+        if known is not None:
+            size = min(size, 1 << 16)  # what reading its head costs
         if size >= BIG:
             self._push(size, [i])
         else:
@@ -239,9 +267,10 @@ class FileHasher:
                 room = 2 * self.jobs - self._running
             self._submit(room)
 
-    def _work(self, b: int) -> tuple[int, str, list[str], list[int]]:
+    def _work(self, b: int) -> tuple[int, str, list[str], list[int], list[str | None]]:
         idx = self._batches[b][1]
-        return b, self.root, [self._paths[i] for i in idx], [self._sizes[i] for i in idx]
+        return (b, self.root, [self._paths[i] for i in idx], [self._sizes[i] for i in idx],
+                [self._known[i] for i in idx])
 
     def _submit(self, n: int) -> None:
         assert self._pool is not None

@@ -19,6 +19,12 @@ in parallel (``verify.env.hashing``) while it walks, reads the installers' recor
 ``outside``: files of a venv's base interpreter (its binary, libpython, its stdlib folder),
 hashed by the same workers, with absolute paths (``verify.env.interpreter`` says which).
 
+``seals`` (``samebits.install.seal.SealIndex``, only when the caller trusts the cache's seal:
+install's own verify, ``verify env --trust-seal``): a file that is a sealed cache inode, as a
+stat shows (same device, inode, size, mtime, mode, and a ctime that has not moved but for
+links), takes the sealed sha256 instead of being read; only an ELF file's or a pyc's head is
+still read. ``Manifest.proof`` counts the files proven each way.
+
 Kinds of prefix: ``conda`` (has conda-meta/), ``venv`` (has pyvenv.cfg), ``python`` (a base
 interpreter: bin/python3 and lib/python3.*). Anything else is an ``InputError``.
 Directories are not entries; an empty directory is invisible to the manifest.
@@ -33,7 +39,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, NamedTuple
+from typing import TYPE_CHECKING, Literal, NamedTuple
 
 from samebits.errors import InputError
 from verify.env.elfinfo import ElfInfo
@@ -56,6 +62,9 @@ STARTUP = re.compile(r"^lib/(python3\d+\.zip|python3\.\d+/(lib-dynload/)?"
                      r"(site|user)customize(\.py|\.pyc|/.*|\..*\.so))$")
 
 Progress = Callable[[str, float | None], AbstractContextManager[Callable[..., None]]]
+
+if TYPE_CHECKING:
+    from samebits.install.seal import SealIndex
 
 
 class Entry(NamedTuple):
@@ -91,6 +100,8 @@ class Manifest:
     venv: Mapping[str, str] = field(default_factory=dict)   # pyvenv.cfg
     made_by: str | None = None     # venv: "venv" | "virtualenv" | "uv"
     outside: tuple[Entry, ...] = ()  # absolute paths: a venv's base interpreter files
+    by_hash: int = 0               # files read and hashed now
+    by_identity: int = 0           # files proven by their seal (a stat), not read
 
     def by_path(self) -> dict[str, Entry]:
         return {e.path: e for e in self.entries}
@@ -113,9 +124,12 @@ def prefix_kind(prefix: Path) -> PrefixKind:
 
 def build_manifest(prefix: Path, *, jobs: int | None = None, elf: bool = True,
                    progress: Progress | None = None, archives: Path | None = None,
-                   outside: tuple[str, ...] = ()) -> Manifest:
+                   outside: tuple[str, ...] = (), seals: SealIndex | None = None,
+                   records: Records | None = None) -> Manifest:
     """Walk, hash and attribute every file under ``prefix``; also hash ``outside`` (absolute
-    files, or folders walked whole: a venv's base interpreter) with the same workers."""
+    files, or folders walked whole: a venv's base interpreter) with the same workers.
+    ``seals``: sealed cache inodes whose sha256 is taken from their seal (module docstring);
+    ``records``: the prefix's records when the caller read them already."""
     prefix = Path(os.path.abspath(prefix))
     kind = prefix_kind(prefix)
     cfg = read_pyvenv_cfg(prefix) if kind == "venv" else {}
@@ -126,14 +140,28 @@ def build_manifest(prefix: Path, *, jobs: int | None = None, elf: bool = True,
         unreadable: list[tuple[str, str]] = []
         total = 0
         n_inside = 0
+        given: dict[int, Hashed] = {}   # position in walked -> what its seal proves
+        by_hash = by_identity = 0
         for rel, st, target in _walk_all(str(prefix), outside, unreadable):
             n = -1
             if stat.S_ISREG(st.st_mode):
+                sealed = seals.lookup(st) if seals is not None and rel[0] != "/" else None
+                if sealed is not None:
+                    by_identity += 1
+                    if sealed.elf or rel.endswith(".pyc"):  # its head is still read
+                        n = hasher.add(rel, st.st_size, known=sealed.sha256)
+                    else:
+                        given[len(walked)] = Hashed(sealed.sha256)
+                    walked.append((rel, st, target, n))
+                    if rel[0] != "/":
+                        n_inside = len(walked)
+                    continue
                 if st.st_nlink > 1:  # another name for a file already seen is hashed once
                     inode = (st.st_dev, st.st_ino)
                     n = first_of_inode.get(inode, -1)
                 if n < 0:
                     n = hasher.add(rel, st.st_size)
+                    by_hash += 1
                     total += st.st_size
                     if st.st_nlink > 1:
                         first_of_inode[(st.st_dev, st.st_ino)] = n
@@ -141,7 +169,8 @@ def build_manifest(prefix: Path, *, jobs: int | None = None, elf: bool = True,
             if rel[0] != "/":
                 n_inside = len(walked)
         hasher.no_more()
-        records = read_records(prefix, archives=archives)  # while the workers hash
+        if records is None:
+            records = read_records(prefix, archives=archives)  # while the workers hash
         claims = records.claims
         sps = tuple(sp + "/" for sp in site_packages(prefix))
         entries: list[Entry | None] = [None] * len(walked)
@@ -155,7 +184,7 @@ def build_manifest(prefix: Path, *, jobs: int | None = None, elf: bool = True,
 
         for pos, (_, _, _, n) in enumerate(walked):
             if n < 0:
-                entries[pos] = make(pos, None)
+                entries[pos] = make(pos, given.get(pos))
             elif n in users:  # hardlinks: one hash, several entries
                 had = users[n]
                 users[n] = [*(had if isinstance(had, list) else [had]), pos]
@@ -177,7 +206,8 @@ def build_manifest(prefix: Path, *, jobs: int | None = None, elf: bool = True,
     done = sorted(inside, key=lambda e: os.fsencode(e.path))
     return Manifest(prefix=prefix, kind=kind, entries=tuple(done), records=records,
                     unreadable=tuple(sorted(unreadable)), venv=cfg, made_by=made_by,
-                    outside=tuple(sorted(out, key=lambda e: os.fsencode(e.path))))
+                    outside=tuple(sorted(out, key=lambda e: os.fsencode(e.path))),
+                    by_hash=by_hash, by_identity=by_identity)
 
 
 def _walk_all(root: str, outside: tuple[str, ...], unreadable: list[tuple[str, str]]

@@ -1,0 +1,437 @@
+"""The seal of a cache entry: which inodes hold the proved bytes, so a stat can vouch for them.
+
+When an archive has been proved against the lock and unpacked, with every member's sha256
+computed from the archive's bytes and checked against its RECORD / ``info/paths.json``
+(``samebits.install.unpack``), every file is read-only (0444 / 0555) and the entry gets a seal:
+
+    CACHE/unpacked/<key>/seal.json     per file: path, st_dev, st_ino, size, mtime_ns,
+                                       ctime_ns, st_mode, st_nlink, sha256, ELF or not; and
+                                       the sha256 of the entry's manifest.json
+    CACHE/unpacked/<key>/seal.sha256   the sha256 of seal.json
+    CACHE/unpacked/<key>/seal.lock     flock'ed: shared to read the seal, exclusive to write it
+
+The seal is canonical JSON of stat values, sorted by path: the same inodes give the same bytes.
+
+**What a stat proves.** ``ctime`` cannot be set from user space: any change to an inode
+(its bytes, its mode, its links, its times) moves it to now. So a file whose (dev, inode, size,
+mtime_ns, mode) are the sealed ones and whose ctime has not moved is the sealed inode with the
+sealed bytes; ``vouches`` says so, and a link to it in a prefix is proven by that stat alone
+(``verify env`` in install; ``verify env --trust-seal``). Anything else is hashed.
+
+**The window, honestly.** Linking a file into a prefix, and deleting a prefix linked from the
+cache, change the link count and with it the ctime, and both are routine. A stat that differs
+from the seal only in ctime *and* in the link count is therefore accepted as "links came or
+went", and the install that links re-stats every linked file right after placing and re-seals
+(``reseal``, under the entry's exclusive lock, so two installs do not race; the lock is
+waited for at most ``LOCK_TIMEOUT`` seconds). What that cannot see: a write into the file in
+place that keeps its size, sets mtime back to the nanosecond (``os.utime``) *and* happens
+while its link count also changes. Such a write is deliberate, by someone who may write into
+the cache, who could as well rewrite the seal and its digest (both live in that writable
+folder): the seal guards against accidents and against tools writing through a link, not
+against the cache's owner (nothing on the same machine does; ``samebits cache verify --full``
+and ``verify env`` without ``--trust-seal`` re-hash every byte). A write within the same clock
+tick as the stat that sealed the file (a few milliseconds after unpacking) may leave mtime
+and ctime as they were; the seal is taken after the whole entry is written. As root, the
+read-only modes stop nothing; the stat still shows a write.
+
+**What is done with a seal that does not vouch** (``check``, before an install plans
+anything): a seal that is missing (an entry of an older samebits) means every file is hashed
+against the manifest and the entry sealed; a seal whose digest, key or manifest digest is wrong,
+a file whose mode or size changed, or one whose bytes no longer hash to the manifest's value,
+make the entry ``CorruptEntry``: the installer evicts it and unpacks the archive again (the
+archive itself is re-proved against the lock's sha256). A file whose stat differs otherwise
+(another inode, a moved ctime with the same link count, a copied cache) is hashed: the
+manifest's bytes are re-sealed, others evict the entry.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import hashlib
+import json
+import os
+import stat
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import NamedTuple
+
+from samebits.install.cache import UNPACKED, Entry, Member
+from samebits.install.entryfiles import CorruptEntry
+
+SEAL = "seal.json"
+SEAL_DIGEST = "seal.sha256"
+SEAL_LOCK = "seal.lock"
+SEAL_FORMAT = 1
+SEAL_KIND = "samebits.seal"
+LOCK_TIMEOUT = 60.0       # seconds to wait for an entry's lock before giving up
+LOCK_POLL = 0.01
+HASH_BUFFER = 1 << 20
+ELF_MAGIC = b"\x7fELF"
+_FLAGS = os.O_RDONLY | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
+
+
+class Sealed(NamedTuple):
+    """One sealed file: its inode as stat saw it once its bytes were proved."""
+
+    dev: int
+    ino: int
+    size: int
+    mtime_ns: int
+    ctime_ns: int
+    mode: int
+    nlink: int
+    sha256: str
+    elf: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Seal:
+    root: Path
+    key: str
+    manifest: str                       # sha256 of manifest.json
+    files: Mapping[str, Sealed]
+
+
+class SealProblem(Exception):
+    """A seal that is there but cannot be trusted (torn, edited, of another entry)."""
+
+
+@dataclass(slots=True)
+class CheckResult:
+    """What ``check`` found in one entry (counts, for the install report)."""
+
+    vouched: int = 0        # stat equal to the seal
+    relinked: int = 0       # only ctime and the link count moved: re-sealed
+    hashed: int = 0         # hashed against the manifest (and re-sealed): stat said nothing
+    sealed_now: bool = False  # the entry had no seal: sealed from hashes now
+
+
+# ------------------------------------------------------------------------------ the stat rule
+
+def vouches(s: Sealed, st: os.stat_result) -> bool:
+    """Whether ``st`` is the sealed inode, unchanged but for links that came or went."""
+    return (st.st_ino == s.ino and st.st_dev == s.dev and st.st_size == s.size
+            and st.st_mtime_ns == s.mtime_ns and st.st_mode == s.mode
+            and (st.st_ctime_ns == s.ctime_ns or st.st_nlink != s.nlink))
+
+
+def sealed_of(st: os.stat_result, sha256: str, elf: bool) -> Sealed:
+    return Sealed(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns,
+                  st.st_mode, st.st_nlink, sha256, elf)
+
+
+def expected_mode(m: Member) -> int:
+    return stat.S_IFREG | (0o555 if m.exec else 0o444)
+
+
+# ------------------------------------------------------------------------ reading and writing
+
+def seal_bytes(key: str, manifest_sha256: str, files: Mapping[str, Sealed]) -> bytes:
+    """The seal document: canonical JSON, files sorted by path (byte-stable)."""
+    doc = {"format": SEAL_FORMAT, "kind": SEAL_KIND, "key": key, "manifest": manifest_sha256,
+           "files": [[p, *s] for p, s in sorted(files.items())]}
+    return json.dumps(doc, separators=(",", ":"), sort_keys=True).encode()
+
+
+def _replace(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
+def write_seal(root: Path, key: str, manifest_sha256: str, files: Mapping[str, Sealed]) -> None:
+    """seal.json, then its digest (the caller holds the exclusive lock, or the entry is not
+    published yet)."""
+    data = seal_bytes(key, manifest_sha256, files)
+    _replace(root / SEAL, data)
+    _replace(root / SEAL_DIGEST, (hashlib.sha256(data).hexdigest() + "\n").encode())
+
+
+def read_seal(root: Path, key: str, manifest_sha256: str | None = None) -> Seal | None:
+    """The entry's seal; None when it has none (an older entry); ``SealProblem`` when it has
+    one that cannot be trusted. The caller holds the entry's lock (shared or exclusive)."""
+    try:
+        data = (root / SEAL).read_bytes()
+    except FileNotFoundError:
+        if (root / SEAL_DIGEST).exists():
+            raise SealProblem(f"{SEAL} is gone but {SEAL_DIGEST} is there") from None
+        return None
+    except OSError as exc:
+        raise SealProblem(f"{SEAL}: unreadable ({exc.strerror})") from None
+    try:
+        want = (root / SEAL_DIGEST).read_text().strip()
+    except OSError as exc:
+        raise SealProblem(f"{SEAL_DIGEST}: unreadable ({exc.strerror})") from None
+    got = hashlib.sha256(data).hexdigest()
+    if got != want:
+        raise SealProblem(f"{SEAL} hashes to {got}, {SEAL_DIGEST} says {want[:64]!r}")
+    try:
+        doc = json.loads(data)
+        if doc.get("format") != SEAL_FORMAT or doc.get("kind") != SEAL_KIND:
+            raise SealProblem(f"{SEAL}: format {doc.get('format')!r}, kind {doc.get('kind')!r}")
+        if doc["key"] != key:
+            raise SealProblem(f"{SEAL}: the seal of {doc['key']!r}, not of {key!r}")
+        files = {str(p): Sealed(int(d), int(i), int(n), int(mt), int(ct), int(md), int(nl),
+                                str(sha), bool(elf))
+                 for p, d, i, n, mt, ct, md, nl, sha, elf in doc["files"]}
+        manifest = str(doc["manifest"])
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise SealProblem(f"{SEAL}: unreadable ({type(exc).__name__}: {exc})") from None
+    if manifest_sha256 is not None and manifest != manifest_sha256:
+        raise SealProblem(f"{SEAL} seals manifest {manifest}, manifest.json is "
+                          f"{manifest_sha256}")
+    return Seal(root=root, key=key, manifest=manifest, files=files)
+
+
+@contextlib.contextmanager
+def entry_lock(root: Path, *, exclusive: bool, timeout: float = LOCK_TIMEOUT
+               ) -> Iterator[None]:
+    """flock on the entry's seal.lock, waited for at most ``timeout`` seconds (then
+    ``CorruptEntry``-free ``TimeoutError`` naming the file)."""
+    path = root / SEAL_LOCK
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        deadline = time.monotonic() + timeout
+        how = (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB
+        while True:
+            try:
+                fcntl.flock(fd, how)
+                break
+            except OSError as exc:
+                if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                    raise
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"{path}: another samebits process has held this lock "
+                                       f"for more than {timeout:g} s") from None
+                time.sleep(LOCK_POLL)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+# --------------------------------------------------------------------------- sealing at unpack
+
+def _look(path: str) -> tuple[os.stat_result, bool]:
+    """(fstat, starts with the ELF magic) of a regular file, never following a link."""
+    fd = os.open(path, _FLAGS)
+    try:
+        head = os.read(fd, 4)
+        return os.fstat(fd), head == ELF_MAGIC
+    finally:
+        os.close(fd)
+
+
+def seal_new(root: Path, key: str, members: Iterable[Member], manifest: bytes) -> None:
+    """Seal an entry being built at ``root`` (not yet published): every file's stat now,
+    with the sha256 computed while it was unpacked."""
+    files = {}
+    for m in members:
+        if m.type != "file":
+            continue
+        st, elf = _look(f"{root}/tree/{m.path}")
+        files[m.path] = sealed_of(st, m.sha256 or "", elf)
+    write_seal(root, key, hashlib.sha256(manifest).hexdigest(), files)
+
+
+# ------------------------------------------------------------------------- checking at install
+
+def hash_stable(path: str) -> tuple[str, os.stat_result | None, bool]:
+    """(sha256, stat, ELF or not) of a regular file; the stat is None when the file changed
+    while it was read (its bytes are then not sealed: the next check hashes it again)."""
+    h = hashlib.sha256()
+    fd = os.open(path, _FLAGS)
+    try:
+        before = os.fstat(fd)
+        buf = bytearray(HASH_BUFFER)
+        view = memoryview(buf)
+        elf = None
+        while n := os.readv(fd, (buf,)):
+            if elf is None:
+                elf = bytes(view[:4]) == ELF_MAGIC
+            h.update(view[:n])
+        after = os.fstat(fd)
+    finally:
+        os.close(fd)
+    same = (before.st_ino, before.st_size, before.st_mtime_ns, before.st_ctime_ns) == \
+        (after.st_ino, after.st_size, after.st_mtime_ns, after.st_ctime_ns)
+    return h.hexdigest(), after if same else None, bool(elf)
+
+
+def check(entry: Entry) -> CheckResult:
+    """Prove the entry's files by their seal before anything is placed from them; see the
+    module's docstring for what each difference means. ``CorruptEntry`` names the first
+    problem; what the seal could not vouch for is hashed and, when it is the manifest's
+    bytes, sealed again."""
+    out = CheckResult()
+    with entry_lock(entry.root, exclusive=False):
+        try:
+            seal = read_seal(entry.root, entry.key, entry.manifest_sha256 or None)
+        except SealProblem as exc:
+            raise CorruptEntry(entry, SEAL, str(exc)) from None
+    files = seal.files if seal is not None else {}
+    if seal is None:
+        out.sealed_now = True
+    redo: dict[str, Sealed] = {}
+    for m in entry.members:
+        if m.type != "file":
+            continue
+        path = entry.source(m.path)
+        try:
+            st = os.lstat(path)
+        except OSError:
+            raise CorruptEntry(entry, m.path, "missing from the cache") from None
+        if not stat.S_ISREG(st.st_mode) or st.st_size != m.size:
+            raise CorruptEntry(entry, m.path, f"{st.st_size} bytes in the cache, the archive "
+                               f"held {m.size}")
+        if st.st_mode != expected_mode(m):
+            raise CorruptEntry(entry, m.path, f"mode {stat.filemode(st.st_mode)} in the cache, "
+                               f"sealed {stat.filemode(expected_mode(m))}")
+        s = files.get(m.path)
+        if seal is not None and s is None:
+            raise CorruptEntry(entry, SEAL, f"{m.path} is in the manifest, not in the seal")
+        if s is not None and s.sha256 != m.sha256:
+            raise CorruptEntry(entry, SEAL, f"{m.path}: the seal's sha256 is not the "
+                               "manifest's")
+        if s is not None and vouches(s, st):
+            if st.st_ctime_ns == s.ctime_ns:
+                out.vouched += 1
+            else:
+                out.relinked += 1
+                redo[m.path] = sealed_of(st, s.sha256, s.elf)
+            continue
+        try:
+            got, st2, elf = hash_stable(path)
+        except OSError as exc:
+            raise CorruptEntry(entry, m.path, f"unreadable ({exc.strerror})") from None
+        if got != m.sha256:
+            raise CorruptEntry(entry, m.path, "differs from the archive")
+        out.hashed += 1
+        if st2 is not None and st2.st_mode == expected_mode(m):
+            redo[m.path] = sealed_of(st2, got, elf)
+    if redo or seal is None:
+        _update(entry, redo, whole=seal is None)
+    return out
+
+
+def _update(entry: Entry, changes: Mapping[str, Sealed], *, whole: bool) -> None:
+    """Write ``changes`` into the entry's seal under its exclusive lock (``whole``: they are
+    every file, the entry had no seal)."""
+    with entry_lock(entry.root, exclusive=True):
+        try:
+            seal = read_seal(entry.root, entry.key, entry.manifest_sha256 or None)
+        except SealProblem:
+            return  # changed under us: the next check evicts or re-seals it
+        if seal is None and not whole:
+            return
+        files = dict(seal.files) if seal is not None else {}
+        files.update(changes)
+        write_seal(entry.root, entry.key, entry.manifest_sha256, files)
+
+
+def reseal(entry: Entry, linked: Iterable[str]) -> int:
+    """After linking ``linked`` (members of ``entry``) into a prefix: re-stat each under the
+    entry's exclusive lock and seal the new ctime and link count when nothing else moved
+    (``vouches``). The number of files re-sealed."""
+    linked = sorted(set(linked))
+    if not linked:
+        return 0
+    with entry_lock(entry.root, exclusive=True):
+        try:
+            seal = read_seal(entry.root, entry.key, entry.manifest_sha256 or None)
+        except SealProblem:
+            return 0
+        if seal is None:
+            return 0
+        files = dict(seal.files)
+        n = 0
+        for rel in linked:
+            s = files.get(rel)
+            if s is None:
+                continue
+            try:
+                st = os.lstat(entry.source(rel))
+            except OSError:
+                continue
+            if vouches(s, st) and (st.st_ctime_ns, st.st_nlink) != (s.ctime_ns, s.nlink):
+                files[rel] = sealed_of(st, s.sha256, s.elf)
+                n += 1
+        if n:
+            write_seal(entry.root, entry.key, seal.manifest, files)
+    return n
+
+
+# ------------------------------------------------------------------------- what verify trusts
+
+@dataclass(frozen=True, slots=True)
+class SealIndex:
+    """Sealed inodes by (st_dev, st_ino), from the seals of some entries, each read under its
+    shared lock and checked against its digest and its manifest; a seal that cannot be
+    trusted is left out (its files are hashed)."""
+
+    inodes: Mapping[tuple[int, int], Sealed] = field(default_factory=dict)
+    entries: tuple[str, ...] = ()             # the keys whose seals were read
+    refused: tuple[tuple[str, str], ...] = ()  # (key, why) of seals that were not used
+
+    def lookup(self, st: os.stat_result) -> Sealed | None:
+        """The sealed file ``st`` is, when the seal vouches for it."""
+        s = self.inodes.get((st.st_dev, st.st_ino))
+        return s if s is not None and vouches(s, st) else None
+
+    @classmethod
+    def load(cls, cache: Path, keys: Iterable[str]) -> SealIndex:
+        inodes: dict[tuple[int, int], Sealed] = {}
+        used: list[str] = []
+        refused: list[tuple[str, str]] = []
+        for key in sorted(set(keys)):
+            root = cache / UNPACKED / key
+            if not (root / SEAL).exists():
+                continue
+            try:
+                manifest = hashlib.sha256((root / "manifest.json").read_bytes()).hexdigest()
+                with entry_lock(root, exclusive=False):
+                    seal = read_seal(root, key, manifest)
+            except (OSError, SealProblem) as exc:
+                refused.append((key, str(exc)))
+                continue
+            if seal is None:
+                continue
+            used.append(key)
+            for s in seal.files.values():
+                inodes[(s.dev, s.ino)] = s
+        return cls(inodes=inodes, entries=tuple(used), refused=tuple(refused))
+
+
+def keys_of(sources: Mapping[str, str] | Sequence[str]) -> set[str]:
+    """The unpacked entries' keys among install's placed-from values (``unpacked/<key>``)."""
+    values = sources.values() if isinstance(sources, Mapping) else sources
+    return {v.split("/", 1)[1] for v in values if v.startswith(f"{UNPACKED}/")}
+
+
+def member_of(cache_path: str) -> tuple[str, str] | None:
+    """``CACHE/unpacked/<key>/tree/<member>`` -> (entry root, member), else None."""
+    head, sep, member = cache_path.partition("/tree/")
+    if not sep or f"/{UNPACKED}/" not in head:
+        return None
+    return head, member
+
+
+def reseal_all(entries: Mapping[str, Entry], linked: Iterable[str]) -> int:
+    """``reseal`` every entry some of ``linked`` (cache paths) came from."""
+    by_root: dict[str, list[str]] = {}
+    for path in linked:
+        got = member_of(path)
+        if got is not None:
+            by_root.setdefault(got[0], []).append(got[1])
+    roots = {str(e.root): e for e in entries.values()}
+    return sum(reseal(roots[r], members) for r, members in sorted(by_root.items())
+               if r in roots)
