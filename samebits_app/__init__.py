@@ -9,6 +9,7 @@ Every ``samebits`` command is one module named after it, ``cmd_<command>.py``:
     cmd_install  ``samebits install``       cmd_bundle   ``samebits bundle`` / ``bundle check``
     cmd_attest   ``samebits attest``        cmd_audit    ``samebits audit``
     cmd_check    ``samebits check``         cmd_keygen   ``samebits keygen``
+    cmd_cache    ``samebits cache verify``
     audit/       the attest and audit pipeline, its verdict and its reports
     paper/       the paper manifest, its tree and inputs, the sandboxed runner, judging outputs
 

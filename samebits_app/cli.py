@@ -22,6 +22,7 @@ from samebits_app import (
     cmd_attest,
     cmd_audit,
     cmd_bundle,
+    cmd_cache,
     cmd_check,
     cmd_freeze,
     cmd_init,
@@ -33,8 +34,8 @@ from samebits_app import (
 from samebits_app.docpages import add_doc_epilogs
 
 # Each has ``add_parser(sub, parents)``; the order is the order of ``samebits --help``.
-COMMANDS = (cmd_init, cmd_lock, cmd_freeze, verify.cli, cmd_render, cmd_install, cmd_bundle,
-            cmd_attest, cmd_audit, cmd_check, cmd_keygen)
+COMMANDS = (cmd_init, cmd_lock, cmd_freeze, verify.cli, cmd_render, cmd_install, cmd_cache,
+            cmd_bundle, cmd_attest, cmd_audit, cmd_check, cmd_keygen)
 
 
 def build_parser() -> argparse.ArgumentParser:

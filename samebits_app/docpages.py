@@ -35,6 +35,8 @@ DOC_PAGES = {
     "render nix": "how-to/nix.md",
     "render oci": "how-to/render-oci.md",
     "install": "how-to/install.md",
+    "cache": "explanation/install-cache.md",
+    "cache verify": "explanation/install-cache.md",
     "bundle": "how-to/bundle.md",
     "bundle check": "how-to/bundle.md",
     "attest": "tutorials/author.md",

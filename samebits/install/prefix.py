@@ -352,9 +352,8 @@ def install_prefix(env: LockedEnv, platform: str, prefix: Path, *, final: str, c
     checked: dict[str, CheckResult] = {}
     for attempt in (1, 2):
         try:
-            n = len(entries)
-            with progress(f"checking {n} cache entr{'y' if n == 1 else 'ies'} against "
-                          "their seals", None):
+            with progress(f"checking {plural(len(entries), 'cache entry', 'cache entries')}"
+                          " against their seals", None):
                 plan = _plan(env, platform, entries, prefix, final, line, python, how,
                              checked)
             break

@@ -107,7 +107,9 @@ class CheckResult:
     vouched: int = 0        # stat equal to the seal
     relinked: int = 0       # only ctime and the link count moved: re-sealed
     hashed: int = 0         # hashed against the manifest (and re-sealed): stat said nothing
+    bytes_hashed: int = 0
     sealed_now: bool = False  # the entry had no seal: sealed from hashes now
+    changed: int = 0        # files whose seal was written again
 
 
 # ------------------------------------------------------------------------------ the stat rule
@@ -267,11 +269,11 @@ def hash_stable(path: str) -> tuple[str, os.stat_result | None, bool]:
     return h.hexdigest(), after if same else None, bool(elf)
 
 
-def check(entry: Entry) -> CheckResult:
+def check(entry: Entry, *, full: bool = False) -> CheckResult:
     """Prove the entry's files by their seal before anything is placed from them; see the
     module's docstring for what each difference means. ``CorruptEntry`` names the first
     problem; what the seal could not vouch for is hashed and, when it is the manifest's
-    bytes, sealed again."""
+    bytes, sealed again. ``full``: every file is hashed, whatever its stat says."""
     out = CheckResult()
     with entry_lock(entry.root, exclusive=False):
         try:
@@ -308,7 +310,8 @@ def check(entry: Entry) -> CheckResult:
             else:
                 out.relinked += 1
                 redo[m.path] = sealed_of(st, s.sha256, s.elf)
-            continue
+            if not full:
+                continue
         try:
             got, st2, elf = hash_stable(path)
         except OSError as exc:
@@ -316,10 +319,13 @@ def check(entry: Entry) -> CheckResult:
         if got != m.sha256:
             raise CorruptEntry(entry, m.path, "differs from the archive")
         out.hashed += 1
-        if st2 is not None and st2.st_mode == expected_mode(m):
+        out.bytes_hashed += m.size
+        if (st2 is not None and st2.st_mode == expected_mode(m)
+                and (s is None or not vouches(s, st2) or m.path in redo)):
             redo[m.path] = sealed_of(st2, got, elf)
     if redo or seal is None:
         _update(entry, redo, whole=seal is None)
+    out.changed = len(redo)
     return out
 
 
@@ -435,3 +441,76 @@ def reseal_all(entries: Mapping[str, Entry], linked: Iterable[str]) -> int:
     roots = {str(e.root): e for e in entries.values()}
     return sum(reseal(roots[r], members) for r, members in sorted(by_root.items())
                if r in roots)
+
+
+# ------------------------------------------------------------------------ samebits cache verify
+
+@dataclass(slots=True)
+class CacheReport:
+    """What ``verify_cache`` found: every unpacked entry sound, re-sealed or evicted."""
+
+    cache: Path
+    full: bool
+    entries: int = 0
+    files: int = 0
+    hashed: int = 0
+    bytes_hashed: int = 0
+    resealed: list[str] = field(default_factory=list)   # keys whose seal was refreshed
+    evicted: list[tuple[str, str, str]] = field(default_factory=list)  # key, filename, why
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.evicted else 0
+
+    def to_json(self) -> dict[str, object]:
+        return {"format": 1, "kind": "samebits.cache-verify", "cache": str(self.cache),
+                "full": self.full, "entries": self.entries, "files": self.files,
+                "hashed": self.hashed, "bytes_hashed": self.bytes_hashed,
+                "sound": self.entries - len(self.evicted), "resealed": sorted(self.resealed),
+                "evicted": [{"key": k, "filename": f, "why": w}
+                            for k, f, w in sorted(self.evicted)]}
+
+
+def verify_cache(cache: Path, *, full: bool = False, jobs: int | None = None) -> CacheReport:
+    """Check every entry of ``CACHE/unpacked`` against its seal (``full``: hash every file
+    against its manifest too); evict each broken one. The next install unpacks an evicted
+    entry again from its archive, which it proves against the lock first."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from samebits.install.cache import evict, read_entry
+
+    report = CacheReport(cache=cache, full=full)
+    folder = cache / UNPACKED
+    try:
+        keys = sorted(n for n in os.listdir(folder) if not n.startswith("."))
+    except FileNotFoundError:
+        return report
+    except OSError as exc:
+        raise OSError(exc.errno, f"cannot list the cache: {exc.strerror}", str(folder)) \
+            from None
+
+    def one(key: str) -> tuple[str, str, CheckResult | str, int]:
+        entry = read_entry(cache, key, None)
+        if entry is None:
+            return key, "", "manifest.json is missing or unreadable", 0
+        files = sum(1 for m in entry.members if m.type == "file")
+        try:
+            return key, entry.filename, check(entry, full=full), files
+        except CorruptEntry as exc:
+            return key, entry.filename, str(exc).split(": ", 1)[-1], files
+
+    workers = jobs or max(1, len(os.sched_getaffinity(0)))
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        results = list(pool.map(one, keys))
+    for key, filename, got, files in results:
+        report.entries += 1
+        report.files += files
+        if isinstance(got, str):
+            report.evicted.append((key, filename, got))
+            evict(folder, key)
+            continue
+        report.hashed += got.hashed
+        report.bytes_hashed += got.bytes_hashed
+        if got.changed or got.sealed_now:
+            report.resealed.append(key)
+    return report

@@ -259,9 +259,9 @@ def _proof_line(r: EnvReport) -> str:
     if not p.get("trust_seal"):
         return f"  proof      {hashed}: every byte read (the cache's seal not trusted)"
     refused = len(p.get("seals_refused") or ())
-    n = int(p.get("seals", 0))
+    entries = plural(int(p.get("seals", 0)), "cache entry", "cache entries")
     return (f"  proof      {hashed}, {p.get('by_identity', 0):,} proven by identity (sealed "
-            f"inodes of {n} cache entr{'y' if n == 1 else 'ies'}, a stat each)"
+            f"inodes of {entries}, a stat each)"
             + (f"; {refused} seals refused, their files hashed" if refused else ""))
 
 
