@@ -142,7 +142,7 @@ def _locked(args: argparse.Namespace, out: Output, platform: str) -> tuple[Any, 
 
 
 VERIFY_KEYS = ("format", "kind", "identical", "ok", "digests", "summary", "findings",
-               "linkage", "notes")
+               "linkage", "proof", "notes")
 REPAIR_KINDS = ("modified", "missing", "type", "exec", "symlink", "bytecode")
 
 

@@ -1,0 +1,433 @@
+"""The sealed cache: every alteration of an entry is found, links are proven by a stat, and
+nothing the seal cannot vouch for escapes a hash.
+
+The first half works on entries unpacked in this process (``samebits.install.unpack``) and
+checks them with ``samebits cache verify``'s function and the install's check; the second half
+runs whole installs (marked slow, as tests/test_install_cache.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from samebits.install.cache import read_entry
+from samebits.install.entryfiles import CorruptEntry
+from samebits.install.fetch import cache_key, prove
+from samebits.install.place import Copy, Placer, place_all
+from samebits.install.seal import (
+    SEAL,
+    SEAL_DIGEST,
+    SealIndex,
+    check,
+    read_seal,
+    reseal,
+    seal_bytes,
+    verify_cache,
+    vouches,
+)
+from samebits.install.sources import Sources
+from samebits.install.unpack import unpack
+from tests.install_fixtures import locked_wheel, wheel, write_lock
+
+ROOT = Path(__file__).resolve().parents[1]
+LINE = f"{sys.version_info[0]}.{sys.version_info[1]}"
+FILES = {"alpha/__init__.py": b"A = 1\n", "alpha/data.bin": bytes(range(256)) * 64,
+         "alpha/tool.so": b"\x7fELF" + b"\0" * 60}
+
+
+def _entry(tmp_path: Path, name: str = "alpha"):
+    """A wheel proved and unpacked into ``tmp_path/cache``: (cache, entry)."""
+    w = wheel(tmp_path / "wheels", name, "1.0", {k.replace("alpha", name): v
+                                                  for k, v in FILES.items()})
+    p = locked_wheel(w)
+    cache = tmp_path / "cache"
+    fetched = prove(p, cache, sources=Sources(find_links=(w.parent,)))
+    return cache, unpack(fetched, cache)
+
+
+def nfiles(entry) -> int:
+    return sum(1 for m in entry.members if m.type == "file")  # the dist-info's too
+
+
+def _restore_times(path: Path, st: os.stat_result) -> None:
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+def content_in_place(entry) -> None:
+    """One byte flipped in place: the same inode, size and mode, and mtime set back."""
+    path = entry.tree / "alpha/data.bin"
+    st = path.stat()
+    os.chmod(path, 0o644)
+    data = bytearray(path.read_bytes())
+    data[100] ^= 1
+    with open(path, "r+b") as f:
+        f.write(data)
+    os.chmod(path, 0o444)
+    _restore_times(path, st)
+
+
+def mode_changed(entry) -> None:
+    os.chmod(entry.tree / "alpha/__init__.py", 0o644)
+
+
+def seal_edited(entry) -> None:
+    """One number of seal.json changed, its digest left: the digest no longer matches."""
+    path = entry.root / SEAL
+    path.write_bytes(path.read_bytes().replace(b'"format":1', b'"format":1 '))
+
+
+def seal_and_digest_forged(entry) -> None:
+    """A seal naming other bytes, with a digest to match: the manifest check sees it."""
+    path = entry.root / SEAL
+    doc = json.loads(path.read_bytes())
+    for row in doc["files"]:
+        if row[0] == "alpha/data.bin":
+            row[8] = "0" * 64
+    data = json.dumps(doc, separators=(",", ":"), sort_keys=True).encode()
+    path.write_bytes(data)
+    (entry.root / SEAL_DIGEST).write_text(hashlib.sha256(data).hexdigest() + "\n")
+
+
+def digest_edited(entry) -> None:
+    (entry.root / SEAL_DIGEST).write_text("0" * 64 + "\n")
+
+
+def seal_removed_digest_kept(entry) -> None:
+    (entry.root / SEAL).unlink()
+
+
+def other_inode(entry) -> None:
+    """The file replaced by another inode: same size, mode and mtime, other bytes."""
+    path = entry.tree / "alpha/data.bin"
+    st = path.stat()
+    data = bytearray(path.read_bytes())
+    data[7] ^= 1
+    tmp = path.with_name("data.bin.new")
+    tmp.write_bytes(bytes(data))
+    os.chmod(tmp, 0o444)
+    os.replace(tmp, path)
+    _restore_times(path, st)
+
+
+def manifest_edited(entry) -> None:
+    path = entry.root / "manifest.json"
+    path.write_bytes(path.read_bytes().replace(b'"notes":[]', b'"notes":["x"]'))
+
+
+ALTERATIONS: list[tuple[str, Callable, str]] = [
+    ("content changed in place, size, mode and mtime kept", content_in_place,
+     "alpha/data.bin: differs from the archive"),
+    ("mode changed", mode_changed, "alpha/__init__.py: mode -rw-r--r-- in the cache"),
+    ("seal.json edited", seal_edited, "seal.json: seal.json hashes to"),
+    ("seal.json forged with a matching digest", seal_and_digest_forged,
+     "alpha/data.bin: the seal's sha256 is not the manifest's"),
+    ("seal.sha256 edited", digest_edited, "seal.json: seal.json hashes to"),
+    ("seal.json removed, its digest kept", seal_removed_digest_kept,
+     "seal.json: seal.json is gone but seal.sha256 is there"),
+    ("a file replaced by another inode", other_inode,
+     "alpha/data.bin: differs from the archive"),
+    ("manifest.json edited under its seal", manifest_edited, "seal.json: seal.json seals "
+     "manifest"),
+]
+
+
+@pytest.mark.parametrize(("alter", "why"), [a[1:] for a in ALTERATIONS],
+                         ids=[a[0] for a in ALTERATIONS])
+def test_each_alteration_is_found_and_evicted(tmp_path: Path, alter: Callable,
+                                              why: str) -> None:
+    """install's check refuses the entry naming the problem, and `samebits cache verify`'s
+    check evicts it; an untouched neighbour stays."""
+    cache, entry = _entry(tmp_path)
+    _, other = _entry(tmp_path, "beta")
+    assert check(entry).vouched == nfiles(entry)
+    alter(entry)
+    fresh = read_entry(cache, entry.key, entry.filename)
+    if fresh is not None:  # an edited manifest still reads: the seal names its bytes
+        with pytest.raises(CorruptEntry) as err:
+            check(fresh)
+        assert why in str(err.value)
+    report = verify_cache(cache)
+    assert report.exit_code == 1
+    assert [(k, f) for k, f, _ in report.evicted] == [(entry.key, entry.filename)]
+    assert why in report.evicted[0][2]
+    assert not entry.root.exists() and other.root.exists()
+    assert verify_cache(cache).exit_code == 0
+
+
+def test_untouched_entries_are_sound_by_stat_alone(tmp_path: Path) -> None:
+    """The control: nothing hashed, nothing evicted, the seal unchanged."""
+    cache, entry = _entry(tmp_path)
+    before = (entry.root / SEAL).read_bytes()
+    report = verify_cache(cache)
+    assert (report.exit_code, report.hashed, report.evicted, report.resealed) == (0, 0, [], [])
+    assert verify_cache(cache, full=True).hashed == nfiles(entry)
+    assert (entry.root / SEAL).read_bytes() == before
+
+
+def test_a_link_is_accepted_and_resealed(tmp_path: Path) -> None:
+    """A hardlink made to a cache file moves its ctime and link count: the seal vouches (links
+    came), reseal writes the new stat, and the seal is strict again afterwards."""
+    cache, entry = _entry(tmp_path)
+    src = entry.tree / "alpha/data.bin"
+    os.link(src, tmp_path / "linked")
+    sealed = read_seal(entry.root, entry.key, entry.manifest_sha256).files["alpha/data.bin"]
+    st = src.stat()
+    assert st.st_ctime_ns != sealed.ctime_ns or st.st_nlink != sealed.nlink
+    assert vouches(sealed, st)
+    assert reseal(entry, ["alpha/data.bin"]) == 1
+    now = read_seal(entry.root, entry.key, entry.manifest_sha256).files["alpha/data.bin"]
+    assert (now.ctime_ns, now.nlink) == (st.st_ctime_ns, 2)
+    result = check(entry)
+    assert (result.vouched, result.relinked, result.hashed) == (nfiles(entry), 0, 0)
+
+
+def test_a_moved_ctime_without_a_link_is_hashed(tmp_path: Path) -> None:
+    """chmod and back (the same mode, the ctime moved, no link): the seal cannot vouch, so
+    the file is hashed; its bytes are the manifest's, so it is sealed again, not evicted."""
+    cache, entry = _entry(tmp_path)
+    path = entry.tree / "alpha/data.bin"
+    os.chmod(path, 0o644)
+    os.chmod(path, 0o444)
+    result = check(entry)
+    assert (result.vouched, result.hashed) == (nfiles(entry) - 1, 1)
+    assert check(entry).hashed == 0  # sealed again
+
+
+def test_a_copied_cache_is_hashed_and_resealed(tmp_path: Path) -> None:
+    """Every inode new (a cache copied to another disk): every file hashed, none evicted."""
+    import shutil
+
+    cache, entry = _entry(tmp_path)
+    moved = tmp_path / "moved"
+    shutil.copytree(cache, moved, copy_function=shutil.copy2)
+    report = verify_cache(moved)
+    assert (report.exit_code, report.hashed, report.resealed) == (0, nfiles(entry),
+                                                                  [entry.key])
+    assert verify_cache(moved).hashed == 0
+
+
+def test_an_entry_of_an_older_samebits_is_sealed_from_hashes(tmp_path: Path) -> None:
+    cache, entry = _entry(tmp_path)
+    (entry.root / SEAL).unlink()
+    (entry.root / SEAL_DIGEST).unlink()
+    result = check(entry)
+    assert result.sealed_now and result.hashed == nfiles(entry)
+    assert check(entry).vouched == nfiles(entry)
+
+
+def test_the_documented_window(tmp_path: Path) -> None:
+    """Pinned, as the seal's docstring states it: a write in place that keeps the size, sets
+    mtime back to the nanosecond *and* comes with a link count change is not seen by a stat;
+    `cache verify --full` (every byte hashed) finds it."""
+    cache, entry = _entry(tmp_path)
+    content_in_place(entry)
+    os.link(entry.tree / "alpha/data.bin", tmp_path / "a-link")
+    assert verify_cache(cache).exit_code == 0
+    report = verify_cache(cache, full=True)
+    assert report.exit_code == 1 and "differs from the archive" in report.evicted[0][2]
+
+
+def test_the_seal_is_byte_stable(tmp_path: Path) -> None:
+    """The same inodes give the same seal bytes, whoever writes them and in what order."""
+    cache, entry = _entry(tmp_path)
+    seal = read_seal(entry.root, entry.key, entry.manifest_sha256)
+    assert seal is not None
+    data = (entry.root / SEAL).read_bytes()
+    assert seal_bytes(entry.key, seal.manifest, dict(reversed(list(seal.files.items())))) == data
+    os.link(entry.tree / "alpha/data.bin", tmp_path / "x")
+    os.unlink(tmp_path / "x")
+    reseal(entry, ["alpha/data.bin"])
+    first = (entry.root / SEAL).read_bytes()
+    reseal(entry, ["alpha/data.bin"])
+    assert (entry.root / SEAL).read_bytes() == first
+
+
+def test_seal_index_vouches_only_for_sealed_unchanged_inodes(tmp_path: Path) -> None:
+    cache, entry = _entry(tmp_path)
+    index = SealIndex.load(cache, [entry.key, "0" * 64])
+    assert index.entries == (entry.key,)
+    src = entry.tree / "alpha/__init__.py"
+    assert index.lookup(src.stat()).sha256 == hashlib.sha256(b"A = 1\n").hexdigest()
+    copy = tmp_path / "copy.py"
+    copy.write_bytes(src.read_bytes())
+    assert index.lookup(copy.stat()) is None       # the same bytes, another inode
+    digest_edited(entry)
+    refused = SealIndex.load(cache, [entry.key])
+    assert refused.entries == () and refused.refused[0][0] == entry.key
+
+
+# ---------------------------------------------------------------------------------- placing
+
+def _jobs(entry) -> list[Copy]:
+    return [Copy(entry.source(m.path), m.path, m.exec, m.size) for m in entry.members]
+
+
+def test_auto_links_on_one_filesystem(tmp_path: Path) -> None:
+    """auto: a hardlink where the cache and the prefix share a filesystem that does not
+    clone (ext4, tmpfs), a reflink where it does; never a copy there."""
+    cache, entry = _entry(tmp_path)
+    placer = Placer("auto")
+    place_all(_jobs(entry), str(tmp_path / "prefix"), placer)
+    assert set(placer.methods) in ({"hardlink"}, {"reflink"})
+    if "hardlink" in placer.methods:
+        assert (tmp_path / "prefix/alpha/data.bin").stat().st_ino == \
+            (entry.tree / "alpha/data.bin").stat().st_ino
+        assert sorted(placer.linked) == sorted(entry.source(m.path) for m in entry.members)
+
+
+def test_auto_copies_across_filesystems(tmp_path: Path) -> None:
+    """The prefix on another filesystem than the cache: every file copied, its own inode."""
+    other = Path("/dev/shm")
+    if not other.is_dir() or os.stat(other).st_dev == os.stat(tmp_path).st_dev:
+        pytest.skip("no second filesystem (/dev/shm) beside the test's temporary folder")
+    import tempfile
+
+    cache, entry = _entry(tmp_path)
+    with tempfile.TemporaryDirectory(dir=other) as prefix:
+        placer = Placer("auto")
+        place_all(_jobs(entry), prefix, placer)
+        assert placer.methods == {"copy": nfiles(entry)} and placer.linked == []
+        assert os.stat(f"{prefix}/alpha/data.bin").st_mode & 0o777 == 0o644
+
+
+def test_copy_mode_never_links(tmp_path: Path) -> None:
+    cache, entry = _entry(tmp_path)
+    placer = Placer("copy")
+    place_all(_jobs(entry), str(tmp_path / "prefix"), placer)
+    assert placer.methods == {"copy": nfiles(entry)}
+
+
+# --------------------------------------------------------------------------- whole installs
+
+def samebits(*args: str, cwd: Path, env: dict[str, str] | None = None
+             ) -> subprocess.CompletedProcess[str]:
+    environ = {**os.environ, "PYTHONPATH": str(ROOT), "SAMEBITS_FIND_LINKS": str(cwd.parent),
+               **(env or {})}
+    return subprocess.run([sys.executable, "-m", "samebits", *args], cwd=cwd, env=environ,
+                          capture_output=True, text=True, timeout=600)
+
+
+def small_lock(folder: Path) -> Path:
+    w1 = wheel(folder / "wheels", "alpha", "1.0", FILES)
+    w2 = wheel(folder / "wheels", "beta", "2.0", {"beta/__init__.py": b"from alpha import A\n"})
+    return write_lock(folder / "lockfiles" / "small.conda-lock.yml",
+                      [locked_wheel(w1), locked_wheel(w2)], python=LINE).path
+
+
+def install(lock: Path, target: Path, cache: Path, *extra: str) -> tuple[int, dict]:
+    proc = samebits("install", str(lock), "--target", str(target), "--platform", "linux-64",
+                    "--python", sys.executable, "--cache-dir", str(cache), "--json", *extra,
+                    cwd=lock.parent)
+    assert proc.returncode in (0, 1), proc.stderr + proc.stdout
+    assert "Traceback" not in proc.stderr
+    return proc.returncode, json.loads(proc.stdout)
+
+
+def verify(target: Path, lock: Path, cache: Path, *extra: str) -> tuple[int, dict]:
+    proc = samebits("verify", "env", str(lock), "--prefix", str(target), "--platform",
+                    "linux-64", "--cache-dir", str(cache), "--json", "--no-linkage", *extra,
+                    cwd=lock.parent)
+    assert proc.returncode in (0, 1), proc.stderr
+    return proc.returncode, json.loads(proc.stdout)
+
+
+SITE = f"lib/python{LINE}/site-packages"
+
+
+@pytest.mark.slow
+def test_links_are_proven_by_identity_copies_by_hash(tmp_path: Path) -> None:
+    """The default install links every package file and its verify proves each by a stat
+    (the counts add up); --link-mode copy hashes them all; a standalone verify env hashes
+    every byte unless told --trust-seal, and says which."""
+    lock = small_lock(tmp_path)
+    cache = tmp_path / "cache"
+    rc, doc = install(lock, tmp_path / "env", cache)
+    assert rc == 0 and doc["identical"] is True
+    bc = doc["bytecode"]
+    package_files = doc["placed"]["hardlink"] - bc["compiled"] - bc["reused"]  # pycs aside
+    assert package_files >= len(FILES) + 1 and doc["seal"]["resealed"] == package_files
+    proof = doc["verify"]["proof"]
+    assert proof["trust_seal"] is True and proof["by_identity"] == package_files
+    rc, copied = install(lock, tmp_path / "env2", cache, "--link-mode", "copy")
+    assert rc == 0 and "hardlink" not in copied["placed"]
+    assert copied["verify"]["proof"]["by_identity"] == 0
+    assert copied["verify"]["digests"] == doc["verify"]["digests"]
+    rc, hashed = verify(tmp_path / "env", lock, cache)
+    assert rc == 0 and hashed["proof"]["trust_seal"] is False
+    assert hashed["proof"]["by_identity"] == 0
+    rc, trusted = verify(tmp_path / "env", lock, cache, "--trust-seal")
+    assert rc == 0 and trusted["proof"]["by_identity"] == package_files
+    assert trusted["digests"] == hashed["digests"]
+    text = samebits("verify", "env", str(lock), "--prefix", str(tmp_path / "env"),
+                    "--platform", "linux-64", "--cache-dir", str(cache), "--no-linkage",
+                    cwd=lock.parent).stdout
+    assert "every byte read (the cache's seal not trusted)" in text
+
+
+@pytest.mark.slow
+def test_a_write_through_a_link_is_caught_by_every_verify(tmp_path: Path) -> None:
+    """A byte changed in a linked file, the mtime set back: the shared inode's ctime moved,
+    so neither install's verify mode (--trust-seal) nor the plain one accepts it, and the
+    next install evicts the entry and unpacks it again."""
+    lock = small_lock(tmp_path)
+    cache = tmp_path / "cache"
+    assert install(lock, tmp_path / "env", cache)[0] == 0
+    placed = tmp_path / "env" / SITE / "alpha" / "data.bin"
+    st = placed.stat()
+    os.chmod(placed, 0o644)
+    data = bytearray(placed.read_bytes())
+    data[0] ^= 1
+    with open(placed, "r+b") as f:
+        f.write(data)
+    os.chmod(placed, 0o444)
+    _restore_times(placed, st)
+    for extra in ((), ("--trust-seal",)):
+        rc, doc = verify(tmp_path / "env", lock, cache, *extra)
+        assert rc == 1
+        assert ("modified", f"{SITE}/alpha/data.bin") in {
+            (f["kind"], f.get("path")) for f in doc["findings"]}
+    rc, again = install(lock, tmp_path / "env2", cache)
+    assert rc == 0 and again["identical"] is True
+    assert again["cache"]["unpacked"] == ["alpha-1.0-py3-none-any.whl"]
+    assert any("differs from the archive" in n for n in again["notes"])
+
+
+@pytest.mark.slow
+def test_replace_keeps_the_identity_proof(tmp_path: Path) -> None:
+    """--replace removes the old linked prefix after the new one is placed: the link count
+    drops under the new seal, which still vouches (links went)."""
+    lock = small_lock(tmp_path)
+    cache = tmp_path / "cache"
+    assert install(lock, tmp_path / "env", cache)[0] == 0
+    rc, doc = install(lock, tmp_path / "env", cache, "--replace")
+    assert rc == 0 and doc["verify"]["proof"]["by_identity"] == doc["seal"]["resealed"] > 0
+
+
+@pytest.mark.slow
+def test_cache_verify_command(tmp_path: Path) -> None:
+    """`samebits cache verify`: exit 0 and JSON when sound; exit 1 naming the entry when a
+    cached file changed; the entry is gone and the next install is identical."""
+    lock = small_lock(tmp_path)
+    cache = tmp_path / "cache"
+    assert install(lock, tmp_path / "env", cache)[0] == 0
+    proc = samebits("cache", "verify", "--cache-dir", str(cache), "--json", cwd=lock.parent)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["sound"] == 2
+    from samebits.lock.model import parse_lock
+
+    p = next(p for p in parse_lock(lock).packages if p.name == "alpha")
+    content_in_place(read_entry(cache, cache_key(p), p.filename))
+    proc = samebits("cache", "verify", "--cache-dir", str(cache), cwd=lock.parent)
+    assert proc.returncode == 1
+    assert "evicted    alpha-1.0-py3-none-any.whl: alpha/data.bin: differs from the " \
+        "archive" in proc.stdout
+    rc, doc = install(lock, tmp_path / "env2", cache)
+    assert rc == 0 and doc["cache"]["unpacked"] == ["alpha-1.0-py3-none-any.whl"]
