@@ -62,6 +62,7 @@ for line in sys.stdin:
         pyc = MAGIC + FLAGS + importlib.util.source_hash(data) + marshal.dumps(code, 2)
         os.makedirs(os.path.dirname(out), exist_ok=True)
         fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
+        os.fchmod(fd, 0o444)
         with os.fdopen(fd, "wb") as f:
             f.write(pyc)
         res = [i, "ok", hashlib.sha256(pyc).hexdigest(), len(pyc)]

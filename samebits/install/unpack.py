@@ -104,9 +104,10 @@ def _write(tree: Path, name: str, stream: IO[bytes], executable: bool,
     sha = hashlib.sha256()
     other = hashlib.new(algo) if algo and algo != "sha256" else None
     size = 0
-    fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC,
-                 0o555 if executable else 0o444)
+    mode = 0o555 if executable else 0o444
+    fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
     try:
+        os.fchmod(fd, mode)  # whatever the umask: a hardlink shows this mode in the prefix
         while chunk := stream.read(BUFFER):
             sha.update(chunk)
             if other is not None:

@@ -107,7 +107,9 @@ def test_same_bytes_and_modes_whatever_the_umask(tmp_path: Path) -> None:
         assert rc == 0 and doc["bytecode"]["compiled"] == 2
         trees.append(_files(prefix))
     assert trees[0] == trees[1]
-    assert {mode for _, mode in trees[0].values()} == {0o644, 0o777}  # 0777: the venv links
+    # 0444: package files and pycs hardlinked from the read-only cache; 0644: the files
+    # install writes (RECORD, INSTALLER, direct_url.json, pyvenv.cfg); 0777: the venv links
+    assert {mode for _, mode in trees[0].values()} == {0o444, 0o644, 0o777}
 
 
 CHANGES = {
@@ -117,30 +119,63 @@ CHANGES = {
 
 
 @pytest.mark.parametrize("case", sorted(CHANGES))
-def test_changed_cache_entry_fails_verify(case: str, tmp_path: Path) -> None:
-    """A cached file rewritten in place (with or without a RECORD to match) makes the next
-    install's verify fail, naming the file; the entry is evicted and the install after is
-    identical again."""
+def test_changed_cache_entry_is_found_before_placing(case: str, tmp_path: Path) -> None:
+    """A cached file rewritten in place (with or without a RECORD to match) no longer stats as
+    its seal says: the next install evicts the entry before placing anything, unpacks the
+    archive again, and is identical, with a note naming the file."""
     lock = small_lock(tmp_path)
     cache = tmp_path / "cache"
     assert install(lock, tmp_path / "env", cache)[0] == 0
     entry = entry_of(cache, lock, "alpha")
-    evil = b"A = 2\n"  # the same size: only the contents tell
-    for rel in CHANGES[case]:
+    _rewrite(entry, CHANGES[case])
+    rc, doc = install(lock, tmp_path / "env2", cache)
+    assert rc == 0 and doc["identical"] is True
+    assert doc["cache"]["unpacked"] == ["alpha-1.0-py3-none-any.whl"]
+    assert [n.split(": ")[1] for n in doc["notes"]] == [CHANGES[case][-1]]
+    site = f"lib/python{LINE}/site-packages"
+    assert (tmp_path / "env2" / site / "alpha" / "__init__.py").read_bytes() == b"A = 1\n"
+
+
+EVIL = b"A = 2\n"  # the same size as the real one: only the contents tell
+
+
+def _rewrite(entry, rels: tuple[str, ...], *, keep_times: bool = False) -> None:
+    """Rewrite ``rels`` of the entry in place (a RECORD to match the evil bytes), mode as it
+    was, and with ``keep_times`` mtime set back to the nanosecond."""
+    import base64
+
+    for rel in rels:
         path = entry.tree / rel
+        st = path.stat()
         os.chmod(path, 0o644)
         if rel.endswith("RECORD"):
-            import base64
-
-            h = base64.urlsafe_b64encode(hashlib.sha256(evil).digest()).rstrip(b"=").decode()
+            h = base64.urlsafe_b64encode(hashlib.sha256(EVIL).digest()).rstrip(b"=").decode()
             text = path.read_text().replace(
                 next(r for r in path.read_text().splitlines()
                      if r.startswith("alpha/__init__.py,")),
-                f"alpha/__init__.py,sha256={h},{len(evil)}")
-            path.write_text(text)
+                f"alpha/__init__.py,sha256={h},{len(EVIL)}")
+            with open(path, "r+") as f:
+                f.truncate()
+                f.write(text)
         else:
-            path.write_bytes(evil)
-    rc, doc = install(lock, tmp_path / "env2", cache)
+            with open(path, "r+b") as f:
+                f.write(EVIL)
+        os.chmod(path, st.st_mode & 0o7777)
+        if keep_times:
+            os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+def test_what_the_seal_cannot_see_the_verify_of_a_copy_does(tmp_path: Path) -> None:
+    """The seal's documented window (a write in place that keeps size and mtime while the
+    link count changes) passes the check before placing; a copy is proven by its hash, so
+    the install's verify names the file and evicts the entry it came from."""
+    lock = small_lock(tmp_path)
+    cache = tmp_path / "cache"
+    assert install(lock, tmp_path / "env", cache, "--link-mode", "copy")[0] == 0
+    entry = entry_of(cache, lock, "alpha")
+    _rewrite(entry, ("alpha/__init__.py",), keep_times=True)
+    os.link(entry.tree / "alpha/__init__.py", tmp_path / "another-link")
+    rc, doc = install(lock, tmp_path / "env2", cache, "--link-mode", "copy")
     site = f"lib/python{LINE}/site-packages"
     assert rc == 1 and doc["identical"] is False
     assert [(f["kind"], f["path"]) for f in doc["verify"]["findings"]] == [
@@ -188,9 +223,9 @@ def test_changed_conda_record_is_caught_before_placing(tmp_path: Path) -> None:
     assert (tmp_path / "env2" / "lib" / "libx.so").read_bytes() == b"real\n"
 
 
-def test_changed_conda_file_fails_verify(tmp_path: Path) -> None:
-    """A conda entry's file rewritten in place (its paths.json untouched) is named by the
-    install's verify against conda-meta, and the entry is evicted."""
+def test_changed_conda_file_is_found_before_placing(tmp_path: Path) -> None:
+    """A conda entry's file rewritten in place (its paths.json untouched) is found by its
+    seal before placing: the entry is unpacked again and the prefix is the archive's."""
     pkg = CondaPkg(name="libx", version="1.0", files={"lib/libx.so": b"real\n"})
     archives = write_channel(tmp_path / "channel", [pkg])
     p = locked_conda(archives["libx"])
@@ -201,15 +236,16 @@ def test_changed_conda_file_fails_verify(tmp_path: Path) -> None:
     os.chmod(entry.tree / "lib" / "libx.so", 0o644)
     (entry.tree / "lib" / "libx.so").write_bytes(b"evil\n")
     rc, doc = install(env.path, tmp_path / "env2", cache)
-    assert rc == 1
-    assert [(f["kind"], f["path"], f["package"]) for f in doc["verify"]["findings"]] == [
-        ("modified", "lib/libx.so", "conda:libx-1.0-h0_0")]
-    assert doc["evicted"] == [f"unpacked/{entry.key}"]
+    assert rc == 0 and doc["identical"] is True and doc["cache"]["unpacked"] == [p.filename]
+    assert doc["notes"] == [f"cache entry of {p.filename}: lib/libx.so: mode -rw-r--r-- in the "
+                            "cache, sealed -r--r--r--: evicted and unpacked again"]
+    assert (tmp_path / "env2" / "lib" / "libx.so").read_bytes() == b"real\n"
 
 
 def test_hardlinks_share_the_cache_and_a_write_is_caught(tmp_path: Path) -> None:
     """--link-mode hardlink: files share the cache's (read-only) inodes; a write into one
-    environment changes the cache, and the next install's verify says so and evicts it."""
+    environment changes the cache, which the next install's check of the seal finds before
+    placing: the entry is unpacked again and the new environment is the archive's."""
     lock = small_lock(tmp_path)
     cache = tmp_path / "cache"
     rc, doc = install(lock, tmp_path / "env", cache, "--link-mode", "hardlink")
@@ -221,9 +257,14 @@ def test_hardlinks_share_the_cache_and_a_write_is_caught(tmp_path: Path) -> None
     assert placed.stat().st_mode & 0o777 == 0o444
     os.chmod(placed, 0o644)
     placed.write_bytes(b"A = 3\n")
+    os.chmod(placed, 0o444)
     rc, doc = install(lock, tmp_path / "env2", cache, "--link-mode", "hardlink")
-    assert rc == 1 and [f["kind"] for f in doc["verify"]["findings"]] == ["modified"]
-    assert doc["evicted"] == [f"unpacked/{cache_key_of(lock, 'alpha')}"]
+    assert rc == 0 and doc["identical"] is True
+    assert doc["cache"]["unpacked"] == ["alpha-1.0-py3-none-any.whl"]
+    assert doc["notes"] == ["cache entry of alpha-1.0-py3-none-any.whl: alpha/__init__.py: "
+                            "differs from the archive: evicted and unpacked again"]
+    again = tmp_path / "env2" / placed.relative_to(tmp_path / "env")
+    assert again.read_bytes() == b"A = 1\n" and placed.read_bytes() == b"A = 3\n"
 
 
 def cache_key_of(lock: Path, name: str) -> str:
@@ -233,12 +274,12 @@ def cache_key_of(lock: Path, name: str) -> str:
 
 
 def test_copies_are_their_own_files(tmp_path: Path) -> None:
-    """The default link mode never shares an inode with the cache: a write into the
+    """--link-mode copy never shares an inode with the cache: a write into the
     environment leaves the cache entry as it was unpacked."""
     lock = small_lock(tmp_path)
     cache = tmp_path / "cache"
-    rc, doc = install(lock, tmp_path / "env", cache)
-    assert rc == 0 and set(doc["placed"]) <= {"copy", "reflink"}
+    rc, doc = install(lock, tmp_path / "env", cache, "--link-mode", "copy")
+    assert rc == 0 and set(doc["placed"]) == {"copy"}
     placed = tmp_path / "env" / "lib" / f"python{LINE}" / "site-packages" / "alpha" / \
         "__init__.py"
     assert placed.stat().st_mode & 0o777 == 0o644
@@ -354,5 +395,6 @@ def test_reflink_mode_on_a_filesystem_without_it(tmp_path: Path) -> None:
                     str(tmp_path / "cache"), "--link-mode", "reflink", cwd=lock.parent)
     assert proc.returncode == 2
     assert "error: --link-mode reflink: cannot clone " in proc.stderr
-    assert "hint: use --link-mode auto (reflink where possible, else copy)" in proc.stderr
+    assert "hint: use --link-mode auto (reflink where possible, else a hardlink or a copy)" \
+        in proc.stderr
     assert not (tmp_path / "env").exists()
