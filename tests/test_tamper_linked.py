@@ -85,7 +85,7 @@ def _named(found: set, expected: Finding) -> bool:
 def test_tamper_after_a_linked_install(linked: tuple[Path, Path, Path], writes_anyway: None,
                                        mutate: Callable[[Path], None], expected: Finding,
                                        request: pytest.FixtureRequest, tmp_path: Path) -> None:
-    from verify.env.cmd_env import check_env
+    from verify.env.check import check_env
     from verify.env.envreport import report_json
 
     prefix, lockfile, cache = linked
