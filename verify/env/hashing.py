@@ -151,10 +151,21 @@ def _worker_init() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
+def _threads() -> int:
+    """The threads of this process as the kernel counts them (a C library's too)."""
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return threading.active_count()
+
+
 def _context() -> multiprocessing.context.BaseContext:
-    # fork starts a worker in a millisecond; Python 3.12+ warns when a process that has
-    # threads forks, so there the fork server starts them (once, then forks from itself).
-    if sys.platform == "linux" and sys.version_info < (3, 12):
+    # fork starts a worker in a millisecond. Python 3.12+ warns when a process that has
+    # threads forks (a thread holding a lock would leave it held in the child), so there,
+    # unless this process has only its main thread, the fork server starts them: it costs
+    # half a second on Python 3.12 (a new interpreter importing this module) before the
+    # first file is hashed, which is why a single-threaded process still forks.
+    if sys.platform == "linux" and (sys.version_info < (3, 12) or _threads() == 1):
         return multiprocessing.get_context("fork")
     ctx = multiprocessing.get_context("forkserver" if sys.platform == "linux" else "spawn")
     if sys.platform == "linux":
@@ -233,7 +244,8 @@ class FileHasher:
              each: Callable[[int, Hashed], None] | None = None) -> list[Hashed]:
         """One Hashed per added path, in the order they were added. ``each(index, hashed)``
         is called as each file's result comes in, so the caller can use the time the
-        workers still need for the rest; ``advance(nbytes)`` as each batch does."""
+        workers still need for the rest (then the list is not filled, and ``hashed`` is the
+        plain tuple of a Hashed's four fields); ``advance(nbytes)`` as each batch does."""
         self.no_more()
         out: list[Hashed | None] = [None] * len(self._paths)
         make = Hashed._make
@@ -245,10 +257,12 @@ class FileHasher:
             if isinstance(hashed, BaseException):
                 raise hashed
             nbytes, idx = self._batches[b]
-            for i, h in zip(idx, hashed, strict=True):  # type: ignore[call-overload]
-                out[i] = result = make(h)
-                if each is not None:
-                    each(i, result)
+            if each is None:
+                for i, h in zip(idx, hashed, strict=True):  # type: ignore[call-overload]
+                    out[i] = make(h)
+            else:  # the tuples as the workers sent them, in Hashed's order: no object each
+                for i, h in zip(idx, hashed, strict=True):  # type: ignore[call-overload]
+                    each(i, h)
             advance(nbytes)
         return out  # type: ignore[return-value]
 

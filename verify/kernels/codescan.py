@@ -145,14 +145,20 @@ def _chunks(items: list[str], n: int) -> list[list[str]]:
 
 
 def scan_prefix(prefix: Path, *, owners: Mapping[str, str] | None = None,
-                jobs: int | None = None, files: list[str] | None = None) -> Coverage:
+                jobs: int | None = None, files: list[str] | None = None,
+                stack_paths: list[str] | None = None,
+                sizes: Mapping[str, int] | None = None) -> Coverage:
     """The device code of an installed environment. ``files`` (prefix-relative) limits the
-    scan to those (``verify env`` passes the ELF files it already found)."""
+    scan to those (``verify env`` passes the ELF files it already found); with
+    ``stack_paths`` and ``sizes`` too (what its walk saw) the prefix is not walked again."""
     prefix = Path(os.path.abspath(prefix))
-    found, stack_paths = walk(prefix)
+    if files is None or stack_paths is None:
+        found, walked_stack = walk(prefix)
+        stack_paths = walked_stack if stack_paths is None else stack_paths
     rels = list(files) if files is not None else found
     owners = owners_of(prefix, rels) if owners is None else owners
-    sizes = {r: _size(prefix / r) for r in rels}
+    sizes = {r: sizes[r] if sizes is not None and r in sizes else _size(prefix / r)
+             for r in rels}
     rels.sort(key=lambda r: -sizes[r])
     jobs = max(1, min(jobs or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
                                else os.cpu_count() or 1), len(rels) or 1))
@@ -182,7 +188,19 @@ def scan_manifest(manifest: Any) -> Coverage:
     files = [e.path for e in manifest.entries if e.type == "file" and (
         (e.elf is not None and not e.elf.error) if has_elf
         else _candidate(e.path.rsplit("/", 1)[-1], 0o111 if e.exec else 0))]
-    return scan_prefix(manifest.prefix, owners=owners, files=files)
+    stack = sorted(e.path for e in manifest.entries  # as ``walk`` finds them
+                   if e.type in ("file", "symlink")
+                   and e.path.rsplit("/", 1)[-1].startswith(_STACK_NAMES)
+                   and not _skipped(e.path))
+    sizes = {e.path: e.size for e in manifest.entries if e.type == "file"}
+    return scan_prefix(manifest.prefix, owners=owners, files=files, stack_paths=stack,
+                       sizes=sizes)
+
+
+def _skipped(rel: str) -> bool:
+    """Whether ``walk`` skips ``rel``: below a __pycache__ or conda-meta folder."""
+    parts = rel.split("/")[:-1]
+    return "__pycache__" in parts or "conda-meta" in parts
 
 
 def _size(path: Path) -> int:
