@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Collection
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -44,7 +45,7 @@ def check_env(prefix: Path, *, lockfile: Path | None = None, platform: str | Non
     from verify.env.lockcheck import lock_check, unproven
     from verify.env.manifest import build_manifest, prefix_kind
     from verify.env.scaffold import read_pyvenv_cfg
-    from verify.env.startup import copied_interpreter_findings, startup_findings
+    from verify.env.startup import base_records, copied_interpreter_findings, startup_findings
 
     kind = prefix_kind(prefix)  # a bad prefix fails before the lockfile is even read
     loaded = load_lock(lockfile, _read_options(read, prefix, platform)) if lockfile else None
@@ -56,13 +57,20 @@ def check_env(prefix: Path, *, lockfile: Path | None = None, platform: str | Non
 
     loc = locate(prefix, kind, read_pyvenv_cfg(prefix))
     seals, records = sealproof.seals_for(prefix, cache, trust_seal)
-    manifest = build_manifest(prefix, jobs=jobs, elf=linkage, progress=progress,
-                              archives=cache, outside=outside_paths(loc), seals=seals,
-                              records=records)
-    found = probe(loc.executable)
+    side: dict[str, Future[Any]] = {}
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        def meanwhile() -> None:  # once the hashing workers run (forked single-threaded)
+            side["probe"] = pool.submit(probe, loc.executable)
+            side["base"] = pool.submit(base_records, loc)
+
+        manifest = build_manifest(prefix, jobs=jobs, elf=linkage, progress=progress,
+                                  archives=cache, outside=outside_paths(loc), seals=seals,
+                                  records=records, meanwhile=meanwhile)
+        found = side["probe"].result() if "probe" in side else probe(loc.executable)
+        owners = side["base"].result() if "base" in side else base_records(loc)
     interpreter = identity(manifest, loc, found)
     platform = platform or _default_platform(lock, manifest)
-    groups = [file_findings(manifest), startup_findings(manifest, loc),
+    groups = [file_findings(manifest), startup_findings(manifest, loc, owners=owners),
               copied_interpreter_findings(manifest, interpreter)]
     notes = loaded.conversion.one_line_notes() if loaded and loaded.conversion else []
     notes.extend(scaffold_findings(manifest)[1])

@@ -42,8 +42,11 @@ def startup_candidates(manifest: Manifest, loc: Located) -> list[Entry]:
     return out
 
 
-def startup_findings(manifest: Manifest, loc: Located) -> list[Finding]:
-    owners = base_records(loc)
+def startup_findings(manifest: Manifest, loc: Located,
+                     owners: dict[str, tuple[str, str | None, str]] | None = None
+                     ) -> list[Finding]:
+    """``owners``: ``base_records(loc)`` when the caller read them already (while hashing)."""
+    owners = base_records(loc) if owners is None else owners
     out: list[Finding] = []
     for e in startup_candidates(manifest, loc):
         claim = owners.get(e.path)
@@ -110,10 +113,12 @@ def dpkg_records(loc: Located, root: str = "/") -> dict[str, tuple[str, str | No
         pkg = "deb:" + name.rsplit(".", 1)[0].split(":")[0]
         try:
             with open(os.path.join(info, name), encoding="utf-8", errors="replace") as f:
-                lines = f.read().splitlines()
+                text = f.read()
         except OSError:
             continue
-        for line in lines:
+        if want[0] not in text and want[1] not in text:
+            continue  # no line of it can name the stdlib (most of the ~3,000 files)
+        for line in text.splitlines():
             if name.endswith(".md5sums"):
                 md5, _, path = line.partition("  ")
                 if path.startswith(want):
