@@ -189,6 +189,22 @@ def test_a_link_is_accepted_and_resealed(tmp_path: Path) -> None:
     assert (result.vouched, result.relinked, result.hashed) == (nfiles(entry), 0, 0)
 
 
+def test_reseal_after_a_link_went_and_came(tmp_path: Path) -> None:
+    """A prefix removed (a link went) and the file linked again (one came): the link count is
+    the sealed one, only the ctime moved. check vouches for nothing it cannot (the ctime
+    alone moved: hashed), but an install that has just linked the file re-seals it."""
+    cache, entry = _entry(tmp_path)
+    src = entry.tree / "alpha/data.bin"
+    os.link(src, tmp_path / "first")
+    assert reseal(entry, ["alpha/data.bin"]) == 1
+    os.unlink(tmp_path / "first")
+    os.link(src, tmp_path / "second")
+    sealed = read_seal(entry.root, entry.key, entry.manifest_sha256).files["alpha/data.bin"]
+    assert src.stat().st_nlink == sealed.nlink and not vouches(sealed, src.stat())
+    assert reseal(entry, ["alpha/data.bin"]) == 1
+    assert check(entry).hashed == 0
+
+
 def test_a_moved_ctime_without_a_link_is_hashed(tmp_path: Path) -> None:
     """chmod and back (the same mode, the ctime moved, no link): the seal cannot vouch, so
     the file is hashed; its bytes are the manifest's, so it is sealed again, not evicted."""
@@ -409,6 +425,23 @@ def test_replace_keeps_the_identity_proof(tmp_path: Path) -> None:
     assert install(lock, tmp_path / "env", cache)[0] == 0
     rc, doc = install(lock, tmp_path / "env", cache, "--replace")
     assert rc == 0 and doc["verify"]["proof"]["by_identity"] == doc["seal"]["resealed"] > 0
+
+
+@pytest.mark.slow
+def test_a_removed_prefix_and_a_new_install_keep_the_identity_proof(tmp_path: Path) -> None:
+    """rm -rf of a linked prefix, then an install into the same path: the link count drops and
+    comes back to what was sealed (only the ctime moved); the install that links re-seals
+    every file, so its verify still proves them all by a stat."""
+    import shutil
+
+    lock = small_lock(tmp_path)
+    cache = tmp_path / "cache"
+    rc, first = install(lock, tmp_path / "env", cache)
+    assert rc == 0
+    shutil.rmtree(tmp_path / "env")
+    rc, doc = install(lock, tmp_path / "env", cache)
+    assert rc == 0 and doc["seal"]["relinked"] > 0 and doc["seal"]["hashed"] == 0
+    assert doc["verify"]["proof"]["by_identity"] == first["verify"]["proof"]["by_identity"] > 0
 
 
 @pytest.mark.slow

@@ -269,7 +269,7 @@ def _plan(env: LockedEnv, platform: str, entries: dict[str, Entry], stage: Path,
                                                         *env.pip(platform)]}
     for key in sorted(set(keys.values())):  # every file against its seal, before any plan
         if key not in checked:
-            checked[key] = check_seal(entries[key])
+            checked[key] = check_seal(entries[key], refresh_links=False)  # after linking
     for p in env.conda(platform):
         e = entries[keys[p.key]]
         try:

@@ -21,11 +21,13 @@ sealed bytes; ``vouches`` says so, and a link to it in a prefix is proven by tha
 **The window, honestly.** Linking a file into a prefix, and deleting a prefix linked from the
 cache, change the link count and with it the ctime, and both are routine. A stat that differs
 from the seal only in ctime *and* in the link count is therefore accepted as "links came or
-went", and the install that links re-stats every linked file right after placing and re-seals
-(``reseal``, under the entry's exclusive lock, so two installs do not race; the lock is
-waited for at most ``LOCK_TIMEOUT`` seconds). What that cannot see: a write into the file in
-place that keeps its size, sets mtime back to the nanosecond (``os.utime``) *and* happens
-while its link count also changes. Such a write is deliberate, by someone who may write into
+went". The install that links checks every file against the seal first (``check``), then,
+right after placing, re-stats each file it linked and seals its new ctime and link count when
+its inode, size, mtime_ns and mode are still the sealed ones (``reseal``, under the entry's
+exclusive lock, so two installs do not race; the lock is waited for at most
+``LOCK_TIMEOUT`` seconds). What that cannot see: a write into the file in place that keeps
+its size, sets mtime back to the nanosecond (``os.utime``) *and* happens while its link count
+also changes, or between an install's check and its re-seal (the seconds it takes to place). Such a write is deliberate, by someone who may write into
 the cache, who could as well rewrite the seal and its digest (both live in that writable
 folder): the seal guards against accidents and against tools writing through a link, not
 against the cache's owner (nothing on the same machine does; ``samebits cache verify --full``
@@ -119,6 +121,13 @@ def vouches(s: Sealed, st: os.stat_result) -> bool:
     return (st.st_ino == s.ino and st.st_dev == s.dev and st.st_size == s.size
             and st.st_mtime_ns == s.mtime_ns and st.st_mode == s.mode
             and (st.st_ctime_ns == s.ctime_ns or st.st_nlink != s.nlink))
+
+
+def unchanged_but_links(s: Sealed, st: os.stat_result) -> bool:
+    """The rule for a file this process has just linked (``reseal``): the same inode, size,
+    mtime and mode; its ctime and link count moved by the linking itself."""
+    return (st.st_ino == s.ino and st.st_dev == s.dev and st.st_size == s.size
+            and st.st_mtime_ns == s.mtime_ns and st.st_mode == s.mode)
 
 
 def sealed_of(st: os.stat_result, sha256: str, elf: bool) -> Sealed:
@@ -269,11 +278,13 @@ def hash_stable(path: str) -> tuple[str, os.stat_result | None, bool]:
     return h.hexdigest(), after if same else None, bool(elf)
 
 
-def check(entry: Entry, *, full: bool = False) -> CheckResult:
+def check(entry: Entry, *, full: bool = False, refresh_links: bool = True) -> CheckResult:
     """Prove the entry's files by their seal before anything is placed from them; see the
     module's docstring for what each difference means. ``CorruptEntry`` names the first
     problem; what the seal could not vouch for is hashed and, when it is the manifest's
-    bytes, sealed again. ``full``: every file is hashed, whatever its stat says."""
+    bytes, sealed again. ``full``: every file is hashed, whatever its stat says.
+    ``refresh_links=False``: a file whose links only came or went is not re-sealed now (the
+    install that is about to link it re-seals it after linking, once)."""
     out = CheckResult()
     with entry_lock(entry.root, exclusive=False):
         try:
@@ -309,7 +320,8 @@ def check(entry: Entry, *, full: bool = False) -> CheckResult:
                 out.vouched += 1
             else:
                 out.relinked += 1
-                redo[m.path] = sealed_of(st, s.sha256, s.elf)
+                if refresh_links or full:
+                    redo[m.path] = sealed_of(st, s.sha256, s.elf)
             if not full:
                 continue
         try:
@@ -345,9 +357,10 @@ def _update(entry: Entry, changes: Mapping[str, Sealed], *, whole: bool) -> None
 
 
 def reseal(entry: Entry, linked: Iterable[str]) -> int:
-    """After linking ``linked`` (members of ``entry``) into a prefix: re-stat each under the
-    entry's exclusive lock and seal the new ctime and link count when nothing else moved
-    (``vouches``). The number of files re-sealed."""
+    """After linking ``linked`` (members of ``entry``, each vouched for by ``check`` just
+    before) into a prefix: re-stat each under the entry's exclusive lock and seal its new
+    ctime and link count when its inode, size, mtime and mode are the sealed ones
+    (``unchanged_but_links``). The number of files re-sealed."""
     linked = sorted(set(linked))
     if not linked:
         return 0
@@ -368,7 +381,8 @@ def reseal(entry: Entry, linked: Iterable[str]) -> int:
                 st = os.lstat(entry.source(rel))
             except OSError:
                 continue
-            if vouches(s, st) and (st.st_ctime_ns, st.st_nlink) != (s.ctime_ns, s.nlink):
+            if unchanged_but_links(s, st) and (st.st_ctime_ns, st.st_nlink) != (s.ctime_ns,
+                                                                               s.nlink):
                 files[rel] = sealed_of(st, s.sha256, s.elf)
                 n += 1
         if n:
