@@ -74,18 +74,45 @@ def test_copy_is_a_file_of_its_own_with_its_mode(tmp_path: Path, executable: boo
     assert placer.methods == {"copy": 1}
 
 
-def test_auto_clones_or_copies_and_remembers(tmp_path: Path) -> None:
-    """auto: reflink where the filesystem has it, else a copy; the first attempt decides for
-    the rest (one failed clone, not one per file)."""
+def test_auto_clones_or_links_and_remembers(tmp_path: Path) -> None:
+    """auto: reflink where the filesystem has it, else a hardlink (one filesystem: the cache's
+    sealed inode, listed for the re-seal); the first attempt decides for the rest (one
+    failed clone, not one per file)."""
     cache = tmp_path / "cache"
     jobs = [Copy(_src(cache, f"f{i}", bytes([i]) * 100), f"f{i}", False) for i in range(3)]
     placer = Placer("auto")
     for job in jobs:
         placer.place(job, str(tmp_path / job.rel))
-    method = "reflink" if _reflinks(tmp_path) else "copy"
+    method = "reflink" if _reflinks(tmp_path) else "hardlink"
     assert placer.methods == {method: 3}
     assert placer._reflink is (method == "reflink")
+    assert placer.linked == ([j.src for j in jobs] if method == "hardlink" else [])
     assert [(tmp_path / j.rel).read_bytes() for j in jobs] == [bytes([i]) * 100 for i in range(3)]
+
+
+def test_auto_copies_what_cannot_be_linked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                           ) -> None:
+    """auto across filesystems (EXDEV) copies, and stops trying to link after the first; a
+    file marked not linkable (conda's no_link) is copied even on one filesystem."""
+    cache = tmp_path / "cache"
+    jobs = [Copy(_src(cache, f"f{i}", bytes([i]) * 100), f"f{i}", False) for i in range(3)]
+    tries = []
+
+    def cross_device(src: str, dest: str) -> None:
+        tries.append(src)
+        raise OSError(errno.EXDEV, os.strerror(errno.EXDEV))
+
+    placer = Placer("auto")
+    placer._reflink = False
+    monkeypatch.setattr(place.os, "link", cross_device)
+    for job in jobs:
+        placer.place(job, str(tmp_path / job.rel))
+    assert placer.methods == {"copy": 3} and len(tries) == 1 and placer.linked == []
+    monkeypatch.undo()
+    other = Placer("auto")
+    other._reflink = False
+    other.place(Copy(_src(cache, "n", b"n"), "n", False, linkable=False), str(tmp_path / "n"))
+    assert other.methods == {"copy": 1}
 
 
 def test_reflink_mode_without_reflinks_says_so(tmp_path: Path) -> None:
@@ -99,7 +126,8 @@ def test_reflink_mode_without_reflinks_says_so(tmp_path: Path) -> None:
         placer.place(Copy(src, "f", False), str(tmp_path / "f"))
     assert err.value.message.startswith(f"--link-mode reflink: cannot clone {src} to "
                                         f"{tmp_path / 'f'} (")
-    assert err.value.hint == "use --link-mode auto (reflink where possible, else copy)"
+    assert err.value.hint == ("use --link-mode auto (reflink where possible, else a hardlink "
+                              "or a copy)")
     assert placer.methods == {}
 
 

@@ -1,9 +1,9 @@
 """The tamper matrix against a hardlinked install: a proof by identity misses nothing.
 
-Each case of tests/test_tamper.py's matrix is applied to a prefix that ``samebits install
---link-mode hardlink`` placed from its own private cache (so the prefix's package files *are*
-the cache's sealed inodes, and a write into one is a write into the cache). Then the change
-must be named, with exit 1, by all three ways of verifying it:
+Each case of the tamper matrix (tests/fixtures/tamper.py) is applied to a prefix that
+``samebits install --link-mode hardlink`` placed from its own private cache (so the prefix's
+package files *are* the cache's sealed inodes, and a write into one is a write into the
+cache). Then the change must be named, with exit 1, by all three ways of verifying it:
 
     install's own verify   ``check_env`` trusting the seals of the entries the install
                            linked from (what ``samebits install`` runs after placing)
@@ -25,13 +25,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_tamper import CASES, NEEDS_REFERENCE, Finding
-from tests.verify_fixtures import Installed
+from tests.fixtures.tamper import CASES, NEEDS_REFERENCE, Finding
+from tests.fixtures.verify import Installed
 
 # whole installs, then three verifies each: slow, left out of CI's `nox -s tests`
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

@@ -35,9 +35,9 @@ from samebits.install.seal import (
 )
 from samebits.install.sources import Sources
 from samebits.install.unpack import unpack
-from tests.install_fixtures import locked_wheel, wheel, write_lock
+from tests.fixtures.install import locked_wheel, wheel, write_lock
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 LINE = f"{sys.version_info[0]}.{sys.version_info[1]}"
 FILES = {"alpha/__init__.py": b"A = 1\n", "alpha/data.bin": bytes(range(256)) * 64,
          "alpha/tool.so": b"\x7fELF" + b"\0" * 60}
