@@ -56,8 +56,6 @@ from samebits.install.fetch import (
     raise_problems,
     size_text,
 )
-from samebits.install.seal import CheckResult, reseal_all
-from samebits.install.seal import check as check_seal
 from samebits.install.place import (
     Copy,
     LinkMode,
@@ -67,6 +65,8 @@ from samebits.install.place import (
     place_all,
     write_file,
 )
+from samebits.install.seal import CheckResult, reseal_all
+from samebits.install.seal import check as check_seal
 from samebits.install.sources import NO_SOURCES, Sources
 from samebits.install.unpack import UnpackError, unpack
 from samebits.install.wheels import WheelPlan, layout_for, plan_wheel

@@ -33,9 +33,9 @@ def check_env(prefix: Path, *, lockfile: Path | None = None, platform: str | Non
     the entries the prefix's records name, or the keys of the entries to trust."""
     from samebits.install import default_cache_dir
     from samebits.lock.read import load_lock
+    from verify.env import sealproof
     from verify.env.archivefacts import cached_wheel_tags
     from verify.env.bytecode import check_bytecode
-    from verify.env import sealproof
     from verify.env.digest import digests
     from verify.env.drift import file_findings, merge, reference_findings, scaffold_findings
     from verify.env.envreport import EnvReport, load_reference
