@@ -399,18 +399,26 @@ class SealIndex:
     shared lock and checked against its digest and its manifest; a seal that cannot be
     trusted is left out (its files are hashed)."""
 
-    inodes: Mapping[tuple[int, int], Sealed] = field(default_factory=dict)
+    inodes: Mapping[tuple[int, int], tuple[Sealed, str]] = field(default_factory=dict)
     entries: tuple[str, ...] = ()             # the keys whose seals were read
     refused: tuple[tuple[str, str], ...] = ()  # (key, why) of seals that were not used
 
     def lookup(self, st: os.stat_result) -> Sealed | None:
-        """The sealed file ``st`` is, when the seal vouches for it."""
-        s = self.inodes.get((st.st_dev, st.st_ino))
-        return s if s is not None and vouches(s, st) else None
+        """The sealed file ``st`` is, when the seal vouches for it and the cache still holds
+        that very inode at the sealed path (an inode number freed and used again elsewhere
+        is never taken for the sealed file)."""
+        got = self.inodes.get((st.st_dev, st.st_ino))
+        if got is None or not vouches(got[0], st):
+            return None
+        try:
+            there = os.lstat(got[1])
+        except OSError:
+            return None
+        return got[0] if (there.st_dev, there.st_ino) == (st.st_dev, st.st_ino) else None
 
     @classmethod
     def load(cls, cache: Path, keys: Iterable[str]) -> SealIndex:
-        inodes: dict[tuple[int, int], Sealed] = {}
+        inodes: dict[tuple[int, int], tuple[Sealed, str]] = {}
         used: list[str] = []
         refused: list[tuple[str, str]] = []
         for key in sorted(set(keys)):
@@ -427,8 +435,8 @@ class SealIndex:
             if seal is None:
                 continue
             used.append(key)
-            for s in seal.files.values():
-                inodes[(s.dev, s.ino)] = s
+            for rel, s in seal.files.items():
+                inodes[(s.dev, s.ino)] = (s, f"{root}/tree/{rel}")
         return cls(inodes=inodes, entries=tuple(used), refused=tuple(refused))
 
 

@@ -275,6 +275,13 @@ def test_seal_index_vouches_only_for_sealed_unchanged_inodes(tmp_path: Path) -> 
     copy = tmp_path / "copy.py"
     copy.write_bytes(src.read_bytes())
     assert index.lookup(copy.stat()) is None       # the same bytes, another inode
+    moved = tmp_path / "moved-away"
+    os.link(src, moved)  # the same inode, two more links, and none at the sealed path: its
+    os.link(src, tmp_path / "another")  # stat alone would vouch (links came and went)
+    os.unlink(src)
+    assert vouches(read_seal(entry.root, entry.key, entry.manifest_sha256)
+                   .files["alpha/__init__.py"], moved.stat())
+    assert index.lookup(moved.stat()) is None
     digest_edited(entry)
     refused = SealIndex.load(cache, [entry.key])
     assert refused.entries == () and refused.refused[0][0] == entry.key
