@@ -10,14 +10,18 @@
     unpack     scanned (absolute or '..' paths, links out, devices, zip bombs refused), then
                unpacked once into ``CACHE/unpacked/<sha256>/`` with the sha256 of every member
                computed from the proved archive's bytes and checked against the archive's own
-               RECORD / info/paths.json                                      (unpack, cache)
-    place      each entry's files into the staged prefix by reflink or copy (hardlink only on
-               request); conda packages linked as py-rattler links them, wheels laid out as
-               pypa/installer lays them out, plus PEP 610 direct_url.json; every record
-               written from the entry's manifest, never from the cached files  (place, conda,
-               wheels, placeholder, entryfiles)
+               RECORD / info/paths.json, then sealed: every file's inode as stat sees it,
+               with its sha256; as soon as each archive is proved  (unpack, cache, seal)
+    check      every entry against its seal, a stat per file; what the seal cannot vouch for
+               is hashed, a changed entry evicted and unpacked again             (seal)
+    place      each entry's files into the staged prefix by reflink, else hardlink (the
+               sealed inode, re-sealed after linking), else copy; conda packages linked as
+               py-rattler links them, wheels laid out as pypa/installer lays them out, plus
+               PEP 610 direct_url.json; every record written from the entry's manifest, never
+               from the cached files       (place, seal, conda, wheels, placeholder, entryfiles)
     compile    bytecode by the prefix's own interpreter when it runs here     (bytecode)
-    verify     ``verify env`` of the result, in the caller (samebits_app.cmd_render)
+    verify     ``verify env`` of the result, in the caller (samebits_app.cmd_install): each
+               hardlinked file proven by a stat against the seal, every other by its hash
 
 Why not ``uv pip install`` / ``pip install --require-hashes --no-deps``: both need a running
 interpreter of the lock's Python and CPU architecture and write the host's paths into the
