@@ -33,4 +33,4 @@ def host_platform() -> str:
 def cache_dir() -> Path:
     """samebits' cache folder: archives, unpacked packages, bytecode, PyPI answers, inputs."""
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "samebits"
+    return Path(base).absolute() / "samebits"

@@ -191,7 +191,8 @@ def run_install(args: argparse.Namespace, out: Output) -> int:
                          hint=f"nothing was installed at {prefix}") from None
     with progress(f"verify env {prefix}", None):
         verdict = check_env(prefix, lockfile=env.path, platform=platform, cache=cache,
-                            progress=progress, read=read, trust_seal=report.sealed_entries)
+                            progress=progress, read=read, trust_seal=report.sealed_entries,
+                            loaded=env)
     broken = sorted(report.entries_of([f.path for f in verdict.findings
                                        if f.kind in REPAIR_KINDS and f.path]))
     for where in broken:  # a placed file differs from its record: its cache entry is bad

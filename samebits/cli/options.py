@@ -506,11 +506,12 @@ def add_cache_dir(p: Container, *, what: str) -> argparse.Action:
 
 
 def cache_of(args: argparse.Namespace) -> Path:
-    """``--cache-dir``, else samebits' cache folder."""
+    """``--cache-dir``, else samebits' cache folder; absolute, because helpers run in other
+    folders (bytecode compilers write their pycs into it from a private working folder)."""
     from samebits.host import cache_dir
 
     given = getattr(args, "cache_dir", None)
-    return Path(given) if given else cache_dir()
+    return Path(given).absolute() if given else cache_dir()
 
 
 def add_sources(p: Container, *, where: str = "") -> None:

@@ -32,6 +32,7 @@ import json
 import math
 import os
 import posixpath
+import stat
 import subprocess
 import tempfile
 import threading
@@ -131,7 +132,7 @@ def compile_bytecode(stage: Path, final: str, python: str, groups: Sequence[Sour
         return BytecodeReport(interpreter=where, version=got.version,
                               skipped=f"{where} writes no bytecode (no cache tag)")
     identity = got.identity()
-    folder = cache / PYC
+    folder = Path(os.path.abspath(cache / PYC))  # the compilers run in folders of their own
     copies: list[Copy] = []
     placed: dict[str, str] = {}
     failed: list[str] = []
@@ -140,11 +141,11 @@ def compile_bytecode(stage: Path, final: str, python: str, groups: Sequence[Sour
     for g in groups:
         key = group_key(identity, final, g)
         doc = read_manifest(folder / key, kind="samebits.pyc")
-        if doc is None:
-            evict(folder, key)  # a torn or older entry: compiled afresh
+        base = f"{folder}/{key}/tree/"
+        if doc is None or not _whole(base, doc["files"]):
+            evict(folder, key)  # a torn, older or damaged entry: compiled afresh
             todo.append((key, g))
             continue
-        base = f"{folder}/{key}/tree/"
         copies += [Copy(base + rel, rel, False, size) for rel, _sha, size in doc["files"]]
         placed.update((rel, f"{PYC}/{key}") for rel, _sha, _size in doc["files"])
         failed += doc["failed"]
@@ -169,6 +170,19 @@ def compile_bytecode(stage: Path, final: str, python: str, groups: Sequence[Sour
     place_all(one_copy_per_path(copies), str(stage), placer)
     return BytecodeReport(interpreter=where, version=got.version, compiled=compiled,
                           reused=reused, failed=tuple(sorted(failed)), sources=placed)
+
+
+def _whole(base: str, files: Sequence[Sequence[Any]]) -> bool:
+    """Every pyc the entry's manifest lists is there, a regular file of its size (a stat
+    each; the verify checks the bytes against their source)."""
+    for rel, _sha, size in files:
+        try:
+            st = os.lstat(base + rel)
+        except OSError:
+            return False
+        if not stat.S_ISREG(st.st_mode) or st.st_size != size:
+            return False
+    return True
 
 
 def _compile_groups(stage: Path, final: str, python: str, interp: Interpreter,

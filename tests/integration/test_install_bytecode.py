@@ -121,3 +121,45 @@ def test_no_interpreter_that_runs_compiles_nothing(tmp_path: Path) -> None:
                            cache=tmp_path / "cache", bytecode=True, host="linux-aarch64")
     assert other.bytecode.skipped == ("the environment is for linux-64, this machine is "
                                       "linux-aarch64")
+
+
+def test_a_relative_cache_folder_keeps_its_pycs(tmp_path: Path, monkeypatch) -> None:
+    """``--cache-dir cache`` (relative): the compilers run in folders of their own, yet their
+    pycs land in the cache, and a second install places them (before, the entry's tree was
+    empty and every later install failed: 'missing from the cache')."""
+    env = bc_lock(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    reports = []
+    for target in ("a", "a2"):
+        prefix = tmp_path / target
+        reports.append(install_prefix(env, "linux-64", prefix, final=str(tmp_path / "a"),
+                                      cache=Path("cache"), interpreter=sys.executable,
+                                      bytecode=True, sources=Sources(file_roots=(tmp_path,))))
+    first, second = (r.bytecode for r in reports)
+    assert (first.compiled, second.compiled, second.reused) == (2, 0, 2)
+    assert pycs(tmp_path / "a") == pycs(tmp_path / "a2") != {}
+
+
+def test_a_damaged_pyc_entry_is_compiled_again(tmp_path: Path) -> None:
+    """A pyc missing from its cache entry (or of another size) makes the entry evicted and
+    compiled afresh, never an install that cannot place it."""
+    env = bc_lock(tmp_path)
+    cache = tmp_path / "cache"
+
+    def install(target: str):
+        return install_prefix(env, "linux-64", tmp_path / target, final=str(tmp_path / "a"),
+                              cache=cache, interpreter=sys.executable, bytecode=True,
+                              sources=Sources(file_roots=(tmp_path,))).bytecode
+
+    install("a")
+    (util,) = (cache / "pyc").glob(f"*/tree/**/util.{TAG}.pyc")
+    util.unlink()
+    again = install("b")
+    assert (again.compiled, again.reused) == (2, 0)
+    (init,) = (cache / "pyc").glob(f"*/tree/**/__init__.{TAG}.pyc")
+    data = init.read_bytes()
+    init.unlink()  # another inode: prefix a, linked to the old one, keeps its bytes
+    init.write_bytes(data + b"\0")
+    assert (install("c").compiled, install("d").reused) == (2, 2)
+    assert pycs(tmp_path / "a") == pycs(tmp_path / "b") == pycs(tmp_path / "c") \
+        == pycs(tmp_path / "d")

@@ -19,6 +19,7 @@ from samebits.host import host_platform
 from samebits.lock.read import ReadOptions
 
 if TYPE_CHECKING:
+    from samebits.lock.read import LockedEnv
     from verify.env.envreport import EnvReport
 
 
@@ -26,11 +27,14 @@ def check_env(prefix: Path, *, lockfile: Path | None = None, platform: str | Non
               against: Path | None = None, jobs: int | None = None, linkage: bool = True,
               bytecode: bool = True, cache: Path | None = None,
               progress: Any = None, read: ReadOptions | None = None,
-              coverage: bool = True, trust_seal: bool | Collection[str] = False) -> EnvReport:
+              coverage: bool = True, trust_seal: bool | Collection[str] = False,
+              loaded: LockedEnv | None = None) -> EnvReport:
     """Everything ``verify env`` checks, as an ``EnvReport`` (also ``samebits audit``'s API).
     ``read`` says how to read a lockfile of another format (converted on read).
     ``trust_seal``: prove sealed cache inodes by a stat (``verify.env.sealproof``): True for
-    the entries the prefix's records name, or the keys of the entries to trust."""
+    the entries the prefix's records name, or the keys of the entries to trust.
+    ``loaded``: ``lockfile`` as the caller has already read it (install: the lock it placed
+    from); used when it is a conda-lock file, whose reading takes no options."""
     from samebits.install import default_cache_dir
     from samebits.lock.read import load_lock
     from verify.env import sealproof
@@ -48,7 +52,10 @@ def check_env(prefix: Path, *, lockfile: Path | None = None, platform: str | Non
     from verify.env.startup import base_records, copied_interpreter_findings, startup_findings
 
     kind = prefix_kind(prefix)  # a bad prefix fails before the lockfile is even read
-    loaded = load_lock(lockfile, _read_options(read, prefix, platform)) if lockfile else None
+    if loaded is None or loaded.format != "conda-lock" or lockfile is None \
+            or Path(loaded.path) != Path(lockfile):
+        loaded = load_lock(lockfile, _read_options(read, prefix, platform)) if lockfile \
+            else None
     lock = loaded.lock if loaded else None
     reference = load_reference(against) if against else None
     if lock is not None and platform is not None:  # bad input fails before any hashing
@@ -115,7 +122,7 @@ def check_env(prefix: Path, *, lockfile: Path | None = None, platform: str | Non
         with (progress or _no_progress)("resolving every ELF file's shared libraries", None):
             links = check_linkage(manifest, host_dirs=host_library_dirs())
     ident_digest = identity_digest(interpreter) if kind != "conda" else None
-    kernels = _coverage(manifest) if coverage else None
+    kernels = _coverage(manifest, cache) if coverage else None
     return EnvReport(
         manifest=manifest, digests=digests(manifest, ident_digest),
         findings=tuple(merge(*groups)), linkage=links, platform=platform,
@@ -125,12 +132,13 @@ def check_env(prefix: Path, *, lockfile: Path | None = None, platform: str | Non
         not_runnable=not_runnable, proof=sealproof.proof_doc(manifest, seals))
 
 
-def _coverage(manifest) -> dict[str, Any]:
-    """Which GPUs the environment's kernels run on (``samebits check --prefix``'s document)."""
+def _coverage(manifest, cache: Path) -> dict[str, Any]:
+    """Which GPUs the environment's kernels run on (``samebits check --prefix``'s document);
+    a file whose bytes were scanned before is not read again (``codescan.ScanCache``)."""
     from verify.kernels.codescan import scan_manifest
     from verify.kernels.report import platform_doc
 
-    return platform_doc(scan_manifest(manifest))
+    return platform_doc(scan_manifest(manifest, cache=cache))
 
 
 def _read_options(read: ReadOptions | None, prefix: Path, platform: str | None) -> ReadOptions:

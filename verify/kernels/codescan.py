@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import hashlib
 import json
 import os
 import posixpath
 import shutil
 import stat
+import sys
 import tempfile
 import zipfile
 from collections.abc import Callable, Iterable, Mapping
@@ -147,10 +149,13 @@ def _chunks(items: list[str], n: int) -> list[list[str]]:
 def scan_prefix(prefix: Path, *, owners: Mapping[str, str] | None = None,
                 jobs: int | None = None, files: list[str] | None = None,
                 stack_paths: list[str] | None = None,
-                sizes: Mapping[str, int] | None = None) -> Coverage:
+                sizes: Mapping[str, int] | None = None,
+                known: Mapping[str, str] | None = None, cache: Path | None = None) -> Coverage:
     """The device code of an installed environment. ``files`` (prefix-relative) limits the
     scan to those (``verify env`` passes the ELF files it already found); with
-    ``stack_paths`` and ``sizes`` too (what its walk saw) the prefix is not walked again."""
+    ``stack_paths`` and ``sizes`` too (what its walk saw) the prefix is not walked again.
+    ``known``: the sha256 of files whose bytes were just proven (hashed, or their sealed
+    inode); with ``cache``, a file's summary is taken from ``ScanCache`` by that sha256."""
     prefix = Path(os.path.abspath(prefix))
     if files is None or stack_paths is None:
         found, walked_stack = walk(prefix)
@@ -162,12 +167,22 @@ def scan_prefix(prefix: Path, *, owners: Mapping[str, str] | None = None,
     rels.sort(key=lambda r: -sizes[r])
     jobs = max(1, min(jobs or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
                                else os.cpu_count() or 1), len(rels) or 1))
+    remembered = ScanCache(cache, known) if cache is not None and known else None
+    results: list[tuple[str, LibraryCode | None, bool]] = []
+    if remembered is not None:
+        results = [r for r in (remembered.get(rel) for rel in rels) if r is not None]
+        done = {r[0] for r in results}
+        rels = [r for r in rels if r not in done]
     work = [(str(prefix), chunk) for chunk in _chunks(rels, jobs) if chunk]
-    if jobs == 1 or sum(sizes.values()) < (64 << 20):
-        results = [r for w in work for r in _scan_files(w)]
+    if jobs == 1 or sum(sizes[r] for r in rels) < (64 << 20):
+        scanned = [r for w in work for r in _scan_files(w)]
     else:
         with ProcessPoolExecutor(max_workers=jobs) as pool:
-            results = [r for part in pool.map(_scan_files, work) for r in part]
+            scanned = [r for part in pool.map(_scan_files, work) for r in part]
+    if remembered is not None:
+        for r in scanned:
+            remembered.put(*r)
+    results += scanned
     libs = []
     elf = 0
     for rel, lib, is_elf in sorted(results, key=lambda r: r[0]):
@@ -178,7 +193,65 @@ def scan_prefix(prefix: Path, *, owners: Mapping[str, str] | None = None,
     return Coverage(libraries=tuple(libs), stack=stack, elf_files=elf)
 
 
-def scan_manifest(manifest: Any) -> Coverage:
+class ScanCache:
+    """What the scan of some bytes found, under ``CACHE/codescan/<sha256[:2]>/<sha256>.json``,
+    keyed by the file's sha256 (proven by the caller) and ``SCANNER``, the sha256 of the
+    scanning code itself (this module, ``fatbin`` and ``coverage``): a changed scanner never
+    reads an older verdict. Written whole (temp + rename); an unreadable entry is scanned
+    again. The summary is a function of the bytes alone: the path is the caller's."""
+
+    def __init__(self, cache: Path, known: Mapping[str, str]) -> None:
+        self.root = Path(cache) / "codescan" / scanner_digest()[:16]
+        self.known = known
+
+    def _file(self, sha256: str) -> Path:
+        return self.root / sha256[:2] / f"{sha256}.json"
+
+    def get(self, rel: str) -> tuple[str, LibraryCode | None, bool] | None:
+        sha = self.known.get(rel)
+        if not sha:
+            return None
+        try:
+            doc = json.loads(self._file(sha).read_bytes())
+            code = doc["code"]
+            lib = LibraryCode.from_dict({**code, "path": rel}) if code is not None else None
+            return rel, lib, bool(doc["elf"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def put(self, rel: str, lib: LibraryCode | None, is_elf: bool) -> None:
+        sha = self.known.get(rel)
+        if not sha:
+            return
+        code = lib.to_dict() if lib is not None else None
+        if code is not None:
+            code = {**code, "path": None, "package": None}
+        target = self._file(sha)
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+            tmp.write_bytes(json.dumps({"elf": is_elf, "code": code}, sort_keys=True).encode())
+            os.replace(tmp, target)
+        except OSError:
+            pass  # a read-only cache: scanned again next time
+
+
+_SCANNER: list[str] = []
+
+
+def scanner_digest() -> str:
+    """The sha256 of the scanning code's sources (the cache key's version)."""
+    if not _SCANNER:
+        from verify.kernels import coverage, fatbin
+
+        h = hashlib.sha256()
+        for module in (sys.modules[__name__], fatbin, coverage):
+            h.update(Path(str(module.__file__)).read_bytes())
+        _SCANNER.append(h.hexdigest())
+    return _SCANNER[0]
+
+
+def scan_manifest(manifest: Any, *, cache: Path | None = None) -> Coverage:
     """The device code of a prefix ``verify env`` has walked: its ELF files (or, when it read
     no ELF headers, ``--no-linkage``, the files that may be ELF files), owners from the
     manifest's records."""
@@ -193,8 +266,9 @@ def scan_manifest(manifest: Any) -> Coverage:
                    and e.path.rsplit("/", 1)[-1].startswith(_STACK_NAMES)
                    and not _skipped(e.path))
     sizes = {e.path: e.size for e in manifest.entries if e.type == "file"}
+    known = {e.path: e.sha256 for e in manifest.entries if e.type == "file" and e.sha256}
     return scan_prefix(manifest.prefix, owners=owners, files=files, stack_paths=stack,
-                       sizes=sizes)
+                       sizes=sizes, known=known, cache=cache)
 
 
 def _skipped(rel: str) -> bool:
