@@ -128,7 +128,7 @@ def test_a_changed_file_drains_exactly_that_node(cluster: tuple[SlurmCluster, Pa
     assert gate["healthy"] is False
     assert [r["code"] for r in gate["reasons"]] == ["env-drift"]
     assert f"{SITE}/beta/__init__.py (modified)" in gate["reasons"][0]["detail"]
-    assert (base / "gate-n2-{}.txt".format(job)).read_text().count("Traceback") == 0
+    assert (base / f"gate-n2-{job}.txt").read_text().count("Traceback") == 0
     c.run("scontrol", "update", "nodename=n2", "state=resume")
 
 

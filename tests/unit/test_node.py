@@ -7,10 +7,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pynvml
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-import pynvml
 from tests.fixtures.nvml_fake import Gpu, Health, Machine, fake_nvml
 from verify.node import canary, envgate, prometheus
 from verify.node.drain import drain, node_name

@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -56,10 +57,10 @@ def class_key(device: Mapping[str, Any], *, lock_sha256: str | None) -> str:
 
 def load_digests(path: Path = CANARY_FILE) -> dict[str, dict[str, Any]]:
     """key -> entry; a missing file is an empty table, a malformed one an InputError."""
-    try:
+    if sys.version_info >= (3, 11):
         import tomllib
-    except ImportError:  # Python 3.10
-        import tomli as tomllib  # type: ignore[no-redef]
+    else:  # Python 3.10
+        import tomli as tomllib
 
     if not path.is_file():
         return {}

@@ -10,6 +10,7 @@ reason codes.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from pathlib import Path
@@ -54,10 +55,9 @@ def choose_proof(cache: Path, prefix: Path, *, full: bool, every: int | None
 def save_state(cache: Path, state: dict[str, Any]) -> None:
     from samebits._io import atomic_write
 
-    try:
+    # a read-only cache: the count starts again next run, whose "why" says so
+    with contextlib.suppress(OSError):
         atomic_write(state_file(cache), json.dumps(state, sort_keys=True, indent=1) + "\n")
-    except OSError:
-        pass  # a read-only cache: the next run counts from here again, and says so
 
 
 def env_reasons(report: Any) -> list[Reason]:

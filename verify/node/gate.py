@@ -77,6 +77,7 @@ def gpu_part(nvml: Any, *, xid_wait: float, expect: int | None
     from verify.node.health import judge, read_health
 
     reasons: list[Reason] = []
+    gpus: list[dict[str, Any]]
     if nvml is None:
         state, gpus, driver = ("no-nvml" if Path("/proc/driver/nvidia").exists()
                                else "no-driver"), [], None

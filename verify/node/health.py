@@ -100,7 +100,8 @@ def read_gpu(nvml: Any, index: int) -> tuple[dict[str, Any], Any]:
     if h is None:
         doc.update(values={}, unreadable=a.unreadable, errors=a.errors)
         return doc, None
-    name, uuid = a.ask("name", nvml.nvmlDeviceGetName, h), a.ask("uuid", nvml.nvmlDeviceGetUUID, h)
+    name = a.ask("name", nvml.nvmlDeviceGetName, h)
+    uuid = a.ask("uuid", nvml.nvmlDeviceGetUUID, h)
     cc = a.ask("compute_capability", nvml.nvmlDeviceGetCudaComputeCapability, h)
     doc.update(name=_s(name) if name is not None else "unknown",
                uuid=_s(uuid) if uuid is not None else "",
@@ -118,9 +119,11 @@ def read_gpu(nvml: Any, index: int) -> tuple[dict[str, Any], Any]:
     got = a.ask("remapped_rows", nvml.nvmlDeviceGetRemappedRows, h)
     if got is not None:
         _corr, _unc, pending, failed = got
-        v["remapped_rows_pending"], v["remapped_rows_failed"] = int(bool(pending)), int(bool(failed))
-    reasons = a.ask("throttle", getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
-                    or nvml.nvmlDeviceGetCurrentClocksThrottleReasons, h)
+        v["remapped_rows_pending"] = int(bool(pending))
+        v["remapped_rows_failed"] = int(bool(failed))
+    getter = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) \
+        or nvml.nvmlDeviceGetCurrentClocksThrottleReasons  # the older name
+    reasons = a.ask("throttle", getter, h)
     if reasons is not None:
         bits = int(reasons)
         v["throttle_reasons"] = [n for bit, n in sorted(THROTTLE_NAMES.items()) if bits & bit]
@@ -159,9 +162,8 @@ def _nvlink(a: _Asker, h: Any) -> None:
             state = nvml.nvmlDeviceGetNvLinkState(h, link)
         except nvml.NVMLError as exc:
             name = error_name(nvml, exc)
-            if name not in NO_SUCH_LINK or link == 0:
-                if name not in NO_SUCH_LINK:
-                    (a.unreadable if name in NOT_READABLE else a.errors)["nvlink"] = name
+            if name not in NO_SUCH_LINK:  # past the last link is no link, not an error
+                (a.unreadable if name in NOT_READABLE else a.errors)["nvlink"] = name
             break
         states.append(int(state == nvml.NVML_FEATURE_ENABLED))
         for counter in (nvml.NVML_NVLINK_ERROR_DL_REPLAY, nvml.NVML_NVLINK_ERROR_DL_RECOVERY,
