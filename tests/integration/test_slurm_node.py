@@ -134,11 +134,14 @@ def test_a_changed_file_drains_exactly_that_node(cluster: tuple[SlurmCluster, Pa
 
 def test_srun_runs_a_fleet_across_named_nodes(cluster: tuple[SlurmCluster, Path],
                                               tmp_path: Path) -> None:
-    """`srun -N2 -n4 python -m verify fleet`: four ranks on two named nodes, one report."""
+    """`srun -N2 -n4 python -m verify fleet`: four ranks on two named nodes (two each, their
+    prologs gating both), one report. The node names share this one machine and resolve
+    nowhere, so rank 0's address is given the way the launcher documents (MASTER_ADDR)."""
     c, base = cluster
     c.run("scontrol", "update", "nodename=n2", "state=drain", "reason=fleet test")
     out = tmp_path / "fleet.json"
-    res = c.run("srun", "-N2", "-n4", "--time", "10", sys.executable, "-m", "verify", "fleet",
+    res = c.run("srun", "-N2", "-n4", "--time", "10", "--export=ALL,MASTER_ADDR=127.0.0.1",
+                sys.executable, "-m", "verify", "fleet",
                 "--device", "cpu", "--only", "sum_fp32", "--no-env-digest",
                 "--rank-timeout", "300", "--out", str(out), check=False, timeout=600, cwd=ROOT)
     c.run("scontrol", "update", "nodename=n2", "state=resume")
@@ -146,3 +149,4 @@ def test_srun_runs_a_fleet_across_named_nodes(cluster: tuple[SlurmCluster, Path]
     report = json.loads(out.read_text())
     assert report["world_size"] == 4 and report["verdict"] == "consistent"
     assert [r["rank"] for r in report["ranks"]] == [0, 1, 2, 3]
+    assert (base / "prom-n1.prom").exists() and (base / "prom-n3.prom").exists()
