@@ -17,7 +17,7 @@ from samebits.ui import run_cli
 
 # subcommand -> the area folder its module is in
 SUBCOMMANDS = {"env": "env", "gpu": "gpu", "compare": "gpu", "fleet": "fleet", "nix": "env",
-               "attestation": "gpu"}
+               "attestation": "gpu", "node": "node"}
 
 
 def _modules() -> list:

@@ -28,6 +28,7 @@ VERIFY_PAGES = {
     "gpu": "how-to/verify-gpu.md",
     "compare": "how-to/verify-gpu.md",
     "fleet": "tutorials/cluster-admin.md",
+    "node": "how-to/slurm.md",
     "fleet-report": "tutorials/cluster-admin.md",
     "nix-store": "how-to/nix.md",
     "attestation": "how-to/sign-and-verify.md",

@@ -31,7 +31,7 @@ SKIP = (argparse._HelpAction, argparse._VersionAction, argparse._SubParsersActio
 # every command that reads a lock takes it as a positional LOCK (or PAPER|LOCK, OLD NEW)
 READS_A_LOCK = {"lock diff", "lock-diff", "render conda", "render containerfile", "render nix",
                 "render oci", "install", "bundle", "attest", "audit", "check", "verify env",
-                "verify gpu", "verify fleet", "verify nix-store"}
+                "verify gpu", "verify fleet", "verify nix-store", "verify node"}
 
 
 def commands(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()

@@ -1,0 +1,1 @@
+"""samebits verify node: one host's gate (verify.node.cmd_node)."""
