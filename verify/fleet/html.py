@@ -8,7 +8,7 @@ from typing import Any
 
 from samebits.errors import plural
 from verify.fleet.checkin import refusal_lines
-from verify.fleet.report import SUSPECT, cell_state
+from verify.fleet.report import SUSPECT, CellStates
 
 COLOURS = {"ok": "#cdeccf", "explained": "#ffe3a3", "suspect": "#f5a3a3",
            "undecided": "#d9c8f0", "not-run": "#e4e4e4"}
@@ -30,10 +30,11 @@ th{background:#f4f4f4}
 def render_html(report: Mapping[str, Any]) -> str:
     e = escape
     rows = []
+    cell_state = CellStates(report)
     for r in report["ranks"]:
         cells = []
         for w in report["workloads"]:
-            state = cell_state(report, r["rank"], w)
+            state = cell_state(r["rank"], w)
             value = r["workloads"].get(w, "absent")
             short = value[:8] if len(value) == 64 else value
             cells.append(f'<td class="{state}" style="background:{COLOURS[state]}" '

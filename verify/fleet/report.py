@@ -35,6 +35,7 @@ from typing import Any
 
 from samebits.errors import InputError, plural
 from verify.fleet.checkin import refusal_lines
+from verify.fleet.hosts import STAND_IN, host_docs, host_lines
 from verify.gpu.attest import Attestation, parse_attestation
 from verify.gpu.compare import class_id, class_label, compare, flat_facts
 
@@ -129,14 +130,14 @@ FAILING = ("suspects", "incomplete", "undecided", "refused")
 def refused_report(checkins: Sequence[Mapping[str, Any]], why: Mapping[str, Any],
                    world_size: int, backend: str) -> dict[str, Any]:
     """The report of a fleet that was refused before anything ran."""
+    ranks = [{"rank": int(c["rank"]), "host": c.get("host"),
+              "local_rank": c.get("local_rank"), "device": c.get("device"),
+              "gpu_uuid": c.get("gpu_uuid"), "class": None, "collective_env": {},
+              "environment": {}, "workloads": {}}
+             for c in sorted(checkins, key=lambda c: int(c["rank"]))]
     return {
         "format": FLEET_FORMAT, "verdict": "refused", "world_size": world_size,
-        "backend": backend, "workloads": [],
-        "ranks": [{"rank": int(c["rank"]), "host": c.get("host"),
-                   "local_rank": c.get("local_rank"), "device": c.get("device"),
-                   "gpu_uuid": c.get("gpu_uuid"), "class": None, "collective_env": {},
-                   "environment": {}, "workloads": {}}
-                  for c in sorted(checkins, key=lambda c: int(c["rank"]))],
+        "backend": backend, "workloads": [], "ranks": ranks, "hosts": host_docs(ranks),
         "classes": [], "environments": [], "collectives": {}, "suspects": [], "undecided": [],
         "preflight": list(why.get("preflight", ())),
         "shared_devices": list(why.get("shared_devices", ())),
@@ -205,19 +206,21 @@ def analyse(records: Sequence[Mapping[str, Any]],
     verdict = ("suspects" if suspect_docs else "incomplete" if missing
                else "undecided" if undecided else "explained" if explained else "consistent")
     order = sorted({n for att in atts.values() for n in att.workloads})
+    rank_docs = [
+        {"rank": r, "host": rec.get("host"), "local_rank": rec.get("local_rank"),
+         "device": rec.get("device"), "gpu_uuid": rec.get("gpu_uuid"),
+         "class": class_id(atts[r]), "collective_env": rec.get("collective_env", {}),
+         "environment": dict(atts[r].subjects),
+         "workloads": {n: _workload_digest(atts[r], n) for n in order}}
+        for r, rec in sorted(by_rank.items())]
     return {
         "format": FLEET_FORMAT,
         "verdict": verdict,
         "world_size": len(records),
         "backend": sorted({str(r.get("backend")) for r in records})[0],
         "workloads": order,
-        "ranks": [
-            {"rank": r, "host": rec.get("host"), "local_rank": rec.get("local_rank"),
-             "device": rec.get("device"), "gpu_uuid": rec.get("gpu_uuid"),
-             "class": class_id(atts[r]), "collective_env": rec.get("collective_env", {}),
-             "environment": dict(atts[r].subjects),
-             "workloads": {n: _workload_digest(atts[r], n) for n in order}}
-            for r, rec in sorted(by_rank.items())],
+        "ranks": rank_docs,
+        "hosts": host_docs(rank_docs),
         "classes": class_docs,
         "environments": env_docs,
         "collectives": coll,
@@ -229,27 +232,36 @@ def analyse(records: Sequence[Mapping[str, Any]],
     }
 
 
-def cell_state(report: Mapping[str, Any], rank: int, workload: str) -> str:
-    """How a (rank, workload) cell reads: ok, suspect, explained, undecided or not-run."""
-    for s in report["suspects"]:
-        if s["rank"] == rank and workload in s["workloads"]:
+class CellStates:
+    """How each (rank, workload) cell reads: ok, suspect, explained, undecided or not-run.
+    Indexed once, so a page of N ranks x W workloads costs O(N x W), not O(N^2 x W)."""
+
+    def __init__(self, report: Mapping[str, Any]) -> None:
+        self.suspect = {(s["rank"], w) for s in report["suspects"] for w in s["workloads"]}
+        self.undecided = {(r, u["workload"]) for u in report["undecided"] for r in u["ranks"]}
+        self.rows = {r["rank"]: r for r in report["ranks"]}
+        self.explained = {(r, d["workload"]) for c in report["classes"] for r in c["ranks"]
+                          for d in c.get("differing_workloads", ())}
+
+    def __call__(self, rank: int, workload: str) -> str:
+        if (rank, workload) in self.suspect:
             return "suspect"
-    for u in report["undecided"]:
-        if u["workload"] == workload and rank in u["ranks"]:
+        if (rank, workload) in self.undecided:
             return "undecided"
-    row = next(r for r in report["ranks"] if r["rank"] == rank)
-    value = row["workloads"].get(workload, "absent")
-    if len(value) != 64:
-        return "not-run"
-    for c in report["classes"]:
-        if rank in c["ranks"] and any(d["workload"] == workload
-                                      for d in c.get("differing_workloads", ())):
-            return "explained"
-    return "ok"
+        if len(self.rows[rank]["workloads"].get(workload, "absent")) != 64:
+            return "not-run"
+        return "explained" if (rank, workload) in self.explained else "ok"
+
+
+def cell_state(report: Mapping[str, Any], rank: int, workload: str) -> str:
+    """How one (rank, workload) cell reads (``CellStates`` for a whole page)."""
+    return CellStates(report)(rank, workload)
 
 
 def format_report(report: Mapping[str, Any]) -> str:
-    lines = [f"fleet: {plural(report['world_size'], 'rank')}, backend {report['backend']}, "
+    hosts = report.get("hosts")  # reports written before hosts were summarised have none
+    on = f" on {plural(len(hosts), 'host')}" if hosts else ""
+    lines = [f"fleet: {plural(report['world_size'], 'rank')}{on}, backend {report['backend']}, "
              f"{plural(len(report['classes']), 'class', 'classes')}, "
              f"verdict: {report['verdict'].upper()}"]
     for c in report["classes"]:
@@ -258,9 +270,15 @@ def format_report(report: Mapping[str, Any]) -> str:
             why = ", ".join(d["attributed_to"]) or "no recorded fact"
             lines.append(f"  {d['workload']}: differs from class {c['versus']}; "
                          f"explained by {why}")
+    host_of = {r["rank"]: str(r["host"]) for r in report["ranks"]}
     for e in report["environments"][1:]:
-        lines.append(f"environment of ranks {_ranks(e['ranks'])} differs from the largest group "
-                     f"in: {', '.join(e['differs_from_largest_in']) or 'its digest only'}")
+        if set(e["subjects"]) == {STAND_IN}:  # --no-env-digest: each host's name stands in
+            continue
+        where = ", ".join(sorted({host_of.get(r, "?") for r in e["ranks"]}))
+        lines.append(f"environment of ranks {_ranks(e['ranks'])} ({where}) differs from the "
+                     "largest group in: "
+                     f"{', '.join(e['differs_from_largest_in']) or 'its digest only'}")
+    lines += host_lines(hosts or ())
     for s in report["suspects"]:
         what = ", ".join([*s["workloads"], *s["collectives"]])
         lines.append(f"SUSPECT rank {s['rank']} on {s['host']} ({s['device']}"
