@@ -38,8 +38,11 @@ def host_docs(ranks: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         envs = sorted({_env_key(r.get("environment") or {}) for r in rs})
         sig[host] = (classes, "|".join(envs))
     counts = Counter(sig.values())
-    top, n = counts.most_common(1)[0] if counts else ((), 0)
-    majority = top if n * 2 > len(sig) and len(sig) > 1 else None
+    majority: tuple[tuple[str, ...], str] | None = None
+    n = 0
+    if counts:
+        top, n = counts.most_common(1)[0]
+        majority = top if n * 2 > len(sig) and len(sig) > 1 else None
     out = []
     for host in sorted(by_host):
         rs = sorted(by_host[host], key=lambda r: int(r["rank"]))

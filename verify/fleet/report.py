@@ -24,7 +24,10 @@ results. The rules:
 ``refused_report`` is the document when the group did not run at all (``verify.fleet.checkin``:
 a rank's preflight, two ranks on one GPU, a rank that never checked in).
 
-Verdicts and exit codes: consistent, explained (0); suspects, incomplete, undecided, refused (1).
+Verdicts and exit codes: consistent, explained (0); suspects, incomplete, undecided, refused (1);
+with node statements (``verify.fleet.nodes``) also untrusted and unhealthy (1).
+
+``hosts`` (``verify.fleet.hosts``): which ranks ran on each host and which host is the odd one.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from typing import Any
 from samebits.errors import InputError, plural
 from verify.fleet.checkin import refusal_lines
 from verify.fleet.hosts import STAND_IN, host_docs, host_lines
+from verify.fleet.nodes import node_lines
 from verify.gpu.attest import Attestation, parse_attestation
 from verify.gpu.compare import class_id, class_label, compare, flat_facts
 
@@ -124,17 +128,17 @@ def _collectives(records: Sequence[Mapping[str, Any]]) -> tuple[dict[str, Any], 
     return doc, bad
 
 
-FAILING = ("suspects", "incomplete", "undecided", "refused")
+FAILING = ("suspects", "incomplete", "undecided", "refused", "untrusted", "unhealthy")
 
 
 def refused_report(checkins: Sequence[Mapping[str, Any]], why: Mapping[str, Any],
                    world_size: int, backend: str) -> dict[str, Any]:
     """The report of a fleet that was refused before anything ran."""
-    ranks = [{"rank": int(c["rank"]), "host": c.get("host"),
-              "local_rank": c.get("local_rank"), "device": c.get("device"),
-              "gpu_uuid": c.get("gpu_uuid"), "class": None, "collective_env": {},
-              "environment": {}, "workloads": {}}
-             for c in sorted(checkins, key=lambda c: int(c["rank"]))]
+    ranks: list[dict[str, Any]] = [
+        {"rank": int(c["rank"]), "host": c.get("host"), "local_rank": c.get("local_rank"),
+         "device": c.get("device"), "gpu_uuid": c.get("gpu_uuid"), "class": None,
+         "collective_env": {}, "environment": {}, "workloads": {}}
+        for c in sorted(checkins, key=lambda c: int(c["rank"]))]
     return {
         "format": FLEET_FORMAT, "verdict": "refused", "world_size": world_size,
         "backend": backend, "workloads": [], "ranks": ranks, "hosts": host_docs(ranks),
@@ -288,6 +292,8 @@ def format_report(report: Mapping[str, Any]) -> str:
         lines.append(f"UNDECIDED {u['workload']}: ranks {_ranks(u['ranks'])} of class "
                      f"{u['class']} disagree with no majority; add ranks or a reference")
     lines += refusal_lines(report)
+    if report.get("nodes") is not None:
+        lines += node_lines(report["nodes"])
     if report["verdict"] == "incomplete":
         lines.append("a partial report: the ranks above that reported are compared; the "
                      "missing ones are not")
