@@ -9,12 +9,13 @@ import subprocess
 import sys
 import sysconfig
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.fixtures import ROOT
-from tests.fixtures.netns import Hosts, exists, netns_hosts  # noqa: F401 (the fixture)
+from tests.fixtures.netns import Hosts, exists, make_or_skip
 
 pytestmark = pytest.mark.slow  # 8 torch processes: ~30 s on 2 idle cores
 
@@ -38,11 +39,17 @@ def small_prefix(folder: Path) -> tuple[Path, Path]:
     return folder / "bin" / "python", data
 
 
-def test_four_hosts_name_the_one_whose_prefix_differs(tmp_path: Path, netns_hosts) -> None:
+@pytest.fixture
+def hosts() -> Iterator[Hosts]:
+    """Four namespace hosts, torn down after the test (skips where none can be made)."""
+    with make_or_skip(HOSTS) as made:
+        yield made
+
+
+def test_four_hosts_name_the_one_whose_prefix_differs(tmp_path: Path, hosts: Hosts) -> None:
     """Eight ranks on four namespace hosts agree bit for bit over gloo between namespaces;
     the report names 4 hosts and 8 ranks, and host3, whose prefix has one file changed (a
     bind mount seen by host3 alone), is the odd one: its environment differs."""
-    hosts: Hosts = netns_hosts(HOSTS)
     python, data = small_prefix(tmp_path / "prefix")
     changed = tmp_path / "host3-settings.txt"
     changed.write_text("changed on host3 only\n")
@@ -87,10 +94,7 @@ def test_four_hosts_name_the_one_whose_prefix_differs(tmp_path: Path, netns_host
 
 def test_hosts_are_torn_down_after_a_failure() -> None:
     """A failure inside the block still deletes every namespace and the bridge."""
-    try:
-        hosts = Hosts.make(2)
-    except Exception as exc:  # noqa: BLE001 (Unavailable, shown as the skip reason)
-        pytest.skip(f"network namespaces unavailable: {exc}")
+    hosts = make_or_skip(2)
     names = [h.netns for h in hosts]
     with pytest.raises(RuntimeError, match="boom"), hosts:
         assert all(exists(n) for n in names)
