@@ -69,10 +69,10 @@ def _env_key(att: Attestation) -> str:
     return ",".join(f"{n}={d}" for n, d in sorted(att.subjects))
 
 
-def _classes(atts: Mapping[int, Attestation]) -> dict[str, list[int]]:
+def _classes(class_of: Mapping[int, str]) -> dict[str, list[int]]:
     groups: dict[str, list[int]] = defaultdict(list)
-    for rank, att in sorted(atts.items()):
-        groups[class_id(att)].append(rank)
+    for rank, cid in sorted(class_of.items()):
+        groups[cid].append(rank)
     return dict(sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[1][0])))
 
 
@@ -157,7 +157,9 @@ def analyse(records: Sequence[Mapping[str, Any]],
         raise InputError("fleet: no rank records")
     by_rank = {int(r["rank"]): r for r in records}
     atts = _rank_attestations(records)
-    classes = _classes(atts)
+    # class_id reads every fact of a rank: once per rank, the report's main cost at scale
+    class_of = {r: class_id(att) for r, att in atts.items()}
+    classes = _classes(class_of)
     main_class = next(iter(classes))
 
     suspects: dict[int, dict[str, Any]] = {}
@@ -202,7 +204,7 @@ def analyse(records: Sequence[Mapping[str, Any]],
 
     suspect_docs = [
         {"rank": r, "host": by_rank[r].get("host"), "device": by_rank[r].get("device"),
-         "gpu_uuid": by_rank[r].get("gpu_uuid"), "class": class_id(atts[r]),
+         "gpu_uuid": by_rank[r].get("gpu_uuid"), "class": class_of[r],
          "workloads": sorted(s["workloads"]), "collectives": sorted(s["collectives"]),
          "verdict": SUSPECT}
         for r, s in sorted(suspects.items())]
@@ -213,7 +215,7 @@ def analyse(records: Sequence[Mapping[str, Any]],
     rank_docs = [
         {"rank": r, "host": rec.get("host"), "local_rank": rec.get("local_rank"),
          "device": rec.get("device"), "gpu_uuid": rec.get("gpu_uuid"),
-         "class": class_id(atts[r]), "collective_env": rec.get("collective_env", {}),
+         "class": class_of[r], "collective_env": rec.get("collective_env", {}),
          "environment": dict(atts[r].subjects),
          "workloads": {n: _workload_digest(atts[r], n) for n in order}}
         for r, rec in sorted(by_rank.items())]
