@@ -17,8 +17,6 @@ import pytest
 from tests.fixtures import ROOT
 from tests.fixtures.netns import Hosts, exists, make_or_skip
 
-pytestmark = pytest.mark.slow  # 8 torch processes: ~30 s on 2 idle cores
-
 HOSTS, PER_HOST = 4, 2
 ONLY = "randn,sum_fp32"
 DEADLINE = 480  # the whole fleet, generous at load 10
@@ -46,6 +44,7 @@ def hosts() -> Iterator[Hosts]:
         yield made
 
 
+@pytest.mark.slow  # 8 torch processes: ~50 s on 2 busy cores
 def test_four_hosts_name_the_one_whose_prefix_differs(tmp_path: Path, hosts: Hosts) -> None:
     """Eight ranks on four namespace hosts agree bit for bit over gloo between namespaces;
     the report names 4 hosts and 8 ranks, and host3, whose prefix has one file changed (a
@@ -105,3 +104,25 @@ def test_hosts_are_torn_down_after_a_failure() -> None:
     link = subprocess.run(["ip", "link", "show", hosts.bridge], capture_output=True,
                           timeout=20, check=False)
     assert link.returncode != 0
+
+
+def _rank(rank: int, host: str, cls: str = "c1", env: str = "e") -> dict:
+    return {"rank": rank, "host": host, "class": cls,
+            "environment": {"environment": env * 64}}
+
+
+@pytest.mark.parametrize(("ranks", "odd"), [
+    ([_rank(0, "a"), _rank(1, "b"), _rank(2, "c", env="f")], {"c": ["environment"]}),
+    ([_rank(0, "a"), _rank(1, "b"), _rank(2, "c", cls="c2")], {"c": ["class"]}),
+    ([_rank(0, "a"), _rank(1, "b"), _rank(2, "c", cls="c2", env="f")],
+     {"c": ["class", "environment"]}),
+    ([_rank(0, "a"), _rank(1, "b", env="f")], {}),                      # no majority of two
+    ([_rank(0, "a"), _rank(1, "a"), _rank(2, "b"), _rank(3, "c")], {}),  # all agree
+    ([{**_rank(r, h), "environment": {"host": h * 64}} for r, h in enumerate("abc")], {}),
+])
+def test_odd_host_is_the_one_off_the_majority_of_hosts(ranks: list, odd: dict) -> None:
+    """A host whose classes or environment leave the strict majority of hosts is odd; with no
+    majority, or with the --no-env-digest host stand-in, nobody is."""
+    from verify.fleet.hosts import host_docs
+
+    assert {h["host"]: h["odd"] for h in host_docs(ranks) if h["odd"]} == odd
