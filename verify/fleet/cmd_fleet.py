@@ -13,9 +13,10 @@ from pathlib import Path
 from samebits._io import atomic_write, canonical_json, read_json
 from samebits.cli import options
 from samebits.dsse import load_signing_key, open_document, signed_bytes
-from samebits.errors import EXIT_DIFFERENT, EXIT_OK, InputError, quote
+from samebits.errors import EXIT_DIFFERENT, EXIT_OK, InputError, UsageError, quote
 from samebits.ui import Output
 from verify.fleet.html import render_html
+from verify.fleet.nodes import with_nodes
 from verify.fleet.report import FAILING, analyse, format_report, refused_report
 from verify.gpu.attest import STATEMENT_TYPE
 
@@ -59,6 +60,7 @@ def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
                    "before naming it missing in a partial report (default 600)")
     options.add_sign(p, what="the report (rank 0 writes it as an in-toto Statement, the report "
                      "its predicate)", torchrun=True)
+    _node_options(p)
     options.add_project(p)
     p.set_defaults(func=run_fleet)
 
@@ -69,7 +71,32 @@ def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
         epilog="exit codes: 0 consistent or explained; 1 suspects or undecided; 2 bad input")
     r.add_argument("report", type=Path, metavar="FILE", help="a `verify fleet` report")
     r.add_argument("--html", type=Path, metavar="FILE", help="write the HTML table here")
+    _node_options(r)
     r.set_defaults(func=run_fleet_report)
+
+
+def _node_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--node-statements", action="append", type=Path, metavar="PATH",
+                   help="also judge the nodes: `samebits verify node` statements (a folder of "
+                   "*.json, or a file; repeatable), bare or signed. Canary runs are grouped by "
+                   "class; a node whose digest leaves its class's majority is a suspect, "
+                   "unhealthy nodes are listed with their reasons")
+    options.add_trust(p, what="with --node-statements: every statement must be a DSSE "
+                      "envelope signed by this key; others are rejected and named")
+
+
+def _read_nodes(args: argparse.Namespace) -> dict | None:
+    """The nodes section, or None without --node-statements (bad paths: exit 2)."""
+    from samebits.dsse import load_public_key
+    from verify.fleet.nodes import analyse_nodes, read_statements
+
+    if not args.node_statements:
+        if args.trust is not None:
+            raise UsageError("--trust goes with --node-statements (the statements it checks)")
+        return None
+    trust = load_public_key(args.trust) if args.trust else None
+    nodes, rejected = read_statements(args.node_statements, trust)
+    return analyse_nodes(nodes, rejected, trusted_keyid=trust.keyid if trust else None)
 
 
 def _finish(report: dict, out: Output, html: Path | None, extra: dict) -> int:
@@ -90,6 +117,7 @@ def run_fleet(args: argparse.Namespace, out: Output) -> int:
     lockfile = options.lock_file(args.lock, options.project_of(args)) if args.lock else None
     rank0 = me.rank == 0
     key = load_signing_key(args.sign) if args.sign and rank0 else None  # before the run
+    nodes = _read_nodes(args) if rank0 else None  # before the run too: bad paths fail fast
     with out.phase("running the workloads on every rank") if rank0 else contextlib.nullcontext():
         outcome = run_rank(device_request=args.device, only=only,
                            skip_env_digest=args.no_env_digest, rank_timeout=args.rank_timeout,
@@ -102,6 +130,8 @@ def run_fleet(args: argparse.Namespace, out: Output) -> int:
                                 backend=outcome.backend)
     else:
         report = analyse(outcome.records, missing=outcome.missing)
+    if nodes is not None:
+        report = with_nodes(report, nodes)
     data = (canonical_json(report) if key is None
             else signed_bytes(canonical_json(fleet_statement(report)), key))
     atomic_write(args.out, data)
@@ -145,5 +175,8 @@ def run_fleet_report(args: argparse.Namespace, out: Output) -> int:
         raise InputError(f"{args.report}: format = {quote(fmt)}: not a samebits fleet report "
                          "(format 1)",
                          hint="write one with `torchrun ... -m verify fleet --out FILE`")
+    nodes = _read_nodes(args)
+    if nodes is not None:
+        doc = with_nodes(doc, nodes)
     return _finish(doc, out, args.html,
                    {"signed_by": list(envelope.keyids) if envelope else None})

@@ -8,7 +8,8 @@ from typing import Any
 
 from samebits.errors import plural
 from verify.fleet.checkin import refusal_lines
-from verify.fleet.report import SUSPECT, cell_state
+from verify.fleet.nodes import node_lines
+from verify.fleet.report import SUSPECT, CellStates
 
 COLOURS = {"ok": "#cdeccf", "explained": "#ffe3a3", "suspect": "#f5a3a3",
            "undecided": "#d9c8f0", "not-run": "#e4e4e4"}
@@ -30,10 +31,11 @@ th{background:#f4f4f4}
 def render_html(report: Mapping[str, Any]) -> str:
     e = escape
     rows = []
+    cell_state = CellStates(report)
     for r in report["ranks"]:
         cells = []
         for w in report["workloads"]:
-            state = cell_state(report, r["rank"], w)
+            state = cell_state(r["rank"], w)
             value = r["workloads"].get(w, "absent")
             short = value[:8] if len(value) == 64 else value
             cells.append(f'<td class="{state}" style="background:{COLOURS[state]}" '
@@ -49,6 +51,11 @@ def render_html(report: Mapping[str, Any]) -> str:
         f"{e(str(s['gpu_uuid'] or '-'))}): {e(', '.join([*s['workloads'], *s['collectives']]))}"
         "</li>" for s in report["suspects"]) or "<li>none</li>"
     refused = "".join(f"<li>{e(line)}</li>" for line in refusal_lines(report))
+    hosts = "".join(
+        f"<li><b>{e(h['host'])}</b>: ranks {e(', '.join(map(str, h['ranks'])))}"
+        + (f" &mdash; <b>odd</b>: its {e(' and '.join(h['odd']))} differ from the "
+           f"{h['agreeing_hosts']} hosts that agree" if h["odd"] else "") + "</li>"
+        for h in report.get("hosts") or ())
     legend = "".join(f'<li><span style="background:{COLOURS[k]}">&nbsp;&nbsp;&nbsp;&nbsp;</span>'
                      f" {e(k)}: {e(v)}</li>" for k, v in LEGEND.items())
     return (
@@ -60,8 +67,27 @@ def render_html(report: Mapping[str, Any]) -> str:
         f"report format {report['format']}</p>\n"
         f"<h2>Suspects</h2><ul id=\"suspects\">{suspects}</ul>\n"
         + (f"<h2>Refused or missing ranks</h2><ul id=\"refused\">{refused}</ul>\n"
-           if refused else "") +
+           if refused else "")
+        + (f"<h2>Hosts</h2><ul id=\"hosts\">{hosts}</ul>\n" if hosts else "")
+        + (_nodes_html(report["nodes"]) if report.get("nodes") is not None else "") +
         f"<h2>Classes</h2><ul>{classes}</ul>\n"
         f"<h2>Ranks &times; workloads</h2><table id=\"matrix\"><tr><th>rank</th><th>host</th>"
         f"<th>device</th><th>GPU UUID</th><th>class</th>{head}</tr>\n" + "\n".join(rows) +
         f"\n</table>\n<ul>{legend}</ul>\n</body></html>\n")
+
+
+def _nodes_html(doc: Mapping[str, Any]) -> str:
+    """The node statements: suspects, unhealthy and rejected first, then one row per node."""
+    e = escape
+    items = node_lines(doc)[1:]
+    rows = "".join(
+        f"<tr><td>{e(n['host'])}</td><td>{'yes' if n['healthy'] else 'NO'}</td>"
+        f"<td>{e(', '.join(n['reasons']) or '-')}</td>"
+        f"<td>{e(str(n['env'].get('files')))} files, {n['env']['drift']} drift</td>"
+        f"<td>{e('; '.join(str(c['class']) + ' ' + str(c['digest'])[:12] for c in n['canary']))}"
+        f"</td><td>{e(', '.join(s[:12] for s in n['signed_by']) or '-')}</td></tr>\n"
+        for n in doc["nodes"])
+    return (f"<h2>Nodes</h2><p id=\"nodes-verdict\">{e(node_lines(doc)[0])}</p>"
+            f"<ul id=\"nodes\">{''.join(f'<li>{e(i)}</li>' for i in items) or '<li>none</li>'}"
+            "</ul>\n<table id=\"node-table\"><tr><th>host</th><th>healthy</th><th>reasons</th>"
+            f"<th>environment</th><th>canary</th><th>signed by</th></tr>\n{rows}</table>\n")

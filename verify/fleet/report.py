@@ -24,7 +24,10 @@ results. The rules:
 ``refused_report`` is the document when the group did not run at all (``verify.fleet.checkin``:
 a rank's preflight, two ranks on one GPU, a rank that never checked in).
 
-Verdicts and exit codes: consistent, explained (0); suspects, incomplete, undecided, refused (1).
+Verdicts and exit codes: consistent, explained (0); suspects, incomplete, undecided, refused (1);
+with node statements (``verify.fleet.nodes``) also untrusted and unhealthy (1).
+
+``hosts`` (``verify.fleet.hosts``): which ranks ran on each host and which host is the odd one.
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ from typing import Any
 
 from samebits.errors import InputError, plural
 from verify.fleet.checkin import refusal_lines
+from verify.fleet.hosts import STAND_IN, host_docs, host_lines
+from verify.fleet.nodes import node_lines
 from verify.gpu.attest import Attestation, parse_attestation
 from verify.gpu.compare import class_id, class_label, compare, flat_facts
 
@@ -64,10 +69,10 @@ def _env_key(att: Attestation) -> str:
     return ",".join(f"{n}={d}" for n, d in sorted(att.subjects))
 
 
-def _classes(atts: Mapping[int, Attestation]) -> dict[str, list[int]]:
+def _classes(class_of: Mapping[int, str]) -> dict[str, list[int]]:
     groups: dict[str, list[int]] = defaultdict(list)
-    for rank, att in sorted(atts.items()):
-        groups[class_id(att)].append(rank)
+    for rank, cid in sorted(class_of.items()):
+        groups[cid].append(rank)
     return dict(sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[1][0])))
 
 
@@ -123,20 +128,20 @@ def _collectives(records: Sequence[Mapping[str, Any]]) -> tuple[dict[str, Any], 
     return doc, bad
 
 
-FAILING = ("suspects", "incomplete", "undecided", "refused")
+FAILING = ("suspects", "incomplete", "undecided", "refused", "untrusted", "unhealthy")
 
 
 def refused_report(checkins: Sequence[Mapping[str, Any]], why: Mapping[str, Any],
                    world_size: int, backend: str) -> dict[str, Any]:
     """The report of a fleet that was refused before anything ran."""
+    ranks: list[dict[str, Any]] = [
+        {"rank": int(c["rank"]), "host": c.get("host"), "local_rank": c.get("local_rank"),
+         "device": c.get("device"), "gpu_uuid": c.get("gpu_uuid"), "class": None,
+         "collective_env": {}, "environment": {}, "workloads": {}}
+        for c in sorted(checkins, key=lambda c: int(c["rank"]))]
     return {
         "format": FLEET_FORMAT, "verdict": "refused", "world_size": world_size,
-        "backend": backend, "workloads": [],
-        "ranks": [{"rank": int(c["rank"]), "host": c.get("host"),
-                   "local_rank": c.get("local_rank"), "device": c.get("device"),
-                   "gpu_uuid": c.get("gpu_uuid"), "class": None, "collective_env": {},
-                   "environment": {}, "workloads": {}}
-                  for c in sorted(checkins, key=lambda c: int(c["rank"]))],
+        "backend": backend, "workloads": [], "ranks": ranks, "hosts": host_docs(ranks),
         "classes": [], "environments": [], "collectives": {}, "suspects": [], "undecided": [],
         "preflight": list(why.get("preflight", ())),
         "shared_devices": list(why.get("shared_devices", ())),
@@ -152,7 +157,9 @@ def analyse(records: Sequence[Mapping[str, Any]],
         raise InputError("fleet: no rank records")
     by_rank = {int(r["rank"]): r for r in records}
     atts = _rank_attestations(records)
-    classes = _classes(atts)
+    # class_id reads every fact of a rank: once per rank, the report's main cost at scale
+    class_of = {r: class_id(att) for r, att in atts.items()}
+    classes = _classes(class_of)
     main_class = next(iter(classes))
 
     suspects: dict[int, dict[str, Any]] = {}
@@ -197,7 +204,7 @@ def analyse(records: Sequence[Mapping[str, Any]],
 
     suspect_docs = [
         {"rank": r, "host": by_rank[r].get("host"), "device": by_rank[r].get("device"),
-         "gpu_uuid": by_rank[r].get("gpu_uuid"), "class": class_id(atts[r]),
+         "gpu_uuid": by_rank[r].get("gpu_uuid"), "class": class_of[r],
          "workloads": sorted(s["workloads"]), "collectives": sorted(s["collectives"]),
          "verdict": SUSPECT}
         for r, s in sorted(suspects.items())]
@@ -205,19 +212,21 @@ def analyse(records: Sequence[Mapping[str, Any]],
     verdict = ("suspects" if suspect_docs else "incomplete" if missing
                else "undecided" if undecided else "explained" if explained else "consistent")
     order = sorted({n for att in atts.values() for n in att.workloads})
+    rank_docs = [
+        {"rank": r, "host": rec.get("host"), "local_rank": rec.get("local_rank"),
+         "device": rec.get("device"), "gpu_uuid": rec.get("gpu_uuid"),
+         "class": class_of[r], "collective_env": rec.get("collective_env", {}),
+         "environment": dict(atts[r].subjects),
+         "workloads": {n: _workload_digest(atts[r], n) for n in order}}
+        for r, rec in sorted(by_rank.items())]
     return {
         "format": FLEET_FORMAT,
         "verdict": verdict,
         "world_size": len(records),
         "backend": sorted({str(r.get("backend")) for r in records})[0],
         "workloads": order,
-        "ranks": [
-            {"rank": r, "host": rec.get("host"), "local_rank": rec.get("local_rank"),
-             "device": rec.get("device"), "gpu_uuid": rec.get("gpu_uuid"),
-             "class": class_id(atts[r]), "collective_env": rec.get("collective_env", {}),
-             "environment": dict(atts[r].subjects),
-             "workloads": {n: _workload_digest(atts[r], n) for n in order}}
-            for r, rec in sorted(by_rank.items())],
+        "ranks": rank_docs,
+        "hosts": host_docs(rank_docs),
         "classes": class_docs,
         "environments": env_docs,
         "collectives": coll,
@@ -229,27 +238,36 @@ def analyse(records: Sequence[Mapping[str, Any]],
     }
 
 
-def cell_state(report: Mapping[str, Any], rank: int, workload: str) -> str:
-    """How a (rank, workload) cell reads: ok, suspect, explained, undecided or not-run."""
-    for s in report["suspects"]:
-        if s["rank"] == rank and workload in s["workloads"]:
+class CellStates:
+    """How each (rank, workload) cell reads: ok, suspect, explained, undecided or not-run.
+    Indexed once, so a page of N ranks x W workloads costs O(N x W), not O(N^2 x W)."""
+
+    def __init__(self, report: Mapping[str, Any]) -> None:
+        self.suspect = {(s["rank"], w) for s in report["suspects"] for w in s["workloads"]}
+        self.undecided = {(r, u["workload"]) for u in report["undecided"] for r in u["ranks"]}
+        self.rows = {r["rank"]: r for r in report["ranks"]}
+        self.explained = {(r, d["workload"]) for c in report["classes"] for r in c["ranks"]
+                          for d in c.get("differing_workloads", ())}
+
+    def __call__(self, rank: int, workload: str) -> str:
+        if (rank, workload) in self.suspect:
             return "suspect"
-    for u in report["undecided"]:
-        if u["workload"] == workload and rank in u["ranks"]:
+        if (rank, workload) in self.undecided:
             return "undecided"
-    row = next(r for r in report["ranks"] if r["rank"] == rank)
-    value = row["workloads"].get(workload, "absent")
-    if len(value) != 64:
-        return "not-run"
-    for c in report["classes"]:
-        if rank in c["ranks"] and any(d["workload"] == workload
-                                      for d in c.get("differing_workloads", ())):
-            return "explained"
-    return "ok"
+        if len(self.rows[rank]["workloads"].get(workload, "absent")) != 64:
+            return "not-run"
+        return "explained" if (rank, workload) in self.explained else "ok"
+
+
+def cell_state(report: Mapping[str, Any], rank: int, workload: str) -> str:
+    """How one (rank, workload) cell reads (``CellStates`` for a whole page)."""
+    return CellStates(report)(rank, workload)
 
 
 def format_report(report: Mapping[str, Any]) -> str:
-    lines = [f"fleet: {plural(report['world_size'], 'rank')}, backend {report['backend']}, "
+    hosts = report.get("hosts")  # reports written before hosts were summarised have none
+    on = f" on {plural(len(hosts), 'host')}" if hosts else ""
+    lines = [f"fleet: {plural(report['world_size'], 'rank')}{on}, backend {report['backend']}, "
              f"{plural(len(report['classes']), 'class', 'classes')}, "
              f"verdict: {report['verdict'].upper()}"]
     for c in report["classes"]:
@@ -258,9 +276,15 @@ def format_report(report: Mapping[str, Any]) -> str:
             why = ", ".join(d["attributed_to"]) or "no recorded fact"
             lines.append(f"  {d['workload']}: differs from class {c['versus']}; "
                          f"explained by {why}")
+    host_of = {r["rank"]: str(r["host"]) for r in report["ranks"]}
     for e in report["environments"][1:]:
-        lines.append(f"environment of ranks {_ranks(e['ranks'])} differs from the largest group "
-                     f"in: {', '.join(e['differs_from_largest_in']) or 'its digest only'}")
+        if set(e["subjects"]) == {STAND_IN}:  # --no-env-digest: each host's name stands in
+            continue
+        where = ", ".join(sorted({host_of.get(r, "?") for r in e["ranks"]}))
+        lines.append(f"environment of ranks {_ranks(e['ranks'])} ({where}) differs from the "
+                     "largest group in: "
+                     f"{', '.join(e['differs_from_largest_in']) or 'its digest only'}")
+    lines += host_lines(hosts or ())
     for s in report["suspects"]:
         what = ", ".join([*s["workloads"], *s["collectives"]])
         lines.append(f"SUSPECT rank {s['rank']} on {s['host']} ({s['device']}"
@@ -270,6 +294,8 @@ def format_report(report: Mapping[str, Any]) -> str:
         lines.append(f"UNDECIDED {u['workload']}: ranks {_ranks(u['ranks'])} of class "
                      f"{u['class']} disagree with no majority; add ranks or a reference")
     lines += refusal_lines(report)
+    if report.get("nodes") is not None:
+        lines += node_lines(report["nodes"])
     if report["verdict"] == "incomplete":
         lines.append("a partial report: the ranks above that reported are compared; the "
                      "missing ones are not")
