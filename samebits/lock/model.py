@@ -10,8 +10,11 @@ sorted, no timestamps.
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal
 
@@ -199,6 +202,9 @@ def parse_lock(path: Path) -> Lock:
     conda-lock's own model, the judge of the format."""
     path = Path(path)
     text = read_lock_text(path)
+    remembered = _parsed_before(text)
+    if remembered is not None:
+        return remembered
     doc = _load_yaml(text, path)
     problems = lock_problems(doc, str(path))
     if problems:
@@ -221,7 +227,7 @@ def parse_lock(path: Path) -> Lock:
             dependencies=tuple(sorted(p.dependencies.items())),
         ))
     m = parsed.metadata
-    return Lock(
+    lock = Lock(
         platforms=tuple(m.platforms),
         channels=tuple(c.url for c in m.channels),
         sources=tuple(m.sources),
@@ -230,6 +236,73 @@ def parse_lock(path: Path) -> Lock:
         packages=sort_packages(packages),
         header=_header_lines(text),
     )
+    _remember(text, lock)
+    return lock
+
+
+# A lock's reading is a function of its bytes and of the reading code: the Lock read from some
+# bytes is kept under CACHE/lockparse/<parser>/<sha256 of the text>.json, so a command that
+# reads a lock it has read before (install, verify env, verify node: each second counts in a
+# prolog) does not import conda-lock (about 0.6 s) to judge the same bytes again. <parser> is
+# the sha256 of samebits' version, conda-lock's and this module's and the validator's sources:
+# another parser never reads an older answer. Only locks that were read without a problem are
+# kept; a torn or unreadable entry is read again from the lock.
+PARSE_CACHE = "lockparse"
+_PARSER: list[str] = []
+
+
+def _parse_file(text: str) -> Path | None:
+    try:
+        from importlib.metadata import version
+
+        from samebits import __version__
+        from samebits.host import cache_dir
+        from samebits.lock import validate
+
+        if not _PARSER:
+            h = hashlib.sha256(f"{__version__}\0{version('conda-lock')}\0".encode())
+            for module in (__file__, validate.__file__):
+                h.update(Path(str(module)).read_bytes())
+            _PARSER.append(h.hexdigest()[:16])
+        digest = hashlib.sha256(text.encode()).hexdigest()
+        return cache_dir() / PARSE_CACHE / _PARSER[0] / f"{digest}.json"
+    except (OSError, ValueError, ImportError):
+        return None
+
+
+def _parsed_before(text: str) -> Lock | None:
+    where = _parse_file(text)
+    if where is None:
+        return None
+    try:
+        doc = json.loads(where.read_bytes())
+        packages = tuple(LockedPackage(
+            **{**p, "dependencies": tuple((str(a), str(b)) for a, b in p["dependencies"]),
+               "categories": tuple(p["categories"])}) for p in doc["packages"])
+        return Lock(platforms=tuple(doc["platforms"]), channels=tuple(doc["channels"]),
+                    sources=tuple(doc["sources"]), content_hash=dict(doc["content_hash"]),
+                    custom=dict(doc["custom"]), packages=packages,
+                    header=_header_lines(text))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _remember(text: str, lock: Lock) -> None:
+    where = _parse_file(text)
+    if where is None:
+        return
+    doc = {"platforms": list(lock.platforms), "channels": list(lock.channels),
+           "sources": list(lock.sources), "content_hash": dict(lock.content_hash),
+           "custom": dict(lock.custom),
+           "packages": [{f.name: getattr(p, f.name) for f in fields(LockedPackage)}
+                        for p in lock.packages]}
+    try:
+        where.parent.mkdir(parents=True, exist_ok=True)
+        tmp = where.with_name(f".{where.name}.{os.getpid()}.tmp")
+        tmp.write_bytes(json.dumps(doc, sort_keys=True).encode())
+        os.replace(tmp, where)
+    except OSError:
+        pass  # a read-only cache: read from the lock again next time
 
 
 def _load_yaml(text: str, path: Path) -> Any:

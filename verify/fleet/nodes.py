@@ -4,7 +4,7 @@
 node, predicate type ``https://samebits.dev/node/v1``::
 
     {"host": str, "healthy": bool, "reasons": [{"code": str, "detail": str}],
-     "env": {"files": int, "proven_by_identity": int, "proven_by_hash": int, "drift": [...]},
+     "env": {"files": int, "proven_by_identity": int, "proven_by_hash": int, "drift": int},
      "gpus": [...], "canary": [{"device": str, "class": str, "digest": str,
                                 "expected": str | null, "ok": bool | null}],
      "settings": {...}, "seconds": float}
@@ -42,8 +42,9 @@ from typing import Any
 from samebits._io import read_json
 from samebits.dsse import PublicKey, is_envelope, parse_envelope, statement_of, verify
 from samebits.errors import InputError, UsageError, clip, plural, quote
+from verify.node.statement import PREDICATE_TYPE
 
-NODE_PREDICATE = "https://samebits.dev/node/v1"
+NODE_PREDICATE = PREDICATE_TYPE  # what ``samebits verify node`` writes (verify.node.statement)
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 # the fleet's verdicts, worst first: the combined verdict is the worst of ranks' and nodes'
 VERDICT_ORDER = ("refused", "suspects", "untrusted", "incomplete", "unhealthy", "undecided",
@@ -90,6 +91,16 @@ def _need(pred: Mapping[str, Any], key: str, kind: type, what: str) -> Any:
     if key not in pred or not isinstance(value, kind):
         raise ValueError(f"predicate.{key} = {clip(quote(value), 60)}: expected {what}")
     return value
+
+
+def _drift_count(drift: Any) -> int:
+    """``env.drift``: ``verify node`` writes the count (the first findings under ``drifted``);
+    a list of findings counts its items."""
+    if isinstance(drift, bool):
+        return int(drift)
+    if isinstance(drift, int):
+        return drift
+    return len(drift) if isinstance(drift, (list, tuple)) else 0
 
 
 def parse_node(statement: Any, *, source: str, signed_by: tuple[str, ...] = ()) -> Node:
@@ -206,7 +217,7 @@ def analyse_nodes(nodes: Sequence[Node], rejected: Sequence[Rejected] = (), *,
                    "reasons": [r["code"] for r in n.reasons],
                    "env": {k: n.env.get(k) for k in ("files", "proven_by_identity",
                                                      "proven_by_hash")}
-                   | {"drift": len(n.env.get("drift") or ())},
+                   | {"drift": _drift_count(n.env.get("drift"))},
                    "canary": [{k: c.get(k) for k in ("device", "class", "digest", "expected",
                                                      "ok")} for c in n.canary]}
                   for n in sorted(nodes, key=lambda n: n.host)],
