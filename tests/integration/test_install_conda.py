@@ -180,15 +180,20 @@ def test_binary_placeholder_longer_prefix_refused() -> None:
 @given(data=st.binary(max_size=300), cuts=st.lists(st.integers(0, 300), max_size=4),
        prefix=st.text(alphabet="/abcxyz_-.", min_size=1, max_size=12))
 def test_binary_replacement_properties(data: bytes, cuts: list[int], prefix: str) -> None:
-    """Whatever the bytes: the length is kept, the placeholder is gone and each C string that
-    held it now holds the prefix, padded."""
+    """Whatever the bytes: the length is kept and each C string (the bytes between NULs) has
+    every placeholder replaced by the prefix and the bytes it no longer needs as NULs at its
+    end: conda's rule, written out per C string. (The prefix and the bytes after it may spell
+    the placeholder again, '/' + 'pfx_placehold_...': one pass, as conda makes it.)"""
     placeholder = "/pfx_placehold_" + "p" * 12
+    old, new = placeholder.encode(), prefix.encode()
     for at in sorted(cuts, reverse=True):  # the placeholder at some places in the bytes
-        data = data[:at] + placeholder.encode() + data[at:]
+        data = data[:at] + old + data[at:]
     out = replace_binary(data, placeholder, prefix)
     assert len(out) == len(data)
-    assert placeholder.encode() not in out or placeholder.encode() in prefix.encode()
-    assert prefix.encode() in out or placeholder.encode() not in data
+    expected = b"\0".join(s.replace(old, new) + b"\0" * (s.count(old) * (len(old) - len(new)))
+                          for s in data.split(b"\0"))
+    assert out == expected
+    assert new in out or old not in data
 
 
 def test_prefix_longer_than_a_binary_placeholder(tmp_path: Path) -> None:
