@@ -116,8 +116,8 @@ def tests(session: nox.Session) -> None:
         session.run("pytest", *session.posargs)
         return
     parallel = ["-n", "auto", "--dist", "loadfile"]
-    session.run("pytest", "-m", "not slow", *parallel, "--cov=samebits", "--cov=verify",
-                "--cov=samebits_app", "--cov-report=term")
+    session.run("pytest", "-m", "not slow", *parallel, "--durations=30", "--cov=samebits",
+                "--cov=verify", "--cov=samebits_app", "--cov-report=term")
     for name, pattern in COVERAGE_PARTS:
         total = session.run("coverage", "report", f"--data-file={COVERAGE_DATA}",
                             f"--include={pattern}", "--format=total", silent=True)
