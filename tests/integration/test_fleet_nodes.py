@@ -67,6 +67,31 @@ def test_suspect_even_when_its_expected_digest_was_unknown(tmp_path: Path) -> No
     assert [c["class"] for c in doc["classes"]] == ["b200-590", "h200-580"]
 
 
+def test_a_suspect_whose_setting_differs_is_named_with_that_setting(tmp_path: Path) -> None:
+    """Same class (the hardware), one node's ATen CPU capability lowered: it is still the
+    suspect, 2 peers agreeing, and its reason names the settings all its peers share and it
+    does not; a setting the peers disagree on (threads_asked) explains nothing."""
+    native = {"cpu_capability": "AVX2", "ATEN_CPU_CAPABILITY": None, "threads": 1}
+    write_node(tmp_path, node_predicate("n1", canary("a", settings={**native,
+                                                                    "threads_asked": 1})))
+    write_node(tmp_path, node_predicate("n2", canary("a", settings={**native,
+                                                                    "threads_asked": 2})))
+    write_node(tmp_path, node_predicate("n3", canary("b", settings={
+        **native, "cpu_capability": "DEFAULT", "ATEN_CPU_CAPABILITY": "default",
+        "threads_asked": 1})))
+    doc = judge(tmp_path)
+    [s] = doc["suspects"]
+    assert (s["host"], s["peers"], doc["verdict"]) == ("n3", 2, "suspects")
+    assert s["explained_by"] == [
+        {"setting": "ATEN_CPU_CAPABILITY", "value": "default", "peers": None},
+        {"setting": "cpu_capability", "value": "DEFAULT", "peers": "AVX2"}]
+    line = next(x for x in format_report(with_nodes(_report(), doc)).splitlines()
+                if x.startswith("SUSPECT node"))
+    assert line.endswith('(its committed expected digest: unknown): explained by a different '
+                         'setting: ATEN_CPU_CAPABILITY "default" (its peers unset), '
+                         'cpu_capability "DEFAULT" (its peers "AVX2")'), line
+
+
 def test_unhealthy_nodes_are_listed_with_their_reasons(tmp_path: Path) -> None:
     """healthy: false nodes are named with each reason code and detail."""
     write_node(tmp_path, node_predicate("n0", canary("a")))

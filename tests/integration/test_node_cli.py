@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.fixtures.install import locked_wheel, wheel, write_lock
+from verify.node.canary import class_key
 
 pytestmark = pytest.mark.slow  # an install, then gates each starting torch for the canary
 
@@ -82,7 +83,7 @@ def test_healthy_then_canary_recorded_then_matched(installed: tuple[Path, Path, 
 
 def test_aten_cpu_capability_changes_the_canary(tmp_path: Path) -> None:
     """The real effect: on a vectorising CPU, ATEN_CPU_CAPABILITY=default gives other bits
-    (and names another capability, so another class)."""
+    (and names another capability in its settings; the class, the hardware, is the same)."""
     def run(env: dict[str, str]) -> dict:
         proc = subprocess.run([sys.executable, "-m", "verify.node.canaryrun"], cwd=ROOT,
                               capture_output=True, text=True, timeout=300,
@@ -98,6 +99,9 @@ def test_aten_cpu_capability_changes_the_canary(tmp_path: Path) -> None:
     assert plain["settings"]["cpu_capability"] == "DEFAULT"
     assert plain["digest"] != native["digest"]
     assert run({})["digest"] == native["digest"]  # and the native bits are stable
+    facts = {"cpu_model": "AMD EPYC", "cpu_supports": "avx2+fma"}
+    assert class_key({**plain, **facts}, lock_sha256=None) == \
+        class_key({**native, **facts}, lock_sha256=None)
 
 
 def test_a_changed_file_is_env_drift(installed: tuple[Path, Path, Path]) -> None:

@@ -55,15 +55,24 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SlurmClu
     for n in NODES:
         _install(lock, base / f"prefix-{n}", base / "cache", base / "wheels")
     prolog = base / "prolog.sh"
+    (base / "nodes").mkdir()
+    (base / "node-env").mkdir()
     prolog.write_text(
         "#!/bin/sh\n"
         "# samebits' node gate: a failing gate drains this node and fails the prolog\n"
         f"export PATH=/usr/bin:/bin SLURM_CONF={base / 'slurm' / 'slurm.conf'}\n"
-        f"exec {sys.executable} -m verify node {lock} --prefix {base}/prefix-$SLURMD_NODENAME"
-        f" --cache-dir {base / 'cache'} --no-canary --drain -q"
+        "CANARY=--no-canary\n"
+        "# this node's own settings, as a site keeps them beside its slurmd (a test sets some)\n"
+        f"[ -f {base}/node-env/$SLURMD_NODENAME ] && . {base}/node-env/$SLURMD_NODENAME\n"
+        f"{sys.executable} -m verify node {lock} --prefix {base}/prefix-$SLURMD_NODENAME"
+        f" --cache-dir {base / 'cache'} $CANARY --drain -q"
         f" --out {base}/gate-$SLURMD_NODENAME-$SLURM_JOB_ID.json"
         f" --prometheus {base}/prom-$SLURMD_NODENAME.prom"
-        f" > {base}/gate-$SLURMD_NODENAME-$SLURM_JOB_ID.txt 2>&1\n")
+        f" > {base}/gate-$SLURMD_NODENAME-$SLURM_JOB_ID.txt 2>&1\n"
+        "rc=$?\n"
+        "# and the latest statement of each node in one shared folder, for fleet-report\n"
+        f"cp {base}/gate-$SLURMD_NODENAME-$SLURM_JOB_ID.json {base}/nodes/$SLURMD_NODENAME.json\n"
+        "exit $rc\n")
     prolog.chmod(0o755)
     got = SlurmCluster.start(base / "slurm", cpus=2, nodes=NODES, extra=[
         f"Prolog={prolog}", "PrologFlags=Alloc",
@@ -150,3 +159,53 @@ def test_srun_runs_a_fleet_across_named_nodes(cluster: tuple[SlurmCluster, Path]
     assert report["world_size"] == 4 and report["verdict"] == "consistent"
     assert [r["rank"] for r in report["ranks"]] == [0, 1, 2, 3]
     assert (base / "prom-n1.prom").exists() and (base / "prom-n3.prom").exists()
+
+
+def test_a_lowered_cpu_capability_is_named_among_its_peers(
+        cluster: tuple[SlurmCluster, Path], tmp_path: Path) -> None:
+    """n3's prolog runs with ATEN_CPU_CAPABILITY=default (other bits on a vectorising CPU):
+    after one `srun -N3 verify fleet` job, `verify fleet-report --node-statements` names n3 the
+    suspect of the class all three share (the hardware), 2 peers agreeing, and its reason names
+    the setting that explains it; the gate on n3 stays healthy (a warning, not a drain)."""
+    c, base = cluster
+    changed = base / "prefix-n2" / SITE / "beta" / "__init__.py"  # as it was installed
+    changed.unlink()
+    changed.write_bytes(b"from alpha import A\n")
+    canary = f"CANARY='--workload-python {sys.executable}'\n"
+    for n in NODES:
+        (base / "node-env" / n).write_text(
+            canary + ("export ATEN_CPU_CAPABILITY=default\n" if n == "n3" else ""))
+    report = tmp_path / "fleet.json"
+    try:
+        res = c.run("srun", "-N3", "-n3", "--time", "10",
+                    "--export=ALL,MASTER_ADDR=127.0.0.1", sys.executable, "-m", "verify",
+                    "fleet", "--device", "cpu", "--only", "sum_fp32", "--no-env-digest",
+                    "--rank-timeout", "300", "--out", str(report), check=False, timeout=600,
+                    cwd=ROOT)
+    finally:
+        for n in NODES:
+            (base / "node-env" / n).unlink()
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-3000:]
+    preds = {n: json.loads((base / "nodes" / f"{n}.json").read_text())["predicate"]
+             for n in NODES}
+    assert {n: p["host"] for n, p in preds.items()} == {n: n for n in NODES}
+    runs = {n: p["canary"][0] for n, p in preds.items()}
+    if runs["n1"]["settings"]["cpu_capability"] == "DEFAULT":
+        pytest.skip("this CPU has no vector capability ATen dispatches to")
+    assert runs["n3"]["settings"]["cpu_capability"] == "DEFAULT"
+    assert len({r["class"] for r in runs.values()}) == 1
+    assert runs["n1"]["digest"] == runs["n2"]["digest"] != runs["n3"]["digest"]
+    assert all(p["healthy"] for p in preds.values()), [p["reasons"] for p in preds.values()]
+    proc = subprocess.run(
+        [sys.executable, "-m", "verify", "fleet-report", str(report), "--node-statements",
+         str(base / "nodes"), "--json"], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 1, proc.stderr
+    nodes = json.loads(proc.stdout)["nodes"]
+    [s] = nodes["suspects"]
+    assert (s["host"], s["peers"], s["class_runs"]) == ("n3", 2, 3)
+    native = runs["n1"]["settings"]["cpu_capability"]
+    assert {d["setting"]: (d["value"], d["peers"]) for d in s["explained_by"]} == {
+        "ATEN_CPU_CAPABILITY": ("default", None), "cpu_capability": ("DEFAULT", native)}
+    assert s["reason"].startswith("explained by a different setting: ")
+    assert "ATEN_CPU_CAPABILITY \"default\" (its peers unset)" in s["reason"]
+    assert nodes["verdict"] == "suspects"

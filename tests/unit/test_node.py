@@ -1,9 +1,10 @@
 """verify node's pure parts: the reason table and its page, GPU health through a faked NVML
 (nvidia-ml-py's own error classes), the Prometheus file, the canary's class and table, the
---full-every counter and --drain without scontrol."""
+--full-every counter, --drain without scontrol and the statement's subject."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from verify.node.drain import drain, node_name
 from verify.node.gate import canary_reasons, gpu_part
 from verify.node.health import judge, read_health
 from verify.node.reasons import REASONS, Reason, draining, reasons_markdown
+from verify.node.statement import build_node_statement, predicate_digest
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -163,14 +165,15 @@ def test_prometheus_write_is_atomic(tmp_path: Path) -> None:
 
 
 RUN = {"device": "cpu", "digest": "a" * 64, "cpu_model": "AMD EPYC 7B13",
+       "cpu_supports": "avx2+fma",
        "settings": {"torch": "2.13.0+cpu", "cpu_capability": "AVX2", "threads": 1}}
 
 
 def test_canary_class_and_verdicts() -> None:
-    """The class names the CPU model, capability, torch and the lock; a known class matches
-    or mismatches, an unknown one is a warning."""
+    """The class names the CPU model, the vector extensions it supports, torch and the lock; a
+    known class matches or mismatches, an unknown one is a warning."""
     key = canary.class_key(RUN, lock_sha256="d7cfce9e84e5" + "0" * 52)
-    assert key == "cpu/AMD-EPYC-7B13/AVX2/torch-2.13.0+cpu/lock-d7cfce9e84e5"
+    assert key == "cpu/AMD-EPYC-7B13/supports-avx2+fma/torch-2.13.0+cpu/lock-d7cfce9e84e5"
     gpu = {**RUN, "device": "cuda:0", "gpu_name": "NVIDIA H200", "sm_count": 132,
            "driver": "580.65.06"}
     assert canary.class_key(gpu, lock_sha256=None) == \
@@ -184,6 +187,60 @@ def test_canary_class_and_verdicts() -> None:
     assert [ok["ok"], bad["ok"], unknown["ok"]] == [True, False, None]
     assert [r.code for r in canary_reasons([ok, bad, unknown, failed])] == [
         "canary-mismatch", "canary-unknown", "canary-failed"]
+
+
+@pytest.mark.parametrize(("flags", "supports"), [
+    (("sse2", "fma", "avx2", "avx"), "avx2+fma"),
+    (("avx512vl", "avx2", "avx512f", "fma", "avx512dq", "avx512bw"),
+     "avx2+fma+avx512f+avx512bw+avx512dq+avx512vl"),
+    (("fp", "asimd", "sve"), "asimd+sve"), (("sse2",), "none"), ((), "none"),
+])
+def test_cpu_supports_names_the_vector_flags(flags: tuple[str, ...], supports: str) -> None:
+    """The class's CPU part: the vector extensions ATen dispatches on, in a fixed order."""
+    assert canary.cpu_supports(flags) == supports
+
+
+def test_a_lowered_capability_is_the_same_class_and_not_judged() -> None:
+    """ATEN_CPU_CAPABILITY=default on the same CPU: the same class (the hardware), but the
+    committed digest was recorded under AVX2, so the run is not judged by it (ok None) and
+    the canary-unknown detail names the setting."""
+    lock = "d7cfce9e84e5" + "0" * 52
+    low = {**RUN, "digest": "b" * 64,
+           "settings": {**RUN["settings"], "cpu_capability": "DEFAULT",
+                        "ATEN_CPU_CAPABILITY": "default"}}
+    key = canary.class_key(RUN, lock_sha256=lock)
+    assert canary.class_key(low, lock_sha256=lock) == key
+    table = {key: {"digest": "a" * 64, "cpu_capability": "AVX2", "threads": 1}}
+    v = canary.verdict(low, lock_sha256=lock, table=table)
+    assert (v["ok"], v["expected"]) == (None, "a" * 64)
+    assert v["settings_differ"] == [{"setting": "cpu_capability", "value": "DEFAULT",
+                                     "recorded": "AVX2"}]
+    [reason] = canary_reasons([v])
+    assert (reason.code, reason.detail) == ("canary-unknown", f"cpu: class {key}'s digest "
+                                            "was recorded under other settings: "
+                                            "cpu_capability DEFAULT (recorded with AVX2) "
+                                            "(digest bbbbbbbbbbbbbbbb)")
+    assert canary.verdict(RUN, lock_sha256=lock, table=table)["ok"] is True
+
+
+def test_a_statement_without_digests_names_its_predicate_digest() -> None:
+    """No environment digests and no lock: the subject is node/<host> with the sha256 of the
+    predicate's canonical JSON (sorted keys, compact separators), not a stand-in."""
+    doc = build_node_statement(host="n1", healthy=True, reasons=[], env=None, gpus=[],
+                               canary=[], settings={"full": False}, seconds=0.1234)
+    [subject] = doc["subject"]
+    text = json.dumps(doc["predicate"], sort_keys=True, separators=(",", ":"))
+    assert subject == {"name": "node/n1",
+                       "digest": {"sha256": hashlib.sha256(text.encode()).hexdigest()}}
+    assert subject["digest"]["sha256"] == predicate_digest(doc["predicate"])
+    again = build_node_statement(host="n1", healthy=False, reasons=[], env=None, gpus=[],
+                                 canary=[], settings={"full": False}, seconds=0.1234)
+    assert again["subject"][0]["digest"] != subject["digest"]
+    with_lock = build_node_statement(host="n1", healthy=True, reasons=[], env=None, gpus=[],
+                                     canary=[], settings={}, seconds=0.1,
+                                     lock=("small.conda-lock.yml", "c" * 64))
+    assert with_lock["subject"] == [{"name": "small.conda-lock.yml",
+                                     "digest": {"sha256": "c" * 64}}]
 
 
 def test_canary_table_round_trip_and_errors(tmp_path: Path) -> None:

@@ -24,7 +24,12 @@ signatures); ``analyse_nodes`` is pure. The rules:
   strict majority of the runs is the reference; a node whose digest differs is a suspect,
   named with its device and the number of peers that agree with each other, whether or not
   its own committed ``expected`` digest was known. A class of two that disagrees, or one with no
-  strict majority, is *undecided*. A class of one is compared with nothing.
+  strict majority, is *undecided*. A class of one is compared with nothing. The class is the
+  hardware and software (``verify.node.canary``); a canary *setting* the statement records
+  (``canary[].settings``: the ATen CPU capability in use, ``ATEN_CPU_CAPABILITY``, threads...)
+  is not in it, so a suspect whose settings differ from those all its agreeing peers share is
+  still named, with those settings as ``explained_by`` and its ``reason`` naming them ("a
+  different setting"), not called a lemon for a difference its own statement explains.
 * **Unhealthy.** ``healthy: false`` nodes are listed with their reason codes and details.
 
 Verdict of the nodes (folded into the fleet's by ``with_nodes``): suspects, else untrusted
@@ -33,6 +38,7 @@ Verdict of the nodes (folded into the fleet's by ``with_nodes``): suspects, else
 
 from __future__ import annotations
 
+import json
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -180,6 +186,35 @@ def _majority(votes: Sequence[str]) -> tuple[str | None, int]:
     return (value, n) if n * 2 > len(votes) else (None, n)
 
 
+def _settings_differ(run: Mapping[str, Any], peers: Sequence[Mapping[str, Any]]
+                     ) -> list[dict[str, Any]]:
+    """The settings of ``run`` that differ from a value all ``peers`` share (a setting the
+    peers disagree on explains nothing), sorted by name."""
+    def settings(c: Mapping[str, Any]) -> Mapping[str, Any]:
+        s = c.get("settings")
+        return s if isinstance(s, Mapping) else {}
+
+    mine, theirs = settings(run), [settings(p) for p in peers]
+    out = []
+    for key in sorted(set(mine) | {k for t in theirs for k in t}):
+        values = {json.dumps(t.get(key), sort_keys=True) for t in theirs}
+        if len(values) == 1 and json.dumps(mine.get(key), sort_keys=True) not in values:
+            out.append({"setting": key, "value": mine.get(key), "peers": theirs[0].get(key)})
+    return out
+
+
+def _suspect_reason(differ: Sequence[Mapping[str, Any]]) -> str:
+    if not differ:
+        return "a lemon node"
+    named = ", ".join(f"{d['setting']} {_shown(d['value'])} (its peers {_shown(d['peers'])})"
+                      for d in differ)
+    return f"explained by a different setting: {named}"
+
+
+def _shown(value: Any) -> str:
+    return "unset" if value is None else clip(quote(value), 60)
+
+
 def analyse_nodes(nodes: Sequence[Node], rejected: Sequence[Rejected] = (), *,
                   trusted_keyid: str | None = None) -> dict[str, Any]:
     """The report's ``nodes`` section (module docstring); byte-stable for the same input."""
@@ -201,10 +236,16 @@ def analyse_nodes(nodes: Sequence[Node], rejected: Sequence[Rejected] = (), *,
             undecided.append({"class": cid, "runs": [
                 {"host": h, "device": c["device"], "digest": c["digest"]} for h, c in members]})
             continue
-        suspects += [{"host": h, "device": c["device"], "class": cid, "digest": c["digest"],
-                      "majority_digest": ref, "peers": agree, "class_runs": len(members),
-                      "expected": c.get("expected"), "ok": c.get("ok")}
-                     for h, c in members if c["digest"] != ref]
+        peers = [c for _, c in members if c["digest"] == ref]
+        for h, c in members:
+            if c["digest"] == ref:
+                continue
+            differ = _settings_differ(c, peers)
+            suspects.append({"host": h, "device": c["device"], "class": cid,
+                             "digest": c["digest"], "majority_digest": ref, "peers": agree,
+                             "class_runs": len(members), "expected": c.get("expected"),
+                             "ok": c.get("ok"), "explained_by": differ,
+                             "reason": _suspect_reason(differ)})
     unhealthy = [{"host": n.host, "reasons": [dict(r) for r in n.reasons], "source": n.source}
                  for n in sorted(nodes, key=lambda n: n.host) if not n.healthy]
     verdict = ("suspects" if suspects else "untrusted" if rejected else "unhealthy"
@@ -254,7 +295,7 @@ def node_lines(doc: Mapping[str, Any]) -> list[str]:
         lines.append(f"SUSPECT node {s['host']} ({s['device']}, canary class {s['class']}): "
                      f"digest {_short(s['digest'])} differs from the {s['peers']} of "
                      f"{s['class_runs']} peers that agree on {_short(s['majority_digest'])} "
-                     f"(its committed expected digest: {expected}): a lemon node")
+                     f"(its committed expected digest: {expected}): {s['reason']}")
     for u in doc["undecided"]:
         lines.append(f"UNDECIDED canary class {u['class']}: "
                      f"{', '.join(r['host'] for r in u['runs'])} disagree with no majority")

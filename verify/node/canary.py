@@ -2,22 +2,35 @@
 with the committed digest of its equivalence class (``canary.toml`` beside this module).
 
 Bits are only promised within a class of recorded facts (docs/explanation/numerics.md), so
-the class key names every one the canary's bits depend on:
+the class key names the hardware and software the canary's bits depend on:
 
     GPU   gpu/<model>/sm<SM count>/driver<major>/torch-<version>/lock-<sha256[:12]>
-    CPU   cpu/<model>/<ATen CPU capability>/torch-<version>/lock-<sha256[:12]>
+    CPU   cpu/<model>/supports-<vector flags>/torch-<version>/lock-<sha256[:12]>
 
 (torch's version is in the key as well as the lock's digest: the canary may run in another
-interpreter than the lock's, ``--workload-python``, and its bits are that torch's.) The canary
-fixes what else could move them: one thread unless told (``--canary-threads``),
+interpreter than the lock's, ``--workload-python``, and its bits are that torch's.) The CPU's
+part is what the machine *is*: its model and which of the vector extensions ATen dispatches
+on it *supports* (``avx2``, ``fma``, ``avx512f/bw/dq/vl``; ``asimd``, ``sve``, ``sve2``: read
+from /proc/cpuinfo, ``cpu_supports``), not the capability a process *chose*. The choice is a
+setting: ``ATEN_CPU_CAPABILITY=default`` on an AVX2 machine gives other bits (a test pins
+that), and keying the class by it would put such a node in a class of its own, compared with
+nothing, where an admin wants it named among its peers. So nodes of the same hardware share a
+class; the capability in use is recorded with the other settings (``settings.cpu_capability``,
+``settings.ATEN_CPU_CAPABILITY``), and a digest that differs from the class's while a setting
+differs is reported with that setting as its explanation (``verify.fleet.nodes``). A committed
+digest recorded under another capability is not a verdict on this run: ``ok`` is None and
+``settings_differ`` names the setting (``canary-unknown``, a warning, as before the key
+changed).
+
+The canary fixes what else could move the bits: one thread unless told (``--canary-threads``),
 deterministic algorithms, ``CUBLAS_WORKSPACE_CONFIG=:4096:8``, float32 matmul precision
 "highest", no TF32; the statement records every setting as torch reports it
-(``canaryrun.settings``). ``ATEN_CPU_CAPABILITY`` changes the capability, and so the class:
-on an AVX2 machine ``ATEN_CPU_CAPABILITY=default`` gives other bits (a test pins that).
+(``canaryrun.settings``).
 
 canary.toml (``format = 1``) holds ``[[class]]`` tables: ``key``, ``digest``, and how it was
-recorded (``torch``, ``threads``, ``recorded_on``). ``samebits verify node --record`` prints
-the entry for this machine (and adds it to ``--canary-digests FILE`` when given).
+recorded (``torch``, ``threads``, ``cpu_capability``, ``recorded_on``). ``samebits verify
+node --record`` prints the entry for this machine (and adds it to ``--canary-digests FILE``
+when given).
 """
 
 from __future__ import annotations
@@ -26,7 +39,7 @@ import json
 import re
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -41,8 +54,22 @@ def _word(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9.+_-]+", "-", text.strip()).strip("-") or "unknown"
 
 
+# the /proc/cpuinfo flags ATen's CPU dispatch is decided by (x86_64, then aarch64)
+VECTOR_FLAGS = ("avx2", "fma", "avx512f", "avx512bw", "avx512dq", "avx512vl", "asimd", "sve",
+                "sve2")
+# the committed entry's settings a run must share to be judged by its digest
+JUDGED_SETTINGS = ("cpu_capability", "threads")
+
+
+def cpu_supports(flags: Sequence[str]) -> str:
+    """The vector extensions of ``VECTOR_FLAGS`` the CPU has, ``+``-joined (``none``)."""
+    have = set(flags)
+    return "+".join(f for f in VECTOR_FLAGS if f in have) or "none"
+
+
 def class_key(device: Mapping[str, Any], *, lock_sha256: str | None) -> str:
-    """The equivalence class of one canary run (``device``: the worker's answer)."""
+    """The equivalence class of one canary run (``device``: the worker's answer with the
+    gate's facts: ``cpu_model``, ``cpu_supports``, ``gpu_name``, ``driver``...)."""
     s = device["settings"]
     lock = f"lock-{lock_sha256[:12]}" if lock_sha256 else "lock-none"
     torch = f"torch-{_word(s['torch'])}"
@@ -52,7 +79,8 @@ def class_key(device: Mapping[str, Any], *, lock_sha256: str | None) -> str:
                          f"sm{device.get('sm_count') or 'unknown'}", f"driver{major}", torch,
                          lock])
     return "/".join(["cpu", _word(device.get("cpu_model") or "unknown"),
-                     _word(s["cpu_capability"]), torch, lock])
+                     f"supports-{_word(device.get('cpu_supports') or 'unknown')}", torch,
+                     lock])
 
 
 def load_digests(path: Path = CANARY_FILE) -> dict[str, dict[str, Any]]:
@@ -124,15 +152,22 @@ def run_canary(python: str, device: str, *, threads: int = 1,
 def verdict(run: Mapping[str, Any], *, lock_sha256: str | None,
             table: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     """One ``canary`` entry of the statement: device, class, digest, expected, ok
-    (None when nothing is expected), settings; ``error`` when it did not run."""
+    (None when nothing is expected, or when the committed digest was recorded under other
+    ``JUDGED_SETTINGS``: those are listed in ``settings_differ``), settings; ``error`` when
+    it did not run."""
     if "error" in run:
         return {"device": run["device"], "class": None, "digest": None, "expected": None,
                 "ok": None, "error": run["error"], "settings": {}}
     key = class_key(run, lock_sha256=lock_sha256)
-    expected = table.get(key, {}).get("digest")
-    return {"device": run["device"], "class": key, "digest": run["digest"],
-            "expected": expected, "ok": None if expected is None else expected == run["digest"],
-            "seconds": run.get("seconds"), "settings": dict(run["settings"])}
+    entry = table.get(key, {})
+    expected = entry.get("digest")
+    s = run["settings"]
+    differ = [{"setting": k, "value": s.get(k), "recorded": entry[k]} for k in JUDGED_SETTINGS
+              if expected is not None and entry.get(k) is not None and entry[k] != s.get(k)]
+    ok = None if expected is None or differ else expected == run["digest"]
+    out = {"device": run["device"], "class": key, "digest": run["digest"],
+           "expected": expected, "ok": ok, "seconds": run.get("seconds"), "settings": dict(s)}
+    return out | ({"settings_differ": differ} if differ else {})
 
 
 def entry_of(v: Mapping[str, Any], *, recorded_on: str) -> dict[str, Any]:

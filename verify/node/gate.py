@@ -143,6 +143,12 @@ def canary_reasons(verdicts: list[dict[str, Any]]) -> list[Reason]:
     for v in verdicts:
         if v.get("error"):
             out.append(Reason(code="canary-failed", detail=f"{v['device']}: {v['error']}"))
+        elif v["ok"] is None and v.get("settings_differ"):
+            why = ", ".join(f"{d['setting']} {d['value']} (recorded with {d['recorded']})"
+                            for d in v["settings_differ"])
+            out.append(Reason(code="canary-unknown", detail=f"{v['device']}: class "
+                              f"{v['class']}'s digest was recorded under other settings: "
+                              f"{why} (digest {v['digest'][:16]})"))
         elif v["ok"] is None:
             out.append(Reason(code="canary-unknown", detail=f"{v['device']}: no committed "
                               f"digest for class {v['class']} (digest {v['digest'][:16]})"))
@@ -236,13 +242,16 @@ def node_gate(req: GateRequest, *, nvml: Any = None) -> GateResult:
 
 def _with_facts(run: dict[str, Any], gpus: list[dict[str, Any]], driver: str | None
                 ) -> dict[str, Any]:
-    """The worker's answer with what the class key needs from this side: the CPU's model,
-    the driver."""
+    """The worker's answer with what the class key needs from this side: the CPU's model
+    and the vector extensions it supports, the driver."""
     if "error" in run:
         return run
     from verify.gpu.facts.cpu import cpu_facts
+    from verify.node.canary import cpu_supports
 
-    return {**run, "cpu_model": cpu_facts().model, "driver": driver}
+    cpu = cpu_facts()
+    return {**run, "cpu_model": cpu.model, "cpu_supports": cpu_supports(cpu.flags),
+            "driver": driver}
 
 
 def _env_python(prefix: Path) -> str:
