@@ -261,6 +261,7 @@ def test_progress_when_piped(render_project: RenderProject, tmp_path: Path) -> N
                                   "2 PyPI packages\n")
 
 
+@pytest.mark.slow
 def test_quiet_and_json_are_clean(render_project: RenderProject, package_cache: Path,
                                   tmp_path: Path) -> None:
     """--quiet prints no progress; --json prints one JSON document and nothing on stderr."""

@@ -322,6 +322,7 @@ def test_install_from_bundle_refuses_a_corrupted_archive(render_project: RenderP
     assert not (cache / app).exists()
 
 
+@pytest.mark.slow
 def test_pip_installs_the_pypi_part_without_samebits(render_project: RenderProject,
                                                      package_cache: Path,
                                                      tmp_path: Path) -> None:

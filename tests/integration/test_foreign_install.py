@@ -15,6 +15,7 @@ PYPI = Path(__file__).parents[1] / "data" / "foreign" / "pypi"
 LINE = f"{sys.version_info.major}.{sys.version_info.minor}"
 
 
+@pytest.mark.slow
 @pytest.mark.network
 def test_three_formats_install_the_same_environment(tmp_path: Path) -> None:
     """uv.lock, pylock.toml and requirements.txt for the same requirements, each installed by

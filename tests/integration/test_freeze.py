@@ -172,6 +172,7 @@ def test_freeze_bad_prefix(tmp_path: Path) -> None:
         f"{tmp_path}: not an environment")
 
 
+@pytest.mark.slow
 @pytest.mark.network
 def test_freeze_real_venv_verifies_and_relocks(tmp_path: Path) -> None:
     """`python -m venv` + pip from PyPI: frozen from PyPI's own files, verify env identical,

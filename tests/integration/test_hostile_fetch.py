@@ -235,6 +235,7 @@ def test_a_foreign_lock_with_nothing_to_place_makes_no_prefix(tmp_path: Path) ->
     assert not (tmp_path / "env").exists()
 
 
+@pytest.mark.slow
 def test_a_pypi_only_pixi_lock_installs_with_python(tmp_path: Path) -> None:
     """A pixi.lock with PyPI wheels and no conda Python installs into a venv of --python,
     as uv.lock and pylock.toml do (the wheel served by --mirror from a local folder)."""

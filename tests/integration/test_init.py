@@ -263,9 +263,11 @@ def test_real_paper_python_312_names_numpy(capsys: pytest.CaptureFixture[str],
 @pytest.mark.parametrize(("source", "args", "python", "generation", "cuda", "extra"), [
     ("dinov2/requirements.txt", ("--generation", "ampere"), "3.10", "ampere", "11.7",
      ["https://download.pytorch.org/whl/cu117", "https://pypi.nvidia.com"]),
-    ("minigpt4/environment.yml", ("--generation", "volta"), "3.9", "volta", "11.7", []),
-    ("flux/pyproject.toml", ("--extra", "torch", "--generation", "hopper"), "3.13", "hopper",
-     "12.4", []),
+    # each resolves a whole paper's PyPI stack (about a minute each): slow, outside CI's time
+    pytest.param("minigpt4/environment.yml", ("--generation", "volta"), "3.9", "volta", "11.7",
+                 [], marks=pytest.mark.slow),
+    pytest.param("flux/pyproject.toml", ("--extra", "torch", "--generation", "hopper"), "3.13",
+                 "hopper", "12.4", [], marks=pytest.mark.slow),
 ])
 def test_real_paper_inputs(capsys: pytest.CaptureFixture[str], tmp_path: Path, source: str,
                            args: tuple[str, ...], python: str, generation: str, cuda: str,

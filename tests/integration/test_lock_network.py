@@ -85,6 +85,7 @@ def test_committed_locks_reproduce_cold_warm_and_offline(tmp_path: Path) -> None
     assert _lock_copy(tmp_path, "offline", "--cache-dir", cache, "--offline") == committed
 
 
+@pytest.mark.slow
 @pytest.mark.network
 def test_cached_answers_equal_a_full_online_relock(tmp_path: Path) -> None:
     """For every curated spec and platform, uv reading PyPI itself (no samebits cache) and the

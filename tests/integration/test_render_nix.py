@@ -218,6 +218,7 @@ def test_committed_nix_files_are_fresh() -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.network
 def test_real_pypi_wheels_through_nix(nix_env: dict[str, str], tmp_path: Path) -> None:
     """A small real lock (wheels from PyPI) rendered, realised by nix-build from PyPI, every
