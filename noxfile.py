@@ -108,7 +108,9 @@ def tests(session: nox.Session) -> None:
     time), measures line coverage of samebits, verify and samebits_app (subprocesses too),
     prints the table and the three figures, fails below CORE_FLOOR % for the core; then runs
     the tests that ask for a shared cache once more, each with empty caches of its own
-    (--cold-cache), uncounted. Arguments go to pytest instead (-m "" runs the slow tests too).
+    (--cold-cache), uncounted (the unit and integration ones: the e2e workflows' whole
+    installs would double CI's time). Arguments go to pytest instead (-m "" runs the slow
+    tests too).
     torch is PyTorch's CPU build where its index is reachable, else PyPI's (said which)."""
     install_cpu_torch(session)
     session.install("-e", ".[test]")
@@ -125,7 +127,8 @@ def tests(session: nox.Session) -> None:
     session.run("coverage", "report", f"--data-file={COVERAGE_DATA}", "--include=samebits/*",
                 f"--fail-under={CORE_FLOOR}", "--format=total", silent=True)
     session.log("cold caches: the tests that share a cache, again with empty ones")
-    session.run("pytest", "-m", "shared_cache and not slow", "--cold-cache", *parallel,
+    session.run("pytest", "-m", "shared_cache and not slow and not e2e", "--cold-cache",
+                *parallel,
                 "-p", "no:cacheprovider")
 
 
