@@ -10,9 +10,9 @@ sorted, no timestamps.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
-import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 import yaml
 
-from samebits._io import read_regular, sha256_hex, sys_path_kept
+from samebits._io import atomic_write, read_regular, sha256_hex, sys_path_kept
 from samebits.errors import LockfileError, Problem, clip
 from samebits.lock.validate import (
     is_structural,
@@ -296,13 +296,8 @@ def _remember(text: str, lock: Lock) -> None:
            "custom": dict(lock.custom),
            "packages": [{f.name: getattr(p, f.name) for f in fields(LockedPackage)}
                         for p in lock.packages]}
-    try:
-        where.parent.mkdir(parents=True, exist_ok=True)
-        tmp = where.with_name(f".{where.name}.{os.getpid()}.tmp")
-        tmp.write_bytes(json.dumps(doc, sort_keys=True).encode())
-        os.replace(tmp, where)
-    except OSError:
-        pass  # a read-only cache: read from the lock again next time
+    with contextlib.suppress(OSError):  # a read-only cache: read from the lock next time
+        atomic_write(where, json.dumps(doc, sort_keys=True))
 
 
 def _load_yaml(text: str, path: Path) -> Any:

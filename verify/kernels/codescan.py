@@ -14,6 +14,7 @@ ELF magic. Symlinks are not followed (their target is read once, under its own n
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import dataclasses
 import hashlib
@@ -195,10 +196,11 @@ def scan_prefix(prefix: Path, *, owners: Mapping[str, str] | None = None,
 
 class ScanCache:
     """What the scan of some bytes found, under ``CACHE/codescan/<sha256[:2]>/<sha256>.json``,
-    keyed by the file's sha256 (proven by the caller) and ``SCANNER``, the sha256 of the
-    scanning code itself (this module, ``fatbin`` and ``coverage``): a changed scanner never
-    reads an older verdict. Written whole (temp + rename); an unreadable entry is scanned
-    again. The summary is a function of the bytes alone: the path is the caller's."""
+    keyed by the file's sha256 (proven by the caller) and ``scanner_digest()``, the sha256 of
+    the scanning code itself (this module, ``fatbin`` and ``coverage``): a changed scanner
+    never reads an older verdict. Written whole (``samebits._io.atomic_write``); an unreadable
+    entry is scanned again. The summary is a function of the bytes alone: the path is the
+    caller's."""
 
     def __init__(self, cache: Path, known: Mapping[str, str]) -> None:
         self.root = Path(cache) / "codescan" / scanner_digest()[:16]
@@ -226,14 +228,11 @@ class ScanCache:
         code = lib.to_dict() if lib is not None else None
         if code is not None:
             code = {**code, "path": None, "package": None}
-        target = self._file(sha)
-        try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-            tmp.write_bytes(json.dumps({"elf": is_elf, "code": code}, sort_keys=True).encode())
-            os.replace(tmp, target)
-        except OSError:
-            pass  # a read-only cache: scanned again next time
+        from samebits._io import atomic_write
+
+        with contextlib.suppress(OSError):  # a read-only cache: scanned again next time
+            atomic_write(self._file(sha), json.dumps({"elf": is_elf, "code": code},
+                                                     sort_keys=True))
 
 
 _SCANNER: list[str] = []
