@@ -11,17 +11,24 @@ What a pyc is made of (``RECIPE``), the same wherever and however often it is ma
                     source's siphash; Python checks it against the source on every import and
                     never trusts a timestamp
     code            ``compile(source, dfile, "exec", dont_inherit=True, optimize=0)`` with
-                    ``dfile`` the file's path in the final prefix (``co_filename``), not the
-                    staging folder it is compiled in
+                    ``dfile`` the file's prefix-relative path (``lib/python3.12/site-packages/
+                    x/y.py``): the same bytes wherever the prefix is. Python sets
+                    ``co_filename`` to the source's real path as it loads a pyc beside its
+                    source (``importlib``'s ``_fix_co_filename``), so tracebacks and
+                    ``inspect`` name the installed file all the same
     serialisation   ``marshal`` version 2: without object references, so the bytes do not
                     depend on reference counts in the compiling process (version 4 sets
                     FLAG_REF from them: the same source gives other bytes after other work);
                     a fixed hash seed orders frozenset constants on Python 3.10
 
-Compiled pycs are kept in ``CACHE/pyc/<key>/``, one entry per package, keyed by the sha256 of
-the recipe, the interpreter's identity (``Interpreter.identity``: version, cache tag, magic,
-sha256 of its binary and libpython), the archive, the final prefix path and the file list; a
-warm install places them like package files. They are not in RECORD or conda-meta:
+Compiled pycs are kept in ``CACHE/pyc/<archive>/<key>/``, one entry per package and
+interpreter, keyed by the sha256 of the recipe, the interpreter's identity
+(``Interpreter.identity``: version, cache tag, magic, sha256 of its binary and libpython) and
+the file list, under the archive's own key: a warm install into any path places them like
+package files. Each entry is sealed like an unpacked archive (``samebits.install.seal``: every
+file read-only, its inode and sha256 in ``seal.json``), checked against its seal before it is
+placed (a damaged entry is evicted and compiled again) and re-sealed after linking, so the
+verify that follows proves a linked pyc by a stat. They are not in RECORD or conda-meta:
 ``verify env`` checks each against its source.
 """
 
@@ -32,7 +39,6 @@ import json
 import math
 import os
 import posixpath
-import stat
 import subprocess
 import tempfile
 import threading
@@ -41,12 +47,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from samebits.install.cache import commit, evict, read_manifest, remove_tree, staging
+from samebits.install.cache import (
+    PYC,
+    Entry,
+    Member,
+    commit,
+    evict,
+    manifest_bytes,
+    remove_tree,
+    staging,
+)
+from samebits.install.entryfiles import CorruptEntry
 from samebits.install.interpreter import Interpreter, probe
 from samebits.install.place import Copy, Placer, one_copy_per_path, place_all
+from samebits.install.seal import CheckResult, sealed_of, write_seal
+from samebits.install.seal import check as check_seal
 
-PYC = "pyc"
-RECIPE = "samebits-pyc 1: checked-hash, optimize 0, marshal 2, PYTHONHASHSEED=0"
+PYC_KIND = "samebits.pyc"
+RECIPE = ("samebits-pyc 2: checked-hash, optimize 0, marshal 2, PYTHONHASHSEED=0, "
+          "prefix-relative co_filename")
 COMPILE_TIMEOUT = 3600.0
 
 WORKER = r"""
@@ -80,6 +99,7 @@ class Sources:
 
     archive: str
     files: tuple[str, ...]
+    name: str = ""          # the archive's filename, for messages
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -91,7 +111,9 @@ class BytecodeReport:
     failed: tuple[str, ...] = ()        # sources that do not compile (pip skips them too)
     skipped: str | None = None          # why nothing was compiled
     recipe: str = RECIPE
-    sources: dict[str, str] = field(default_factory=dict)   # placed pyc -> "pyc/<key>"
+    sources: dict[str, str] = field(default_factory=dict)   # placed pyc -> "pyc/<a>/<key>"
+    entries: dict[str, Entry] = field(default_factory=dict)  # the pyc entries placed from
+    checked: dict[str, CheckResult] = field(default_factory=dict)  # their seals' checks
 
     def to_json(self) -> dict[str, Any]:
         return {"interpreter": self.interpreter, "version": self.version,
@@ -105,10 +127,30 @@ def pyc_path(src: str, cache_tag: str) -> str:
     return posixpath.join(head, "__pycache__", f"{tail[:-3]}.{cache_tag}.pyc")
 
 
-def group_key(identity: dict[str, Any], final: str, s: Sources) -> str:
-    doc = {"recipe": RECIPE, "interpreter": identity, "archive": s.archive, "prefix": final,
+def group_key(identity: dict[str, Any], s: Sources) -> str:
+    """The entry's key: recipe, interpreter and file list (the archive is its folder)."""
+    doc = {"recipe": RECIPE, "interpreter": identity, "archive": s.archive,
            "files": sorted(s.files)}
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+
+
+def read_pyc_entry(root: Path, name: str = "") -> Entry | None:
+    """The pyc entry at ``root`` (``CACHE/pyc/<archive>/<key>``) as an ``Entry`` whose
+    members are its pycs, or None when there is no whole one."""
+    try:
+        data = (root / "manifest.json").read_bytes()
+        doc = json.loads(data)
+        if doc.get("kind") != PYC_KIND or doc.get("format") != 1 \
+                or doc.get("recipe") != RECIPE:
+            return None
+        members = tuple(Member(str(rel), "file", str(sha), int(size))
+                        for rel, sha, size in doc["files"])
+        failed = tuple(str(f) for f in doc["failed"])
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    return Entry(root=root, key=root.name, filename=f"{name or root.parent.name} (bytecode)",
+                 kind="pyc", members=members, notes=failed,
+                 manifest_sha256=hashlib.sha256(data).hexdigest())
 
 
 def compile_bytecode(stage: Path, final: str, python: str, groups: Sequence[Sources],
@@ -137,71 +179,69 @@ def compile_bytecode(stage: Path, final: str, python: str, groups: Sequence[Sour
     placed: dict[str, str] = {}
     failed: list[str] = []
     todo: list[tuple[str, Sources]] = []
+    entries: dict[str, Entry] = {}
+    checked: dict[str, CheckResult] = {}
     reused = 0
     for g in groups:
-        key = group_key(identity, final, g)
-        doc = read_manifest(folder / key, kind="samebits.pyc")
-        base = f"{folder}/{key}/tree/"
-        if doc is None or not _whole(base, doc["files"]):
-            evict(folder, key)  # a torn, older or damaged entry: compiled afresh
+        key = group_key(identity, g)
+        entry = read_pyc_entry(folder / g.archive / key, g.name)
+        if entry is not None:
+            try:  # every pyc against the entry's seal (a stat each), before it is placed
+                checked[key] = check_seal(entry, refresh_links=False)
+            except CorruptEntry:
+                entry = None
+        if entry is None:
+            evict(folder / g.archive, key)  # a torn, older or damaged entry: compiled afresh
             todo.append((key, g))
             continue
-        copies += [Copy(base + rel, rel, False, size) for rel, _sha, size in doc["files"]]
-        placed.update((rel, f"{PYC}/{key}") for rel, _sha, _size in doc["files"])
-        failed += doc["failed"]
-        reused += len(doc["files"])
+        entries[key] = entry
+        copies += [Copy(entry.source(m.path), m.path, False, m.size) for m in entry.members]
+        placed.update((m.path, f"{PYC}/{g.archive}/{key}") for m in entry.members)
+        failed += entry.notes
+        reused += len(entry.members)
     compiled = 0
     if todo:
         total = sum(len(g.files) for _, g in todo)
         ctx = progress(f"compiling {total:,} Python files", total) if progress else None
         advance = ctx.__enter__() if ctx else None
         try:
-            made = _compile_groups(stage, final, str(stage / python), got, todo, folder,
-                                   advance)
+            made = _compile_groups(stage, str(stage / python), got, todo, folder, advance)
         finally:
             if ctx:
                 ctx.__exit__(None, None, None)
-        for key, files, bad in made:
-            copies += [Copy(f"{folder}/{key}/tree/{rel}", rel, False, size)
-                       for rel, _sha, size in files]
-            placed.update((rel, f"{PYC}/{key}") for rel, _sha, _size in files)
+        for entry, bad in made:
+            entries[entry.key] = entry
+            copies += [Copy(entry.source(m.path), m.path, False, m.size)
+                       for m in entry.members]
+            placed.update((m.path, f"{PYC}/{entry.root.parent.name}/{entry.key}")
+                          for m in entry.members)
             failed += bad
-            compiled += len(files)
+            compiled += len(entry.members)
     place_all(one_copy_per_path(copies), str(stage), placer)
     return BytecodeReport(interpreter=where, version=got.version, compiled=compiled,
-                          reused=reused, failed=tuple(sorted(failed)), sources=placed)
+                          reused=reused, failed=tuple(sorted(failed)), sources=placed,
+                          entries=entries, checked=checked)
 
 
-def _whole(base: str, files: Sequence[Sequence[Any]]) -> bool:
-    """Every pyc the entry's manifest lists is there, a regular file of its size (a stat
-    each; the verify checks the bytes against their source)."""
-    for rel, _sha, size in files:
-        try:
-            st = os.lstat(base + rel)
-        except OSError:
-            return False
-        if not stat.S_ISREG(st.st_mode) or st.st_size != size:
-            return False
-    return True
-
-
-def _compile_groups(stage: Path, final: str, python: str, interp: Interpreter,
+def _compile_groups(stage: Path, python: str, interp: Interpreter,
                     todo: list[tuple[str, Sources]], folder: Path,
-                    advance: Callable[..., Any] | None
-                    ) -> list[tuple[str, list[tuple[str, str, int]], list[str]]]:
+                    advance: Callable[..., Any] | None) -> list[tuple[Entry, list[str]]]:
+    """Compile every group into a staged entry, seal it there (the worker hashed each pyc
+    as it wrote it, read-only) and publish it: (the entry, the sources that do not compile)."""
     tag = interp.cache_tag or ""
+    identity = interp.identity()
     tmps: dict[str, Path] = {}
     jobs: list[tuple[str, str, str, str, str]] = []   # key, src rel, src, dfile, out
     for key, g in todo:
-        tmp = tmps[key] = staging(folder)
+        tmp = tmps[key] = staging(folder / g.archive)
         (tmp / "tree").mkdir()
         for rel in sorted(g.files):
-            jobs.append((key, rel, str(stage / rel), f"{final}/{rel}",
+            jobs.append((key, rel, str(stage / rel), rel,
                          str(tmp / "tree" / pyc_path(rel, tag))))
     try:
         results = _run_workers(python, jobs, advance)
         made = []
-        for key, _g in todo:
+        for key, g in todo:
             files: list[tuple[str, str, int]] = []
             bad: list[str] = []
             for (k, rel, *_), res in zip(jobs, results, strict=True):
@@ -211,11 +251,18 @@ def _compile_groups(stage: Path, final: str, python: str, interp: Interpreter,
                     files.append((pyc_path(rel, tag), res[2], res[3]))
                 else:
                     bad.append(f"{rel}: {res[2]}")
-            doc = {"format": 1, "kind": "samebits.pyc", "recipe": RECIPE,
-                   "interpreter": interp.identity(), "prefix": final,
+            tmp = tmps.pop(key)
+            doc = {"format": 1, "kind": PYC_KIND, "recipe": RECIPE, "interpreter": identity,
                    "files": sorted(files), "failed": sorted(bad)}
-            commit(folder, tmps.pop(key), key, doc)
-            made.append((key, files, bad))
+            manifest = hashlib.sha256(manifest_bytes(doc)).hexdigest()
+            write_seal(tmp, key, manifest, {
+                rel: sealed_of(os.lstat(f"{tmp}/tree/{rel}"), sha, False)
+                for rel, sha, _size in files})
+            root = commit(folder / g.archive, tmp, key, doc)
+            entry = read_pyc_entry(root, g.name)
+            if entry is None:  # pragma: no cover - published a moment ago
+                raise OSError(f"{root}: the bytecode entry just written cannot be read")
+            made.append((entry, bad))
         return made
     finally:
         for tmp in tmps.values():

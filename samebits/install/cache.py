@@ -7,7 +7,9 @@
     CACHE/unpacked/<sha256>/tree/...       the members, stored read-only (0444, 0555)
     CACHE/unpacked/<sha256>/seal.json      each file's inode as stat saw it once proved,
                                            with seal.sha256 beside it (samebits.install.seal)
-    CACHE/pyc/<key>/                       compiled bytecode (samebits.install.bytecode)
+    CACHE/pyc/<sha256>/<key>/              the bytecode of an archive's sources, compiled by
+                                           one interpreter (samebits.install.bytecode), sealed
+                                           like an unpacked entry
 
 An entry is built in ``.tmp-<pid>-<random>/`` beside its final name and renamed into place
 with its manifest already inside, so a reader sees no entry or a whole one: two installs filling
@@ -38,6 +40,7 @@ from typing import Any, Literal, NamedTuple
 ENTRY_FORMAT = 1
 ENTRY_KIND = "samebits.unpacked"
 UNPACKED = "unpacked"
+PYC = "pyc"
 
 MemberType = Literal["file", "symlink", "dir"]
 
@@ -60,7 +63,7 @@ class Entry:
     root: Path
     key: str
     filename: str
-    kind: Literal["wheel", "conda"]
+    kind: Literal["wheel", "conda", "pyc"]
     members: tuple[Member, ...]
     sha256: str = ""             # the archive's, computed when it was proved
     md5: str = ""

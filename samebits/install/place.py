@@ -193,14 +193,19 @@ def write_file(dest: str | Path, data: bytes, executable: bool) -> None:
 
 
 def make_dirs(paths: Iterable[str]) -> None:
-    """Every folder the files go into, made once, before the threads start."""
-    made: set[str] = set()
-    for d in sorted(set(paths), key=len, reverse=True):
-        if d not in made:
-            os.makedirs(d, exist_ok=True)
-            while d and d not in made:
-                made.add(d)
-                d = os.path.dirname(d)
+    """Every folder the files go into, made once, before the threads start: each missing
+    folder and its missing parents, parents first, one ``mkdir`` each."""
+    wanted: set[str] = set()
+    for d in set(paths):
+        while d and d not in wanted:
+            wanted.add(d)
+            d = os.path.dirname(d)
+    for d in sorted(wanted, key=lambda p: (p.count("/"), p)):
+        try:
+            os.mkdir(d)
+        except FileExistsError:
+            if not os.path.isdir(d):
+                raise
 
 
 def place_all(jobs: Sequence[Copy], root: str, placer: Placer, *,

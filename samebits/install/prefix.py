@@ -369,8 +369,10 @@ def install_prefix(env: LockedEnv, platform: str, prefix: Path, *, final: str, c
     placed_from = _place(plan, prefix, placer, venv, line, progress)
     report_bytecode = None
     if bytecode:
-        groups = [PycSources(archive=plan.key(w), files=w.sources) for w in plan.wheels]
-        groups += [PycSources(archive=plan.key(c), files=c.sources) for c in plan.conda]
+        groups = [PycSources(archive=plan.key(w), files=w.sources, name=w.package.filename)
+                  for w in plan.wheels]
+        groups += [PycSources(archive=plan.key(c), files=c.sources, name=c.package.filename)
+                   for c in plan.conda]
         host = host or host_platform()
         elsewhere = None if host == platform else (
             f"the environment is for {platform}, this machine is {host}")
@@ -379,8 +381,9 @@ def install_prefix(env: LockedEnv, platform: str, prefix: Path, *, final: str, c
         placed_from.update(report_bytecode.sources)
     for w in plan.wheels:
         notes += [f"{w.package.name}: {n}" for n in w.notes]
-    resealed = reseal_all(entries, placer.linked)
-    linked_from = {k for k in (_entry_key(p) for p in placer.linked) if k}
+    pyc_entries = report_bytecode.entries if report_bytecode else {}
+    checked.update(report_bytecode.checked if report_bytecode else {})
+    resealed, linked_from = reseal_all({**entries, **pyc_entries}, placer.linked)
     return InstallReport(
         platform=platform, prefix=final, python=line,
         conda=tuple(f"{p.name}={p.version}={p.build}" for p in conda),
@@ -390,13 +393,6 @@ def install_prefix(env: LockedEnv, platform: str, prefix: Path, *, final: str, c
         bytecode=report_bytecode, sources=placed_from, notes=tuple(notes),
         fetch=stats.to_json(), seal=_seal_counts(checked, resealed),
         sealed_entries=tuple(sorted(linked_from)))
-
-
-def _entry_key(cache_path: str) -> str | None:
-    from samebits.install.seal import member_of
-
-    got = member_of(cache_path)
-    return got[0].rsplit("/", 1)[1] if got else None
 
 
 def _seal_counts(checked: dict[str, CheckResult], resealed: int) -> dict[str, int]:

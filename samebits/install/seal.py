@@ -62,7 +62,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
-from samebits.install.cache import UNPACKED, Entry, Member
+from samebits.install.cache import PYC, UNPACKED, Entry, Member
 from samebits.install.entryfiles import CorruptEntry
 
 SEAL = "seal.json"
@@ -187,6 +187,10 @@ def read_seal(root: Path, key: str, manifest_sha256: str | None = None) -> Seal 
     got = hashlib.sha256(data).hexdigest()
     if got != want:
         raise SealProblem(f"{SEAL} hashes to {got}, {SEAL_DIGEST} says {want[:64]!r}")
+    parsed = _PARSED.get((str(root), got))
+    if parsed is not None and parsed.key == key and (manifest_sha256 is None
+                                                    or parsed.manifest == manifest_sha256):
+        return parsed  # these very bytes were parsed before in this process
     try:
         doc = json.loads(data)
         if doc.get("format") != SEAL_FORMAT or doc.get("kind") != SEAL_KIND:
@@ -202,7 +206,18 @@ def read_seal(root: Path, key: str, manifest_sha256: str | None = None) -> Seal 
     if manifest_sha256 is not None and manifest != manifest_sha256:
         raise SealProblem(f"{SEAL} seals manifest {manifest}, manifest.json is "
                           f"{manifest_sha256}")
-    return Seal(root=root, key=key, manifest=manifest, files=files)
+    seal = Seal(root=root, key=key, manifest=manifest, files=files)
+    if len(_PARSED) >= PARSED_KEPT:
+        _PARSED.clear()
+    _PARSED[(str(root), got)] = seal
+    return seal
+
+
+# Seals parsed in this process, by (entry root, sha256 of the seal's bytes): an install reads
+# each seal to check the entry, again to re-seal it and its verify once more; the bytes are
+# read and hashed every time, and only parsed when they are other bytes.
+_PARSED: dict[tuple[str, str], Seal] = {}
+PARSED_KEPT = 512
 
 
 @contextlib.contextmanager
@@ -404,12 +419,15 @@ class SealIndex:
     refused: tuple[tuple[str, str], ...] = ()  # (key, why) of seals that were not used
 
     def lookup(self, st: os.stat_result) -> Sealed | None:
-        """The sealed file ``st`` is, when the seal vouches for it and the cache still holds
-        that very inode at the sealed path (an inode number freed and used again elsewhere
-        is never taken for the sealed file)."""
+        """The sealed file ``st`` is, when the seal vouches for it and, unless its ctime is
+        the sealed one (which no other inode can have), the cache still holds that very
+        inode at the sealed path (an inode number freed and used again elsewhere, whose
+        link count differs, is never taken for the sealed file)."""
         got = self.inodes.get((st.st_dev, st.st_ino))
         if got is None or not vouches(got[0], st):
             return None
+        if st.st_ctime_ns == got[0].ctime_ns:
+            return got[0]  # the sealed ctime itself: no other inode can have it
         try:
             there = os.lstat(got[1])
         except OSError:
@@ -418,26 +436,42 @@ class SealIndex:
 
     @classmethod
     def load(cls, cache: Path, keys: Iterable[str]) -> SealIndex:
+        """The seals of the unpacked entries ``keys`` (archive sha256s) and of the bytecode
+        entries compiled from them (``CACHE/pyc/<key>/*``)."""
         inodes: dict[tuple[int, int], tuple[Sealed, str]] = {}
         used: list[str] = []
         refused: list[tuple[str, str]] = []
         for key in sorted(set(keys)):
-            root = cache / UNPACKED / key
-            if not (root / SEAL).exists():
-                continue
-            try:
-                manifest = hashlib.sha256((root / "manifest.json").read_bytes()).hexdigest()
-                with entry_lock(root, exclusive=False):
-                    seal = read_seal(root, key, manifest)
-            except (OSError, SealProblem) as exc:
-                refused.append((key, str(exc)))
-                continue
-            if seal is None:
-                continue
-            used.append(key)
-            for rel, s in seal.files.items():
-                inodes[(s.dev, s.ino)] = (s, f"{root}/tree/{rel}")
+            for root, name in _sealed_roots(cache, key):
+                try:
+                    manifest = hashlib.sha256((root / "manifest.json").read_bytes()).hexdigest()
+                    with entry_lock(root, exclusive=False):
+                        seal = read_seal(root, root.name, manifest)
+                except (OSError, SealProblem) as exc:
+                    refused.append((name, str(exc)))
+                    continue
+                if seal is None:
+                    continue
+                used.append(name)
+                for rel, s in seal.files.items():
+                    inodes[(s.dev, s.ino)] = (s, f"{root}/tree/{rel}")
         return cls(inodes=inodes, entries=tuple(used), refused=tuple(refused))
+
+
+def _sealed_roots(cache: Path, key: str) -> list[tuple[Path, str]]:
+    """(root, name) of the entry ``key`` and of its bytecode entries that have a seal."""
+    out = []
+    root = cache / UNPACKED / key
+    if (root / SEAL).exists():
+        out.append((root, key))
+    try:
+        names = sorted(os.listdir(cache / PYC / key))
+    except OSError:
+        names = []
+    for name in names:
+        if not name.startswith(".") and (cache / PYC / key / name / SEAL).exists():
+            out.append((cache / PYC / key / name, f"{PYC}/{key}/{name}"))
+    return out
 
 
 def keys_of(sources: Mapping[str, str] | Sequence[str]) -> set[str]:
@@ -447,23 +481,33 @@ def keys_of(sources: Mapping[str, str] | Sequence[str]) -> set[str]:
 
 
 def member_of(cache_path: str) -> tuple[str, str] | None:
-    """``CACHE/unpacked/<key>/tree/<member>`` -> (entry root, member), else None."""
+    """``CACHE/unpacked/<key>/tree/<member>`` or ``CACHE/pyc/<archive>/<key>/tree/<member>``
+    -> (entry root, member), else None."""
     head, sep, member = cache_path.partition("/tree/")
-    if not sep or f"/{UNPACKED}/" not in head:
+    if not sep or (f"/{UNPACKED}/" not in head and f"/{PYC}/" not in head):
         return None
     return head, member
 
 
-def reseal_all(entries: Mapping[str, Entry], linked: Iterable[str]) -> int:
-    """``reseal`` every entry some of ``linked`` (cache paths) came from."""
+def archive_of(root: str) -> str:
+    """The archive key an entry root belongs to: its own name, or (bytecode) its folder's."""
+    head, name = root.rsplit("/", 1)
+    parent, folder = head.rsplit("/", 1)
+    return folder if folder != UNPACKED and parent.rsplit("/", 1)[-1] == PYC else name
+
+
+def reseal_all(entries: Mapping[str, Entry], linked: Iterable[str]) -> tuple[int, set[str]]:
+    """``reseal`` every entry some of ``linked`` (cache paths) came from: (the number of files
+    re-sealed, the archive keys of the entries linked from)."""
     by_root: dict[str, list[str]] = {}
     for path in linked:
         got = member_of(path)
         if got is not None:
             by_root.setdefault(got[0], []).append(got[1])
     roots = {str(e.root): e for e in entries.values()}
-    return sum(reseal(roots[r], members) for r, members in sorted(by_root.items())
-               if r in roots)
+    n = sum(reseal(roots[r], members) for r, members in sorted(by_root.items())
+            if r in roots)
+    return n, {archive_of(r) for r in by_root}
 
 
 # ------------------------------------------------------------------------ samebits cache verify

@@ -63,9 +63,11 @@ def test_pycs_are_byte_stable(tmp_path: Path) -> None:
         "(broken.py, line 1)".replace("3.11", LINE),)
 
 
-def test_pyc_header_and_code_name_the_final_prefix(tmp_path: Path) -> None:
-    """Checked-hash header of the source; the code's co_filename is the final path, not the
-    staging folder; Python loads them as they are and leaves them alone."""
+def test_pyc_header_and_code_name_the_installed_file(tmp_path: Path) -> None:
+    """Checked-hash header of the source; the code's co_filename is the prefix-relative path
+    (the same bytes wherever the prefix is), and the running code names the installed file:
+    Python loads the pycs as they are, fixes co_filename to the source's real path and leaves
+    the files alone."""
     env = bc_lock(tmp_path)
     stage, final = tmp_path / "stage", tmp_path / "final"
     install_prefix(env, "linux-64", stage, final=str(final), cache=tmp_path / "cache",
@@ -79,17 +81,22 @@ def test_pyc_header_and_code_name_the_final_prefix(tmp_path: Path) -> None:
     assert data[:4] == importlib.util.MAGIC_NUMBER
     assert int.from_bytes(data[4:8], "little") == 0b11        # hash-based, checked
     assert data[8:16] == importlib.util.source_hash(source)
-    assert marshal.loads(data[16:]).co_filename == str(site / "bc" / "util.py")
+    assert marshal.loads(data[16:]).co_filename == f"lib/python{LINE}/site-packages/bc/util.py"
     before = {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in site.rglob("*.pyc")}
     run = subprocess.run([str(final / "bin" / "python"), "-c",
-                          "import bc; print(bc.twice(21), bc.util.__file__)"],
-                         capture_output=True, text=True)
-    assert run.stdout == f"42 {site / 'bc' / 'util.py'}\n", run.stderr
+                          "import bc, traceback; print(bc.twice(21), bc.util.__file__, "
+                          "bc.twice.__code__.co_filename, bc.util.K.__module__); "
+                          "bc.twice(None)"], capture_output=True, text=True)
+    util = site / "bc" / "util.py"
+    assert run.stdout == f"42 {util} {util} bc.util\n", run.stderr
+    assert f'File "{util}", line 2, in twice' in run.stderr  # the traceback names the file
     assert {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in site.rglob("*.pyc")} == before
 
 
-def test_another_prefix_path_compiles_again(tmp_path: Path) -> None:
-    """The pyc cache is keyed by the final path (it is in every code object)."""
+def test_another_prefix_path_reuses_the_pycs(tmp_path: Path) -> None:
+    """The pycs do not name the prefix: an install into another path places the same bytes
+    from the cache, compiling nothing, and the second install's verify proves them by their
+    seal (a stat) from the verdicts the first one left."""
     env = bc_lock(tmp_path)
     cache = tmp_path / "cache"
     a = install_prefix(env, "linux-64", tmp_path / "a", final=str(tmp_path / "a"), cache=cache,
@@ -98,7 +105,9 @@ def test_another_prefix_path_compiles_again(tmp_path: Path) -> None:
     b = install_prefix(env, "linux-64", tmp_path / "b", final=str(tmp_path / "b"), cache=cache,
                        interpreter=sys.executable, bytecode=True,
                    sources=Sources(file_roots=(tmp_path,)))
-    assert (a.bytecode.compiled, b.bytecode.compiled, b.bytecode.reused) == (2, 2, 0)
+    assert (a.bytecode.compiled, b.bytecode.compiled, b.bytecode.reused) == (2, 0, 2)
+    assert pycs(tmp_path / "a") == pycs(tmp_path / "b") != {}
+    assert b.bytecode.checked  # the entry's seal was checked before it was placed
 
 
 def test_no_interpreter_that_runs_compiles_nothing(tmp_path: Path) -> None:
@@ -152,14 +161,23 @@ def test_a_damaged_pyc_entry_is_compiled_again(tmp_path: Path) -> None:
                               sources=Sources(file_roots=(tmp_path,))).bytecode
 
     install("a")
-    (util,) = (cache / "pyc").glob(f"*/tree/**/util.{TAG}.pyc")
+    (util,) = (cache / "pyc").glob(f"*/*/tree/**/util.{TAG}.pyc")
     util.unlink()
     again = install("b")
     assert (again.compiled, again.reused) == (2, 0)
-    (init,) = (cache / "pyc").glob(f"*/tree/**/__init__.{TAG}.pyc")
+    (init,) = (cache / "pyc").glob(f"*/*/tree/**/__init__.{TAG}.pyc")
     data = init.read_bytes()
     init.unlink()  # another inode: prefix a, linked to the old one, keeps its bytes
     init.write_bytes(data + b"\0")
     assert (install("c").compiled, install("d").reused) == (2, 2)
     assert pycs(tmp_path / "a") == pycs(tmp_path / "b") == pycs(tmp_path / "c") \
         == pycs(tmp_path / "d")
+    (util,) = (cache / "pyc").glob(f"*/*/tree/**/util.{TAG}.pyc")
+    os.chmod(util, 0o644)  # a write in place that keeps the size and the mode: the seal sees
+    with open(util, "r+b") as f:  # the moved ctime, the hash the other bytes
+        f.seek(-1, os.SEEK_END)
+        last = f.read(1)
+        f.seek(-1, os.SEEK_END)
+        f.write(bytes([last[0] ^ 1]))
+    os.chmod(util, 0o444)
+    assert install("e").compiled == 2

@@ -367,18 +367,21 @@ SITE = f"lib/python{LINE}/site-packages"
 
 @pytest.mark.slow
 def test_links_are_proven_by_identity_copies_by_hash(tmp_path: Path) -> None:
-    """The default install links every package file and its verify proves each by a stat
-    (the counts add up); --link-mode copy hashes them all; a standalone verify env hashes
-    every byte unless told --trust-seal, and says which."""
+    """The default install links every package file and every pyc (their entries are sealed
+    too) and its verify proves each by a stat (the counts add up); --link-mode copy hashes
+    them all; a standalone verify env hashes every byte unless told --trust-seal, and says
+    which."""
     lock = small_lock(tmp_path)
     cache = tmp_path / "cache"
     rc, doc = install(lock, tmp_path / "env", cache)
     assert rc == 0 and doc["identical"] is True
     bc = doc["bytecode"]
-    package_files = doc["placed"]["hardlink"] - bc["compiled"] - bc["reused"]  # pycs aside
-    assert package_files >= len(FILES) + 1 and doc["seal"]["resealed"] == package_files
+    linked = doc["placed"]["hardlink"]
+    package_files = linked - bc["compiled"] - bc["reused"]  # pycs aside
+    assert package_files >= len(FILES) + 1 and bc["compiled"] >= 1
+    assert doc["seal"]["resealed"] == linked
     proof = doc["verify"]["proof"]
-    assert proof["trust_seal"] is True and proof["by_identity"] == package_files
+    assert proof["trust_seal"] is True and proof["by_identity"] == linked
     rc, copied = install(lock, tmp_path / "env2", cache, "--link-mode", "copy")
     assert rc == 0 and "hardlink" not in copied["placed"]
     assert copied["verify"]["proof"]["by_identity"] == 0
@@ -387,7 +390,7 @@ def test_links_are_proven_by_identity_copies_by_hash(tmp_path: Path) -> None:
     assert rc == 0 and hashed["proof"]["trust_seal"] is False
     assert hashed["proof"]["by_identity"] == 0
     rc, trusted = verify(tmp_path / "env", lock, cache, "--trust-seal")
-    assert rc == 0 and trusted["proof"]["by_identity"] == package_files
+    assert rc == 0 and trusted["proof"]["by_identity"] == linked
     assert trusted["digests"] == hashed["digests"]
     text = samebits("verify", "env", str(lock), "--prefix", str(tmp_path / "env"),
                     "--platform", "linux-64", "--cache-dir", str(cache), "--no-linkage",
@@ -471,3 +474,32 @@ def test_cache_verify_command(tmp_path: Path) -> None:
         "archive" in proc.stdout
     rc, doc = install(lock, tmp_path / "env2", cache)
     assert rc == 0 and doc["cache"]["unpacked"] == ["alpha-1.0-py3-none-any.whl"]
+
+
+@pytest.mark.slow
+def test_a_pyc_rewritten_through_its_link(tmp_path: Path) -> None:
+    """The pycs are linked from sealed entries too: one rewritten in place through its link,
+    its size and mtime kept, is named by verify env with and without --trust-seal, and the
+    next install compiles that package's bytecode again instead of placing it (the other
+    packages' pycs are placed from their entries)."""
+    lock = small_lock(tmp_path)
+    cache = tmp_path / "cache"
+    rc, doc = install(lock, tmp_path / "env", cache)
+    assert rc == 0 and doc["bytecode"]["compiled"] >= 1
+    pyc = next(p for p in sorted((tmp_path / "env").rglob("*.pyc")) if p.stat().st_nlink > 1)
+    rel = pyc.relative_to(tmp_path / "env").as_posix()
+    st = pyc.stat()
+    os.chmod(pyc, 0o644)
+    data = bytearray(pyc.read_bytes())
+    data[-2] ^= 0x01  # in the code object's body, the 16-byte header left alone
+    pyc.write_bytes(bytes(data))
+    os.chmod(pyc, st.st_mode & 0o777)
+    _restore_times(pyc, st)
+    for extra in ((), ("--trust-seal",)):
+        rc, found = verify(tmp_path / "env", lock, cache, *extra)
+        assert rc == 1, extra
+        assert ("bytecode", rel) in {(f["kind"], f.get("path")) for f in found["findings"]}
+    rc, again = install(lock, tmp_path / "env2", cache)
+    assert rc == 0 and again["identical"] is True
+    assert again["bytecode"]["compiled"] >= 1  # that package's entry, evicted
+    assert (tmp_path / "env2" / rel).read_bytes() != bytes(data)

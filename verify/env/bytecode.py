@@ -24,9 +24,10 @@ hashes. When the interpreter cannot run here (another architecture), the report 
 pycs are unchecked and calls none of them checked.
 
 Verdicts are cached under ``<cache>/bytecode/`` keyed by everything a compile depends on: the
-interpreter (binary and libpython sha256, version, cache tag, magic), the pyc's path, its
-source's sha256, the optimisation level and the pyc's sha256; a repeated check compiles
-nothing. Compiles run in one interpreter process per core.
+interpreter (binary and libpython sha256, version, cache tag, magic), the source's sha256,
+the optimisation level and the pyc's sha256 (not the path: the same files installed
+elsewhere are the same verdict); a repeated check compiles nothing. Compiles run in one
+interpreter process per core.
 """
 
 from __future__ import annotations
@@ -167,10 +168,15 @@ def timestamp_valid(pyc: Entry, source: Entry) -> bool | None:
     return mtime == source.mtime & 0xFFFFFFFF and size == source.size & 0xFFFFFFFF
 
 
-def task_key(manifest: Manifest, t: Task) -> str:
-    text = "\0".join((_abs(manifest, t.pyc), t.source.sha256 or "-", str(t.opt),
-                      t.pyc.sha256 or "-"))
-    return hashlib.sha256(os.fsencode(text)).hexdigest()
+def task_key(t: Task) -> str | None:
+    """What a verdict depends on besides the interpreter: the two files' bytes and the
+    optimisation level (not their paths: a compile's result does not depend on the name it
+    is given but for ``co_filename``, which the check ignores). None when a file could not
+    be hashed: such a verdict is never remembered."""
+    if not t.source.sha256 or not t.pyc.sha256:
+        return None
+    text = "\0".join((t.source.sha256, str(t.opt), t.pyc.sha256))
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def check_bytecode(manifest: Manifest, *, executable: str | None, runs: bool,
@@ -185,14 +191,14 @@ def check_bytecode(manifest: Manifest, *, executable: str | None, runs: bool,
                               problem="the environment's interpreter does not run here")
     folder = cache / "bytecode" if cache else None
     vc = VerdictCache(folder, interpreter_key(ident, magic))
-    keys = [task_key(manifest, t) for t in tasks]
-    verdicts: list[str | None] = [vc.known.get(k) for k in keys]
+    keys = [task_key(t) for t in tasks]
+    verdicts: list[str | None] = [vc.known.get(k) if k else None for k in keys]
     todo = [i for i, v in enumerate(verdicts) if v is None]
     problem = None
     if todo:
         problem = _compile_all(manifest, tasks, todo, verdicts, executable, jobs, progress,
                                runner)
-        vc.add({keys[i]: v for i in todo if (v := verdicts[i])})
+        vc.add({k: v for i in todo if (v := verdicts[i]) and (k := keys[i])})
     checked = unchecked = 0
     for t, verdict in zip(tasks, verdicts, strict=True):
         if verdict is None:

@@ -50,6 +50,7 @@ def check_env(prefix: Path, *, lockfile: Path | None = None, platform: str | Non
     from verify.env.manifest import build_manifest, prefix_kind
     from verify.env.scaffold import read_pyvenv_cfg
     from verify.env.startup import base_records, copied_interpreter_findings, startup_findings
+    from verify.env.statmemo import StatMemo
 
     kind = prefix_kind(prefix)  # a bad prefix fails before the lockfile is even read
     if loaded is None or loaded.format != "conda-lock" or lockfile is None \
@@ -64,6 +65,10 @@ def check_env(prefix: Path, *, lockfile: Path | None = None, platform: str | Non
 
     loc = locate(prefix, kind, read_pyvenv_cfg(prefix))
     seals, records = sealproof.seals_for(prefix, cache, trust_seal)
+    outside = outside_paths(loc)
+    # the base interpreter's files: proved by the stat memo where the seals are trusted,
+    # the memo refreshed from what is hashed either way (verify.env.statmemo)
+    memo = StatMemo(cache, outside, trusted=seals is not None) if outside else None
     side: dict[str, Future[Any]] = {}
     with ThreadPoolExecutor(max_workers=2) as pool:
         def meanwhile() -> None:  # once the hashing workers run (forked single-threaded)
@@ -71,8 +76,8 @@ def check_env(prefix: Path, *, lockfile: Path | None = None, platform: str | Non
             side["base"] = pool.submit(base_records, loc)
 
         manifest = build_manifest(prefix, jobs=jobs, elf=linkage, progress=progress,
-                                  archives=cache, outside=outside_paths(loc), seals=seals,
-                                  records=records, meanwhile=meanwhile)
+                                  archives=cache, outside=outside, seals=seals,
+                                  records=records, memo=memo, meanwhile=meanwhile)
         found = side["probe"].result() if "probe" in side else probe(loc.executable)
         owners = side["base"].result() if "base" in side else base_records(loc)
     interpreter = identity(manifest, loc, found)

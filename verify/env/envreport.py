@@ -11,8 +11,10 @@ The document (``"format": 1``, ``"kind": "samebits.verify-env"``) is written wit
     linkage     {"checked", "ok", "unresolved", "host", ...} (verify.env.linkage)
     packages    what the installers recorded
     summary     counts
-    proof       how the files were proven: ``trust_seal`` (false unless asked), ``by_hash``
-                and ``by_identity`` (sealed cache inodes proven by a stat), the seals used
+    proof       how the files were proven: ``trust_seal`` (false unless asked), ``by_hash``,
+                ``by_identity`` (sealed cache inodes proven by a stat), ``by_memo`` (the base
+                interpreter's files proven by the stat memo, ``verify.env.statmemo``), the
+                seals used
     manifest    every entry: path, type, exec, sha256 | target, size, owner, category
 
 A report is also a reference: ``verify env --against report.json`` compares every file with it
@@ -260,8 +262,10 @@ def _proof_line(r: EnvReport) -> str:
         return f"  proof      {hashed}: every byte read (the cache's seal not trusted)"
     refused = len(p.get("seals_refused") or ())
     entries = plural(int(p.get("seals", 0)), "cache entry", "cache entries")
+    memo = f", {p['by_memo']:,} of the base interpreter by the stat memo" \
+        if p.get("by_memo") else ""
     return (f"  proof      {hashed}, {p.get('by_identity', 0):,} proven by identity (sealed "
-            f"inodes of {entries}, a stat each)"
+            f"inodes of {entries}, a stat each){memo}"
             + (f"; {refused} seals refused, their files hashed" if refused else ""))
 
 

@@ -23,7 +23,10 @@ hashed by the same workers, with absolute paths (``verify.env.interpreter`` says
 install's own verify, ``verify env --trust-seal``): a file that is a sealed cache inode, as a
 stat shows (same device, inode, size, mtime, mode, and a ctime that has not moved but for
 links), takes the sealed sha256 instead of being read; only an ELF file's or a pyc's head is
-still read. ``Manifest.proof`` counts the files proven each way.
+still read. ``memo`` (``verify.env.statmemo.StatMemo``): the same for the base interpreter's
+files outside the prefix, by the hash an earlier run remembered with their stat; it is
+refreshed from every outside file hashed now. ``Manifest.proof`` counts the files proven
+each way.
 
 Kinds of prefix: ``conda`` (has conda-meta/), ``venv`` (has pyvenv.cfg), ``python`` (a base
 interpreter: bin/python3 and lib/python3.*). Anything else is an ``InputError``.
@@ -65,6 +68,7 @@ Progress = Callable[[str, float | None], AbstractContextManager[Callable[..., No
 
 if TYPE_CHECKING:
     from samebits.install.seal import SealIndex
+    from verify.env.statmemo import StatMemo
 
 
 class Entry(NamedTuple):
@@ -102,6 +106,7 @@ class Manifest:
     outside: tuple[Entry, ...] = ()  # absolute paths: a venv's base interpreter files
     by_hash: int = 0               # files read and hashed now
     by_identity: int = 0           # files proven by their seal (a stat), not read
+    by_memo: int = 0               # outside files proven by the stat memo, not read
 
     def by_path(self) -> dict[str, Entry]:
         return {e.path: e for e in self.entries}
@@ -125,7 +130,7 @@ def prefix_kind(prefix: Path) -> PrefixKind:
 def build_manifest(prefix: Path, *, jobs: int | None = None, elf: bool = True,
                    progress: Progress | None = None, archives: Path | None = None,
                    outside: tuple[str, ...] = (), seals: SealIndex | None = None,
-                   records: Records | None = None,
+                   records: Records | None = None, memo: StatMemo | None = None,
                    meanwhile: Callable[[], None] | None = None) -> Manifest:
     """Walk, hash and attribute every file under ``prefix``; also hash ``outside`` (absolute
     files, or folders walked whole: a venv's base interpreter) with the same workers.
@@ -146,9 +151,21 @@ def build_manifest(prefix: Path, *, jobs: int | None = None, elf: bool = True,
         total = 0
         n_inside = 0
         given: dict[int, Hashed] = {}   # position in walked -> what its seal proves
-        by_hash = by_identity = 0
+        by_hash = by_identity = by_memo = 0
+        remember: list[int] = []        # positions of outside files hashed now
         for rel, st, target in _walk_all(str(prefix), outside, unreadable):
             n = -1
+            if stat.S_ISREG(st.st_mode) and rel[0] == "/" and memo is not None:
+                got = memo.lookup(rel, st)
+                if got is not None:
+                    by_memo += 1
+                    if rel.endswith(".pyc") or (elf and got[1] is not False):
+                        n = hasher.add(rel, st.st_size, known=got[0])  # its head is read
+                    else:
+                        given[len(walked)] = Hashed(got[0])
+                    walked.append((rel, st, target, n))
+                    continue
+                remember.append(len(walked))
             if stat.S_ISREG(st.st_mode):
                 sealed = seals.lookup(st) if seals is not None and rel[0] != "/" else None
                 if sealed is not None:
@@ -206,13 +223,20 @@ def build_manifest(prefix: Path, *, jobs: int | None = None, elf: bool = True,
             nullcontext(lambda n=1: None)
         with bar as advance:
             hasher.wait(lambda nbytes: advance(nbytes / 1e6), each)
+    if memo is not None:
+        for pos in remember:
+            e = entries[pos]
+            if e is not None and e.sha256 and e.error is None:
+                memo.remember(e.path, walked[pos][1], e.sha256, e.elf is not None if elf
+                              else None)
+        memo.save()
     inside = [e for e in entries[:n_inside] if e is not None and e.path[0] != "/"]
     out = [e for e in entries if e is not None and e.path[0] == "/"]
     done = sorted(inside, key=lambda e: os.fsencode(e.path))
     return Manifest(prefix=prefix, kind=kind, entries=tuple(done), records=records,
                     unreadable=tuple(sorted(unreadable)), venv=cfg, made_by=made_by,
                     outside=tuple(sorted(out, key=lambda e: os.fsencode(e.path))),
-                    by_hash=by_hash, by_identity=by_identity)
+                    by_hash=by_hash, by_identity=by_identity, by_memo=by_memo)
 
 
 def _walk_all(root: str, outside: tuple[str, ...], unreadable: list[tuple[str, str]]

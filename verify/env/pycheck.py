@@ -26,7 +26,7 @@ from typing import Any
 
 from samebits.childenv import child_environ
 
-CACHE_VERSION = 1
+CACHE_VERSION = 2  # 2: keys without the pyc's path
 CHECK_TIMEOUT = 3600.0
 
 CHECKER = r"""

@@ -41,9 +41,10 @@ def seals_for(prefix: Path, cache: Path, trust: bool | Collection[str]
 
 
 def proof_doc(manifest: Manifest, seals: SealIndex | None) -> dict[str, Any]:
-    """How the files were proven: every byte hashed, or some by their seal."""
+    """How the files were proven: every byte hashed, or some by their seal (the prefix's)
+    and by the stat memo (the base interpreter's, outside the prefix)."""
     return {"trust_seal": seals is not None, "by_hash": manifest.by_hash,
-            "by_identity": manifest.by_identity,
+            "by_identity": manifest.by_identity, "by_memo": manifest.by_memo,
             "seals": len(seals.entries) if seals is not None else 0,
             "seals_refused": [{"key": k, "why": w} for k, w in seals.refused]
             if seals is not None else []}

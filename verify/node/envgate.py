@@ -86,7 +86,7 @@ def env_doc(report: Any, *, prefix: Path, hashed: bool, why: str) -> dict[str, A
     m = report.manifest
     drifted = [f for f in report.findings if f.path is not None]
     return {"prefix": os.fspath(prefix), "files": sum(1 for e in m.entries if e.type == "file"),
-            "proven_by_identity": m.by_identity, "proven_by_hash": m.by_hash,
+            "proven_by_identity": m.by_identity + m.by_memo, "proven_by_hash": m.by_hash,
             "drift": len({f.path for f in drifted}),
             "drifted": [{"kind": f.kind, "path": f.path} for f in drifted[:SHOWN]],
             "packages_differ": sum(1 for f in report.findings if f.path is None),
