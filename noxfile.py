@@ -9,7 +9,7 @@
                                     tests run against it (what CI runs too)
     nox -s render [-- ENV ...]      lockfiles -> containers/<env>/ (conda, Containerfile, Nix)
     nox -s verify-gpu [-- ARGS]     facts + workloads + attestation for this machine
-    nox -s bench [-- lock|verify-env|verify-gpu|oci|bundle|install|coverage]
+    nox -s bench [-- lock|verify-env|verify-gpu|oci|bundle|install|node|fleet|coverage]
     nox -s audit -- PAPER/ [ARGS]   install a paper's lock, audit it (examples/paper: quickstart)
     nox -s fuzz                     >= 10,000 generated inputs per reader
     nox -s papers [-- NAME ...]     the real papers of tests/papers from their authors' files
