@@ -1,9 +1,11 @@
 """``python -m tests.bench node``: ``samebits verify node`` on the cpu lock's environment.
 
-The environment is the one ``python -m tests.bench install`` leaves in ``WORK/env`` (the cpu
-lock, 4.7 GB, installed from the sealed cache ``WORK/cache``); when it is not there it is
-installed first (untimed). Each run is a whole process, the canary included, timed from
-outside, with the load average (1 minute) beside it:
+The environment is the cpu lock (4.7 GB) installed into ``WORK/env`` from the sealed cache
+``WORK/cache`` that ``python -m tests.bench install`` fills; it is installed again first
+(untimed), since the install bench's last run into that folder is its cold one, from a cache
+it then deletes (a prefix whose cache is gone has no seal to vouch for it: every file is
+hashed, which is not the prolog's case). Each run is a whole process, the canary included,
+timed from outside, with the load average (1 minute) beside it:
 
     warm     the seal, the bytecode verdicts, the scan and lock-parse caches and the stat memo
              as the install and the previous run left them (a prolog's usual run)
@@ -81,12 +83,11 @@ def main(argv: list[str]) -> int:
     prefix, cache = work / "env", work / "cache"
     cores = len(os.sched_getaffinity(0))
     print(f"load average before the bench: {load():.2f} on {cores} cores", flush=True)
-    if not (prefix / "pyvenv.cfg").exists():
-        print(f"installing {LOCK.name} into {prefix} (untimed)", flush=True)
-        subprocess.run([sys.executable, "-m", "samebits", "install", str(LOCK), "--platform",
-                        "linux-64", "--target", str(prefix), "--cache-dir", str(cache),
-                        "--json"], cwd=ROOT, check=True, timeout=3600,
-                       stdout=subprocess.DEVNULL)
+    print(f"installing {LOCK.name} into {prefix} from {cache} (untimed)", flush=True)
+    shutil.rmtree(prefix, ignore_errors=True)
+    subprocess.run([sys.executable, "-m", "samebits", "install", str(LOCK), "--platform",
+                    "linux-64", "--target", str(prefix), "--cache-dir", str(cache), "--json"],
+                   cwd=ROOT, check=True, timeout=3600, stdout=subprocess.DEVNULL)
     node(prefix, cache)  # untimed: the caches as a prolog finds them after its first run
     times: dict[str, list[float]] = {"warm": [], "cold": [], "full": []}
     loads: dict[str, list[float]] = {k: [] for k in times}
