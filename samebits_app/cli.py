@@ -11,34 +11,32 @@ failed; 130 interrupted.
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Sequence
 
-import verify.cli
 from samebits import __version__
 from samebits.cli.options import Parser, common
 from samebits.ui import run_cli
-from samebits_app import (
-    cmd_attest,
-    cmd_audit,
-    cmd_bundle,
-    cmd_cache,
-    cmd_check,
-    cmd_freeze,
-    cmd_init,
-    cmd_install,
-    cmd_keygen,
-    cmd_lock,
-    cmd_render,
-)
 from samebits_app.docpages import add_doc_epilogs
 
-# Each has ``add_parser(sub, parents)``; the order is the order of ``samebits --help``.
-COMMANDS = (cmd_init, cmd_lock, cmd_freeze, verify.cli, cmd_render, cmd_install, cmd_cache,
-            cmd_bundle, cmd_attest, cmd_audit, cmd_check, cmd_keygen)
+# command -> its module, which has ``add_parser(sub, parents)`` and registers that command
+# (and any hidden old name of it, OLD_NAMES); the order is the order of ``samebits --help``
+COMMANDS = {"init": "samebits_app.cmd_init", "lock": "samebits_app.cmd_lock",
+            "freeze": "samebits_app.cmd_freeze", "verify": "verify.cli",
+            "render": "samebits_app.cmd_render", "install": "samebits_app.cmd_install",
+            "cache": "samebits_app.cmd_cache", "bundle": "samebits_app.cmd_bundle",
+            "attest": "samebits_app.cmd_attest", "audit": "samebits_app.cmd_audit",
+            "check": "samebits_app.cmd_check", "keygen": "samebits_app.cmd_keygen"}
+OLD_NAMES = {"lock-diff": "lock"}
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(words: Sequence[str] = ()) -> argparse.ArgumentParser:
+    """Every command's parser; with ``words`` (a command line), only the command its first
+    word names when it names one. That parser is the same for that command (its help, its
+    errors, its defaults) without importing the other commands' modules and all they import,
+    which was most of a command's start-up (``samebits --help`` and a word that names no
+    command get every command)."""
     parser = Parser(
         prog="samebits",
         description="Reproducible GPU environments: spec -> lock -> render -> verify.",
@@ -47,13 +45,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"samebits {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for module in COMMANDS:
-        module.add_parser(sub, [common()])
+    first = next(iter(words), None)
+    first = OLD_NAMES.get(first, first) if first is not None else None
+    for name in [first] if first in COMMANDS else COMMANDS:
+        module = importlib.import_module(COMMANDS[name])
+        if name == "verify":
+            module.add_parser(sub, [common()], list(words)[1:] if first == "verify" else ())
+        else:
+            module.add_parser(sub, [common()])
     return add_doc_epilogs(parser)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return run_cli(build_parser(), list(sys.argv[1:] if argv is None else argv))
+    words = list(sys.argv[1:] if argv is None else argv)
+    return run_cli(build_parser(words), words)
 
 
 if __name__ == "__main__":

@@ -34,32 +34,63 @@ docs/explanation/install-cache.md. The interpreter of a PyPI-only lock's venv is
 running candidates (``interpreter``).
 """
 
-from samebits.host import host_platform
-from samebits.install.bytecode import BytecodeReport
-from samebits.install.fetch import (
-    Fetched,
-    Fetcher,
-    default_cache_dir,
-    fetch_all,
-    fetch_url,
-    hash_problem,
-)
-from samebits.install.interpreter import Interpreter, Places, find_interpreter
-from samebits.install.place import LINK_MODES, LinkMode
-from samebits.install.prefix import (
-    VENV_LINKS,
-    InstallReport,
-    install_prefix,
-    python_line,
-    venv_files,
-)
-from samebits.install.sources import Sources
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# Each name is imported from its module when it is first asked for (PEP 562), so that a
+# command that only needs a constant of one module (``--find-links``' help, in every command's
+# options) does not import every step of an install.
+_FROM = {
+    "host_platform": "samebits.host", "BytecodeReport": "samebits.install.bytecode",
+    **dict.fromkeys(("Fetched", "Fetcher", "default_cache_dir", "fetch_all", "fetch_url",
+                     "hash_problem"), "samebits.install.fetch"),
+    **dict.fromkeys(("Interpreter", "Places", "find_interpreter"),
+                    "samebits.install.interpreter"),
+    **dict.fromkeys(("LINK_MODES", "LinkMode"), "samebits.install.place"),
+    **dict.fromkeys(("VENV_LINKS", "InstallReport", "install_prefix", "python_line",
+                     "venv_files"), "samebits.install.prefix"),
+    "Sources": "samebits.install.sources",
+}
+
+if TYPE_CHECKING:
+    from samebits.host import host_platform
+    from samebits.install.bytecode import BytecodeReport
+    from samebits.install.fetch import (
+        Fetched,
+        Fetcher,
+        default_cache_dir,
+        fetch_all,
+        fetch_url,
+        hash_problem,
+    )
+    from samebits.install.interpreter import Interpreter, Places, find_interpreter
+    from samebits.install.place import LINK_MODES, LinkMode
+    from samebits.install.prefix import (
+        VENV_LINKS,
+        InstallReport,
+        install_prefix,
+        python_line,
+        venv_files,
+    )
+    from samebits.install.sources import Sources
+
+
+def __getattr__(name: str) -> Any:
+    module = _FROM.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
 
 
 def host_interpreter(line: str, given: str | None = None) -> str | None:
     """The path of a working Python ``line`` here (``given`` when passed: an error when it is
     not one), or None when there is none. See ``find_interpreter`` for the search."""
     from samebits.errors import InputError
+    from samebits.install.interpreter import find_interpreter
 
     try:
         return find_interpreter(line, given).executable
