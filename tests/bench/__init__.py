@@ -1,0 +1,23 @@
+"""The benchmarks of ``nox -s bench`` (``python -m tests.bench NAME``), and what they share."""
+
+from __future__ import annotations
+
+import os
+
+
+def load() -> float:
+    """The 1-minute load average."""
+    return os.getloadavg()[0]
+
+
+def background_note(background: float, cores: int) -> str:
+    """A bench's last line: whether the machine was idle when it began (``background``, the
+    load average then). The bench's own processes raise the load while it runs (a 2-core
+    install or verify keeps 2 to 4 runnable, copies waiting on the disk count too), so only the
+    load before it began says whether other work was running."""
+    if background > 1.0:
+        return (f"  note: the load average was {background:.1f} before the bench began, on "
+                f"{cores} cores: other work was running, these are not figures (the goals are "
+                "for an idle machine)")
+    return (f"  load before the bench {background:.2f} (idle); the loads beside each run are "
+            "the highest of before and after it, the bench's own processes included")

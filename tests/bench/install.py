@@ -54,6 +54,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from tests.bench import background_note, load
+
 ROOT = Path(__file__).resolve().parents[2]
 LOCK = ROOT / "lockfiles" / "cpu.conda-lock.yml"
 REQUIREMENTS = ROOT / "containers" / "cpu" / "linux-64.requirements.txt"
@@ -75,10 +77,6 @@ def _clear(path: Path) -> None:
     if path.exists() or path.is_symlink():
         shutil.rmtree(path)
     os.sync()
-
-
-def load() -> float:
-    return os.getloadavg()[0]
 
 
 def timed(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, float, str]:
@@ -228,15 +226,7 @@ def main(argv: list[str]) -> int:
     stable = len(set(every)) == 1
     print(f"  environment digest {every[0] if every else '-'} in every run (links, copies, "
           f"cold): {'yes' if stable else 'NO'}")
-    # the runs' own processes raise the load (a 2-core install keeps 2-4 runnable): the
-    # machine was busy only when something else was running before the bench began
-    if background > 1.0:
-        print(f"  note: the load average was {background:.1f} before the bench began, on "
-              f"{cores} cores: other work was running, these are not figures (the goals are "
-              "for an idle machine)")
-    else:
-        print(f"  load before the bench {background:.2f} (idle); the loads beside each run "
-              "are the highest of before and after it, the bench's own processes included")
+    print(background_note(background, cores))
     return 0 if stable else 1
 
 
