@@ -24,6 +24,9 @@ from __future__ import annotations
 import nox
 
 nox.options.reuse_existing_virtualenvs = True
+# uv makes each session's venv and installs into it when nox finds it (`pip install nox uv`;
+# about 10x pip here: 9 s against 110 s for torch and the test extra), else virtualenv and pip.
+nox.options.default_venv_backend = "uv|virtualenv"
 nox.options.sessions = ["lint", "tests"]
 
 # The CPU build of torch that the tests and the CPU workloads run on. On a GPU machine install
@@ -48,18 +51,44 @@ def _reachable(url: str, timeout: float = 5.0) -> str | None:
         return str(getattr(exc, "reason", exc)) or type(exc).__name__
 
 
+def _pip_find_links() -> list[str]:
+    """The find-links of pip's configuration (PIP_FIND_LINKS and pip.conf, as `pip config
+    list` shows them), for a uv-made session: uv reads none of pip's configuration."""
+    import shlex
+    import subprocess
+    import sys
+
+    try:
+        shown = subprocess.run([sys.executable, "-m", "pip", "config", "list"],
+                               capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    found: list[str] = []
+    for line in shown.splitlines():  # global.find-links='/opt/wheels /more'
+        key, _, quoted = line.partition("=")
+        if key.endswith(".find-links") and quoted:
+            found += [link for link in shlex.split(quoted)[0].split() if link not in found]
+    return found
+
+
 def install_cpu_torch(session: nox.Session) -> None:
     """Install TORCH as a CPU build from PyTorch's CPU index when it answers (PyPI still
     serves every other package), else from PyPI or pip's own configuration, saying which."""
+    uv = session.venv_backend == "uv"
     why = _reachable(f"{TORCH_CPU_INDEX}/torch/")
     if why is None:
         session.log(f"torch: the CPU build from {TORCH_CPU_INDEX}")
-        session.install(TORCH, "--index-url", TORCH_CPU_INDEX, "--extra-index-url", PYPI)
-    else:
-        session.log(f"torch: {TORCH_CPU_INDEX} is not reachable ({why}); installing {TORCH} "
-                    "from PyPI and pip's configuration instead (on Linux x86_64 PyPI's "
-                    "wheel is the CUDA build, about 2.6 GB)")
-        session.install(TORCH)
+        if uv:  # uv asks an extra index first and takes a package from the first that has it
+            session.install(TORCH, "--extra-index-url", TORCH_CPU_INDEX)
+        else:
+            session.install(TORCH, "--index-url", TORCH_CPU_INDEX, "--extra-index-url", PYPI)
+        return
+    links = _pip_find_links() if uv else []
+    session.log(f"torch: {TORCH_CPU_INDEX} is not reachable ({why}); installing {TORCH} "
+                "from PyPI and pip's configuration instead"
+                + (f" (find-links {' '.join(links)})" if links else "")
+                + " (on Linux x86_64 PyPI's wheel is the CUDA build, about 2.6 GB)")
+    session.install(TORCH, *(arg for link in links for arg in ("--find-links", link)))
 
 
 @nox.session
@@ -132,12 +161,56 @@ def tests(session: nox.Session) -> None:
                 "-p", "no:cacheprovider")
 
 
-# The tests `nox -s wheel` runs against the installed wheel: every in-process test (the
-# package's data files, imports), the console script, and the CLI in subprocesses whose
-# working folder is not the checkout (so they import the wheel too).
-WHEEL_TESTS = ("tests/unit", "tests/integration/test_lock.py",
-               "tests/integration/test_lock_reading.py", "tests/integration/test_spec.py",
-               "tests/e2e/test_entry_point.py")
+# The tests `nox -s wheel` runs against the installed wheel: those whose outcome depends on the
+# wheel rather than on the code, which is the checkout's bytes (`nox -s tests` runs every test
+# on those already):
+#   test_package.py            every module and package data file shipped, byte for byte;
+#                              every module imports in a venv holding only what the wheel
+#                              declares (plus the test extra and torch)
+#   test_gpus.py, test_node.py the package data read as the code reads it (importlib.resources,
+#                              a file beside verify.node)
+#   test_cli_vocabulary.py     every command's parser, from the installed packages
+#   test_childenv.py           the worker shim: the installed packages' folders handed to a
+#                              child process of another interpreter
+#   test_lock_parse_cache.py, test_codescan_cache.py  caches keyed on the installed modules'
+#                              own bytes (their __file__)
+#   test_paper_runner.py::test_settings_hook  the paper commands' sitecustomize hook, found
+#                              beside samebits_app.paper
+#   test_lock_reading.py, test_spec.py, two of test_lock.py  the CLI (`python -m samebits`:
+#                              every command that reads a lock, the curated specs, a lock of
+#                              each kind, conda and PyPI, through the installed solvers) in
+#                              subprocesses whose working folder is not the checkout
+# and then the installed console script itself (CONSOLE_SCRIPT_CHECK). The console script of
+# a wheel built on each supported Python is tests/e2e/test_entry_point.py, in `nox -s tests`.
+WHEEL_TESTS = (
+    "tests/unit/test_package.py", "tests/unit/test_gpus.py", "tests/unit/test_node.py",
+    "tests/unit/test_cli_vocabulary.py", "tests/integration/test_childenv.py",
+    "tests/integration/test_lock_parse_cache.py", "tests/integration/test_codescan_cache.py",
+    "tests/integration/test_paper_runner.py::test_settings_hook",
+    "tests/integration/test_lock_reading.py", "tests/integration/test_spec.py",
+    "tests/integration/test_lock.py::test_conda_lock_reads_and_renders",
+    "tests/integration/test_lock.py::test_pypi_part_picks_the_wheel_for_each_platform",
+)
+# The installed `samebits` script verifies an empty conda prefix against a committed lock
+# (the hashing pool starts) and reports the drift: exit 1, torch missing, no traceback, within
+# a hard limit (the pool once respawned its workers forever under the script's __main__).
+CONSOLE_SCRIPT_CHECK = r"""
+import json, shutil, subprocess, sys, tempfile
+from pathlib import Path
+script = shutil.which("samebits")
+assert script and Path(script).parent == Path(sys.prefix) / "bin", script
+with tempfile.TemporaryDirectory() as tmp:
+    subject = Path(tmp) / "subject"
+    (subject / "conda-meta").mkdir(parents=True)
+    (subject / "conda-meta" / "history").write_text("")
+    res = subprocess.run([script, "verify", "env", sys.argv[1], "--prefix", str(subject),
+                          "--json"], capture_output=True, text=True, timeout=240, cwd=tmp)
+assert res.returncode == 1 and "Traceback" not in res.stderr, res.stderr[-3000:]
+missing = {f["package"] for f in json.loads(res.stdout)["findings"]
+           if f["kind"] == "package-missing"}
+assert "torch" in missing, res.stdout[:2000]
+print(script, "reads", sys.argv[1], "and reports the drift")
+"""
 
 
 @nox.session
@@ -145,7 +218,8 @@ def wheel(session: nox.Session) -> None:
     """Build the wheel (pip wheel . --no-deps), install it into this session's fresh venv,
     and run WHEEL_TESTS against it from a folder outside the checkout: rootdir and tests are
     the checkout's, the packages the wheel's (SAMEBITS_TEST_INSTALLED=1 makes the session
-    fail if samebits, verify or samebits_app would import from the checkout)."""
+    fail if samebits, verify or samebits_app would import from the checkout); then the
+    installed console script (CONSOLE_SCRIPT_CHECK)."""
     from pathlib import Path
 
     here = Path.cwd()
@@ -167,8 +241,11 @@ def wheel(session: nox.Session) -> None:
                 "samebits.__file__)")
     session.run("pytest", "--rootdir", str(here), "-c", str(here / "pyproject.toml"),
                 "-o", "pythonpath=", "--import-mode=importlib", "-p", "no:cacheprovider",
-                "-m", "not slow", *(str(here / t) for t in WHEEL_TESTS), *session.posargs,
+                "-m", "not slow", "-n", "auto", "--dist", "loadfile",
+                *(str(here / t) for t in WHEEL_TESTS), *session.posargs,
                 env={"SAMEBITS_TEST_INSTALLED": "1", "PYTHONPATH": ""})
+    session.run("python", "-I", "-c", CONSOLE_SCRIPT_CHECK,
+                str(here / "lockfiles" / "cpu.conda-lock.yml"))
 
 
 @nox.session(name="verify-gpu")
@@ -181,7 +258,8 @@ def verify_gpu(session: nox.Session) -> None:
 @nox.session
 def bench(session: nox.Session) -> None:
     """Benchmarks side by side with their baselines; name one to run it alone."""
-    session.install("-e", ".[test]", TORCH)
+    install_cpu_torch(session)
+    session.install("-e", ".[test]")
     session.run("python", "-m", "tests.bench", *session.posargs)
 
 

@@ -56,6 +56,7 @@ def test_attest_names_environment_lock_and_bits(paper: Paper) -> None:
     assert sorted(saved["workloads"]) == sorted(SUBSET.split(","))
 
 
+@pytest.mark.reads("identical")
 @pytest.mark.slow
 def test_identical_audit(audits: dict[str, Run]) -> None:
     """The same machine and settings: bit-identical, exit 0, every report written."""
@@ -75,6 +76,7 @@ def test_identical_audit(audits: dict[str, Run]) -> None:
     assert run.stdout.startswith("verdict: bit-identical: Reproduced: runtime bit-identical")
 
 
+@pytest.mark.reads("identical", "identical-again")
 @pytest.mark.slow
 def test_reports_are_byte_stable(audits: dict[str, Run]) -> None:
     """The same audit run twice (from two folders) writes byte-identical files."""
@@ -84,6 +86,7 @@ def test_reports_are_byte_stable(audits: dict[str, Run]) -> None:
         assert a.file(name).read_bytes() == b.file(name).read_bytes(), name
 
 
+@pytest.mark.reads("threads")
 @pytest.mark.slow
 def test_thread_count_is_explained(audits: dict[str, Run]) -> None:
     """OMP_NUM_THREADS=1 against 2: sum_fp32 differs, attributed to the thread count, with
@@ -104,6 +107,7 @@ def test_thread_count_is_explained(audits: dict[str, Run]) -> None:
         (2, 1)
 
 
+@pytest.mark.reads("tampered-file")
 @pytest.mark.slow
 def test_tampered_file_is_named(audits: dict[str, Run]) -> None:
     """One changed file: not reproduced, exit 1, the file named in the verdict and the drift
@@ -122,6 +126,7 @@ def test_tampered_file_is_named(audits: dict[str, Run]) -> None:
     assert "reason (an environment file): environment drift" in run.stdout
 
 
+@pytest.mark.reads("tampered-digest")
 @pytest.mark.slow
 def test_forged_digest_is_unexplained(audits: dict[str, Run]) -> None:
     """An attestation whose sum_fp32 digest was edited: same class, different bits."""
@@ -137,6 +142,7 @@ def test_forged_digest_is_unexplained(audits: dict[str, Run]) -> None:
     assert steps(doc)["lockfile"] == "ok" and steps(doc)["verify-env"] == "ok"
 
 
+@pytest.mark.reads("installed")
 @pytest.mark.slow
 def test_install_then_audit_paper_folder(audits: dict[str, Run]) -> None:
     """`audit PAPER --target DIR --no-workloads`: the lock installed by samebits install is
@@ -155,6 +161,7 @@ def test_install_then_audit_paper_folder(audits: dict[str, Run]) -> None:
     assert "reviewer.attestation.json" not in "".join(doc["files"].values())
 
 
+@pytest.mark.reads("attest-drift")
 @pytest.mark.slow
 def test_attest_refuses_drift(audits: dict[str, Run]) -> None:
     """attest of an environment that is not its lock's: exit 1, the file named, nothing written."""

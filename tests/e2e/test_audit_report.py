@@ -27,6 +27,7 @@ from tests.fixtures.audit import (  # noqa: F401  (fixtures)
 from tests.fixtures.browser import CHROMIUM, chromium, png_pixels, rgb
 
 
+@pytest.mark.reads("tampered-digest")
 @pytest.mark.requires(CHROMIUM)
 def test_html_in_a_real_browser(audits: dict[str, Run], tmp_path: Path) -> None:
     """Chromium draws the report (not blank; the verdict banner's red at the top) and its DOM
@@ -52,6 +53,7 @@ def test_html_in_a_real_browser(audits: dict[str, Run], tmp_path: Path) -> None:
     assert all(name in body for name in ("gemm_fp32", "sum_fp32", "randn"))
 
 
+@pytest.mark.reads("threads")
 def test_html_is_self_contained(audits: dict[str, Run]) -> None:
     """No script, no external resource: the page is one file that needs no network."""
     html = audits["threads"].file("audit.html").read_text()
@@ -60,6 +62,7 @@ def test_html_is_self_contained(audits: dict[str, Run]) -> None:
     assert "@import" not in html and "url(" not in html
 
 
+@pytest.mark.reads("threads")
 def test_markdown_report(audits: dict[str, Run]) -> None:
     """Markdown: the verdict first, the matrix, the differing facts, and the commands."""
     md = audits["threads"].file("audit.md").read_text()
@@ -72,6 +75,7 @@ def test_markdown_report(audits: dict[str, Run]) -> None:
     assert "\nsamebits audit /" in md and " --attestation " in md and " --out threads\n" in md
 
 
+@pytest.mark.reads("tampered-file")
 def test_drift_in_both_reports(audits: dict[str, Run]) -> None:
     """The tampered file is in the Markdown and the HTML drift lists."""
     run = audits["tampered-file"]
@@ -82,6 +86,7 @@ def test_drift_in_both_reports(audits: dict[str, Run]) -> None:
     assert drift and TAMPERED in drift.group(1)
 
 
+@pytest.mark.reads("identical")
 def test_renderers_are_pure(audits: dict[str, Run]) -> None:
     """The files are exactly what the renderers make of audit.json."""
     run = audits["identical"]
@@ -90,6 +95,7 @@ def test_renderers_are_pure(audits: dict[str, Run]) -> None:
     assert render_html(doc) == run.file("audit.html").read_text()
 
 
+@pytest.mark.reads("identical")
 def test_real_sbom(audits: dict[str, Run]) -> None:
     """The audited environment's SBOM: valid CycloneDX, every package hashed and named."""
     from cyclonedx.schema import SchemaVersion

@@ -1,8 +1,9 @@
 """`samebits verify gpu` and `verify compare` end to end, in fresh processes like a user runs them.
 
-One module fixture starts every run at once (they are independent processes): two full runs
-with OMP_NUM_THREADS=2 (one also saving its outputs: that must not change the attestation),
-a subset with OMP_NUM_THREADS=1, and a small subset with TF32 on that also runs --probe.
+One module fixture starts the runs the selected tests read (``@pytest.mark.reads``) at once
+(they are independent processes): two full runs with OMP_NUM_THREADS=2 (one also saving its
+outputs: that must not change the attestation), a subset with OMP_NUM_THREADS=1, and a small
+subset three times: as it is, with TF32 on, and with TF32 on and --probe.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from samebits_app.cli import main
+from tests.fixtures.plugin import runs_read
 
 SUBSET = "gemm_fp32,gemm_splitk_fp32,conv2d_fp32,sum_fp32,layernorm_fp32,randn,train_cnn_adamw"
 SMALL = "gemm_fp32,conv2d_fp32,sum_fp32,index_add"
@@ -23,16 +25,21 @@ RUNS: dict[str, tuple[dict[str, str], list[str]]] = {
     "full1": ({"OMP_NUM_THREADS": "2"}, ["--save-outputs", "{tmp}/full1.out"]),
     "full2": ({"OMP_NUM_THREADS": "2"}, []),
     "omp1": ({"OMP_NUM_THREADS": "1"}, ["--only", SUBSET, "--save-outputs", "{tmp}/omp1.out"]),
-    "tf32": ({"OMP_NUM_THREADS": "2"}, ["--only", SMALL, "--tf32", "--probe", "--json"]),
+    "small": ({"OMP_NUM_THREADS": "2"}, ["--only", SMALL]),
+    "tf32": ({"OMP_NUM_THREADS": "2"}, ["--only", SMALL, "--tf32"]),
+    "probe": ({"OMP_NUM_THREADS": "2"}, ["--only", SMALL, "--tf32", "--probe", "--json"]),
 }
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, int, str]]:
-    """Each run's attestation path, exit code and stdout (device forced to the CPU)."""
+def runs(request: pytest.FixtureRequest,
+         tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, int, str]]:
+    """Each run's attestation path, exit code and stdout (device forced to the CPU), for the
+    runs the selected tests read."""
     tmp = tmp_path_factory.mktemp("verify-gpu")
     procs = {}
-    for name, (env, extra) in RUNS.items():
+    for name in runs_read(request, RUNS):
+        env, extra = RUNS[name]
         environ = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
         cmd = [sys.executable, "-m", "verify", "gpu", "--device", "cpu",
                "--out", str(tmp / f"{name}.json"), *[a.format(tmp=tmp) for a in extra]]
@@ -51,6 +58,7 @@ def compare_json(a: Path, b: Path, capsys: pytest.CaptureFixture[str], *extra: s
     return rc, json.loads(capsys.readouterr().out)
 
 
+@pytest.mark.reads("full1", "full2")
 @pytest.mark.slow
 def test_two_runs_byte_identical(runs) -> None:
     """Two full runs on this machine write byte-identical attestations."""
@@ -58,6 +66,7 @@ def test_two_runs_byte_identical(runs) -> None:
     assert runs["full1"][2].startswith("device: cpu (")
 
 
+@pytest.mark.reads("full1", "full2")
 @pytest.mark.slow
 def test_compare_identical(runs, capsys: pytest.CaptureFixture[str]) -> None:
     """compare exits 0 and says IDENTICAL for the two full runs."""
@@ -67,6 +76,7 @@ def test_compare_identical(runs, capsys: pytest.CaptureFixture[str]) -> None:
     assert "device: cpu" in text
 
 
+@pytest.mark.reads("omp1", "full1")
 @pytest.mark.slow
 def test_compare_explains_thread_count(runs, capsys: pytest.CaptureFixture[str]) -> None:
     """OMP_NUM_THREADS=1 vs 2: every differing workload is attributed to the thread count."""
@@ -80,6 +90,7 @@ def test_compare_explains_thread_count(runs, capsys: pytest.CaptureFixture[str])
         assert "threads.intra_op" in w["attributed_to"] and w["expected"], w
 
 
+@pytest.mark.reads("omp1", "full1")
 @pytest.mark.slow
 def test_compare_error_statistics(runs, capsys: pytest.CaptureFixture[str]) -> None:
     """With saved outputs, compare adds the max absolute error and ULP distance."""
@@ -91,21 +102,23 @@ def test_compare_error_statistics(runs, capsys: pytest.CaptureFixture[str]) -> N
     assert err["output"] == "sum" and err["max_ulp"] >= 1 and 0 < err["max_abs"] < 1e-2
 
 
+@pytest.mark.reads("small", "tf32")
 def test_compare_names_tf32(runs, capsys: pytest.CaptureFixture[str]) -> None:
     """TF32 on: of the TF32 settings, a CPU run's class names only float32_matmul_precision
     (oneDNN reads it); cuBLAS's and cuDNN's switches are irrelevant where no CUDA ran
     (``verify.gpu.compare.CUDA_ONLY``), and on a CPU they change no bits (no TF32 path)."""
-    rc, doc = compare_json(runs["full1"][0], runs["tf32"][0], capsys)
+    rc, doc = compare_json(runs["small"][0], runs["tf32"][0], capsys)
     keys = {d["key"] for d in doc["class_differences"]}
     assert keys == {"settings.float32_matmul_precision"}
-    assert (rc, doc["verdict"], doc["only_in_b"]) == (0, "identical", [])
+    assert (rc, doc["verdict"], doc["only_in_a"], doc["only_in_b"]) == (0, "identical", [], [])
     assert len(doc["identical"]) == len(SMALL.split(","))
 
 
+@pytest.mark.reads("probe")
 @pytest.mark.slow
 def test_probe_on_this_cpu(runs) -> None:
     """--probe runs fresh processes per profile; on this CPU every workload is stable."""
-    doc = json.loads(runs["tf32"][2])
+    doc = json.loads(runs["probe"][2])
     assert doc["device"] == "cpu" and doc["device_line"].startswith("device: cpu")
     probe = doc["probe"]
     assert (probe["processes"], probe["replicas"]) == (4, 2)
@@ -149,6 +162,7 @@ def test_gpu_runs_identical_and_tf32_explained(tmp_path: Path,
     assert "settings.cuda_matmul_allow_tf32" in differing["gemm_fp32"]["attributed_to"]
 
 
+@pytest.mark.reads("full1")
 @pytest.mark.slow
 def test_attestation_carries_kernel_coverage(runs) -> None:
     """The attestation says what the environment's kernels run on (this CPU torch venv: no
