@@ -1,5 +1,5 @@
 """Which launcher started a rank, and where its group meets (verify.fleet.launcher): the variables
-torchrun, srun and mpirun really set, as tables; the real Slurm run is
+torchrun, srun, mpirun, mpiexec and PALS really set, as tables; the real Slurm run is
 tests/integration/test_slurm.py."""
 
 from __future__ import annotations
@@ -33,6 +33,20 @@ CASES = [
       "OMPI_COMM_WORLD_LOCAL_RANK": "0", "MASTER_ADDR": "n1"},
      Rendezvous(launcher="openmpi", rank=2, world_size=4, local_rank=0, master_addr="n1",
                 master_port=29500)),
+    ("MPICH's mpiexec (Hydra) -genv MASTER_ADDR",
+     {"PMI_RANK": "5", "PMI_SIZE": "8", "MPI_LOCALRANKID": "1", "MPI_LOCALNRANKS": "4",
+      "PMI_FD": "7", "MASTER_ADDR": "n2", "MASTER_PORT": "4100"},
+     Rendezvous(launcher="pmi", rank=5, world_size=8, local_rank=1, master_addr="n2",
+                master_port=4100)),
+    ("Cray PALS",
+     {"PMI_RANK": "3", "PMI_SIZE": "4", "PMI_LOCAL_RANK": "3", "PMI_LOCAL_SIZE": "4",
+      "MASTER_ADDR": "nid001"},
+     Rendezvous(launcher="pmi", rank=3, world_size=4, local_rank=3, master_addr="nid001",
+                master_port=29500)),
+    ("srun --mpi=pmix: Slurm's variables, PMIx's beside them",
+     {**SRUN, "PMIX_RANK": "3", "PMIX_NAMESPACE": "slurm.pmix.1234.0"},
+     Rendezvous(launcher="slurm", rank=3, world_size=4, local_rank=1, master_addr="gpu07",
+                master_port=slurm_port(1234, 0))),
 ]
 
 
@@ -48,6 +62,10 @@ ERRORS = [
      "RANK and WORLD_SIZE are set but not MASTER_ADDR, MASTER_PORT"),
     ("mpirun without MASTER_ADDR", {"OMPI_COMM_WORLD_RANK": "0", "OMPI_COMM_WORLD_SIZE": "2"},
      "MASTER_ADDR is not set (Open MPI names no rendezvous host)"),
+    ("mpiexec without MASTER_ADDR", {"PMI_RANK": "0", "PMI_SIZE": "2"},
+     "MASTER_ADDR is not set (PMI names no rendezvous host)"),
+    ("PMIx alone", {"PMIX_RANK": "0", "PMIX_NAMESPACE": "prterun-h-1@1"},
+     "PMIX_RANK is set but no launcher variable gives the job's size"),
     ("a rank that is no number", {**SRUN, "SLURM_PROCID": "x"}, 'SLURM_PROCID="x": not a number'),
     ("an empty node list", {**SRUN, "SLURM_STEP_NODELIST": ""},
      'SLURM_STEP_NODELIST="": no host in it'),

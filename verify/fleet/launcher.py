@@ -8,11 +8,17 @@ only where the expression is beyond the bracket syntax below):
     Slurm     srun: SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID; the first host of
               SLURM_STEP_NODELIST (else SLURM_JOB_NODELIST); the port derived from
               SLURM_JOB_ID and SLURM_STEP_ID (``slurm_port``), unless MASTER_ADDR/PORT are set
-    Open MPI  mpirun: OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_RANK;
-              MASTER_ADDR (and MASTER_PORT, default 29500) must be given (mpirun -x)
+    Open MPI  mpirun (and prterun, its PMIx launcher): OMPI_COMM_WORLD_RANK,
+              OMPI_COMM_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_RANK; MASTER_ADDR (and
+              MASTER_PORT, default 29500) must be given (mpirun -x)
+    PMI       MPICH's and Intel MPI's mpiexec (Hydra), Cray's PALS: PMI_RANK, PMI_SIZE,
+              MPI_LOCALRANKID (Hydra) or PMI_LOCAL_RANK (PALS); MASTER_ADDR as for Open MPI
 
 The variables torchrun sets win where they are set (torchrun inside an salloc), then Slurm's,
-then Open MPI's. Nothing set: a UsageError naming what each launcher would set.
+then Open MPI's, then PMI's. PMIx alone puts only a process's rank in its environment
+(PMIX_RANK, PMIX_NAMESPACE; the job's size is a PMIx query), so a rank that has only those is
+told which variables its launcher does set (srun --mpi=pmix sets Slurm's). Nothing set: a
+UsageError naming what each launcher would set.
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ SLURM_PORT_SPAN = 20000
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Rendezvous:
-    launcher: str           # "torchrun", "slurm", "openmpi"
+    launcher: str           # "torchrun", "slurm", "openmpi", "pmi"
     rank: int
     world_size: int
     local_rank: int
@@ -135,7 +141,27 @@ def rendezvous(environ: Mapping[str, str], *,
                           master_addr=env["MASTER_ADDR"],
                           master_port=number("MASTER_PORT") if "MASTER_PORT" in env
                           else DEFAULT_PORT)
+    if "PMI_RANK" in env and "PMI_SIZE" in env:
+        if "MASTER_ADDR" not in env:
+            raise UsageError("verify fleet under mpiexec: MASTER_ADDR is not set (PMI names no "
+                             "rendezvous host)",
+                             hint="mpiexec -genv MASTER_ADDR <host of rank 0> -genv MASTER_PORT "
+                             "29500 ... python -m verify fleet")
+        local = next((k for k in ("MPI_LOCALRANKID", "PMI_LOCAL_RANK") if k in env), None)
+        return Rendezvous(launcher="pmi", rank=number("PMI_RANK"),
+                          world_size=number("PMI_SIZE"),
+                          local_rank=number(local) if local else 0,
+                          master_addr=env["MASTER_ADDR"],
+                          master_port=number("MASTER_PORT") if "MASTER_PORT" in env
+                          else DEFAULT_PORT)
+    if "PMIX_RANK" in env:
+        raise UsageError("verify fleet under PMIx: PMIX_RANK is set but no launcher variable "
+                         "gives the job's size (PMIx keeps it behind a query)",
+                         hint="srun --mpi=pmix sets SLURM_PROCID/SLURM_NTASKS, prterun sets "
+                         "OMPI_COMM_WORLD_RANK/SIZE; or set RANK, WORLD_SIZE, MASTER_ADDR and "
+                         "MASTER_PORT as torchrun does")
     raise UsageError("verify fleet runs under a launcher: none of torchrun's RANK/WORLD_SIZE, "
-                     "Slurm's SLURM_PROCID/SLURM_NTASKS or Open MPI's OMPI_COMM_WORLD_RANK is set",
+                     "Slurm's SLURM_PROCID/SLURM_NTASKS, Open MPI's OMPI_COMM_WORLD_RANK or "
+                     "PMI's PMI_RANK/PMI_SIZE is set",
                      hint="torchrun --nproc-per-node N -m verify fleet --out fleet.json, or "
                      "srun -N NODES -n TASKS python -m verify fleet --out fleet.json")
