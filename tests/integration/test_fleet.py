@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from tests.fixtures.netns import free_port
 from verify.fleet.html import render_html
 from verify.fleet.report import analyse, cell_state
 
@@ -74,19 +75,13 @@ def test_injected_bit_flip_names_exactly_that_rank(tmp_path: Path) -> None:
     assert 'class="suspect"' in html and html.count('class="suspect"') == 1
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.slow
 def test_rank_with_other_thread_count_is_explained_not_faulty(tmp_path: Path) -> None:
     """Ranks launched by hand (as on separate nodes): rank 2 runs with OMP_NUM_THREADS=2.
 
     It lands in a class of its own; whatever it computes differently is attributed to the
     thread facts, and nobody is called faulty."""
-    port = str(_free_port())
+    port = str(free_port())
     out = tmp_path / "fleet.json"
     procs = []
     for rank in range(3):
@@ -227,7 +222,7 @@ def launch_by_hand(tmp: Path, n: int, *, env_of=lambda rank: {}, args: tuple[str
                    python: str = sys.executable, cwd: Path = ROOT,
                    base_env: dict[str, str] | None = None) -> tuple[list, dict]:
     """``n`` ranks started one by one (as on separate nodes); the report rank 0 wrote."""
-    port = str(_free_port())
+    port = str(free_port())
     out = tmp / "fleet.json"
     procs = []
     for rank in range(n):

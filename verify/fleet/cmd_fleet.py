@@ -30,8 +30,9 @@ def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
         help="every rank: facts, environment digest, workloads, collectives; rank 0 reports",
         description="Run under torchrun or a Kubernetes job (RANK, WORLD_SIZE, LOCAL_RANK, "
         "MASTER_ADDR, MASTER_PORT), srun alone (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID; rank "
-        "0's host is the step's first node, the port derived from the job and step ids) or "
-        "mpirun (OMPI_COMM_WORLD_*) or mpiexec/PALS (PMI_RANK, PMI_SIZE), with MASTER_ADDR given. Each rank runs the preflight, "
+        "0's host is the step's first node, the port derived from the job and step ids), "
+        "mpirun (OMPI_COMM_WORLD_*) or mpiexec/PALS (PMI_RANK, PMI_SIZE), with MASTER_ADDR "
+        "given. Each rank runs the preflight, "
         "then the verify-gpu suite on its own device (cuda:LOCAL_RANK, or the CPU) and an "
         "all_reduce/reduce_scatter "
         "workload (NCCL or gloo); rank 0 collects the results rank by rank with a deadline and "
