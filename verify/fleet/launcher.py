@@ -31,6 +31,16 @@ from dataclasses import dataclass
 from samebits.errors import UsageError
 
 DEFAULT_PORT = 29500
+# MPI launchers, which name no rendezvous host (MASTER_ADDR must be given): (launcher, its
+# program, who sets the variables, rank, size, the local rank's variables in order, how to
+# pass MASTER_ADDR)
+MPI_LAUNCHERS = (
+    ("openmpi", "mpirun", "Open MPI", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+     ("OMPI_COMM_WORLD_LOCAL_RANK",),
+     "mpirun -x MASTER_ADDR=<host of rank 0> -x MASTER_PORT=29500"),
+    ("pmi", "mpiexec", "PMI", "PMI_RANK", "PMI_SIZE", ("MPI_LOCALRANKID", "PMI_LOCAL_RANK"),
+     "mpiexec -genv MASTER_ADDR <host of rank 0> -genv MASTER_PORT 29500"),
+)
 # srun's ports: one per job step, in a range of unprivileged ports no common service uses
 SLURM_PORT_BASE = 20000
 SLURM_PORT_SPAN = 20000
@@ -128,32 +138,18 @@ def rendezvous(environ: Mapping[str, str], *,
                           world_size=number("SLURM_NTASKS"),
                           local_rank=number("SLURM_LOCALID") if "SLURM_LOCALID" in env else 0,
                           master_addr=addr, master_port=port)
-    if "OMPI_COMM_WORLD_RANK" in env and "OMPI_COMM_WORLD_SIZE" in env:
-        if "MASTER_ADDR" not in env:
-            raise UsageError("verify fleet under mpirun: MASTER_ADDR is not set (Open MPI "
-                             "names no rendezvous host)",
-                             hint="mpirun -x MASTER_ADDR=<host of rank 0> -x MASTER_PORT=29500 "
-                             "... python -m verify fleet")
-        return Rendezvous(launcher="openmpi", rank=number("OMPI_COMM_WORLD_RANK"),
-                          world_size=number("OMPI_COMM_WORLD_SIZE"),
-                          local_rank=number("OMPI_COMM_WORLD_LOCAL_RANK")
-                          if "OMPI_COMM_WORLD_LOCAL_RANK" in env else 0,
-                          master_addr=env["MASTER_ADDR"],
-                          master_port=number("MASTER_PORT") if "MASTER_PORT" in env
-                          else DEFAULT_PORT)
-    if "PMI_RANK" in env and "PMI_SIZE" in env:
-        if "MASTER_ADDR" not in env:
-            raise UsageError("verify fleet under mpiexec: MASTER_ADDR is not set (PMI names no "
-                             "rendezvous host)",
-                             hint="mpiexec -genv MASTER_ADDR <host of rank 0> -genv MASTER_PORT "
-                             "29500 ... python -m verify fleet")
-        local = next((k for k in ("MPI_LOCALRANKID", "PMI_LOCAL_RANK") if k in env), None)
-        return Rendezvous(launcher="pmi", rank=number("PMI_RANK"),
-                          world_size=number("PMI_SIZE"),
-                          local_rank=number(local) if local else 0,
-                          master_addr=env["MASTER_ADDR"],
-                          master_port=number("MASTER_PORT") if "MASTER_PORT" in env
-                          else DEFAULT_PORT)
+    for launcher, program, family, rank, size, locals_, hint in MPI_LAUNCHERS:
+        if rank in env and size in env:
+            if "MASTER_ADDR" not in env:
+                raise UsageError(f"verify fleet under {program}: MASTER_ADDR is not set "
+                                 f"({family} names no rendezvous host)",
+                                 hint=f"{hint} ... python -m verify fleet")
+            local = next((k for k in locals_ if k in env), None)
+            return Rendezvous(launcher=launcher, rank=number(rank), world_size=number(size),
+                              local_rank=number(local) if local else 0,
+                              master_addr=env["MASTER_ADDR"],
+                              master_port=number("MASTER_PORT") if "MASTER_PORT" in env
+                              else DEFAULT_PORT)
     if "PMIX_RANK" in env:
         raise UsageError("verify fleet under PMIx: PMIX_RANK is set but no launcher variable "
                          "gives the job's size (PMIx keeps it behind a query)",
