@@ -56,3 +56,15 @@ def test_every_module_imports(name: str) -> None:
     for module in modules:
         loaded = importlib.import_module(module)
         assert Path(loaded.__file__ or "").resolve().is_relative_to(where), module
+
+
+def test_install_names_resolve() -> None:
+    """``samebits.install`` imports its names when first asked for (``_FROM``): each of
+    ``__all__`` is one it can import, from the module the map names."""
+    import samebits.install as install
+
+    assert set(install.__all__) == {*install._FROM, "host_interpreter"}
+    for name in install.__all__:
+        value = getattr(install, name)
+        if name in install._FROM:
+            assert value is getattr(importlib.import_module(install._FROM[name]), name), name
