@@ -154,6 +154,7 @@ def run_install(args: argparse.Namespace, out: Output) -> int:
     from samebits.staging import staged_dir
     from verify.env.check import check_env
     from verify.env.envreport import report_json, report_text
+    from verify.env.pycheck import Handed
 
     if args.store and not args.from_nix:
         raise UsageError("--store goes with --from-nix")
@@ -190,9 +191,11 @@ def run_install(args: argparse.Namespace, out: Output) -> int:
         raise InputError(f"{where}: {exc.strerror or exc}",
                          hint=f"nothing was installed at {prefix}") from None
     with progress(f"verify env {prefix}", None):
+        bc = report.bytecode
+        handed = Handed(bc.identity, bc.verdicts) if bc is not None and bc.verdicts else None
         verdict = check_env(prefix, lockfile=env.path, platform=platform, cache=cache,
                             progress=progress, read=read, trust_seal=report.sealed_entries,
-                            loaded=env)
+                            loaded=env, handed=handed)
     broken = sorted(report.entries_of([f.path for f in verdict.findings
                                        if f.kind in REPAIR_KINDS and f.path]))
     for where in broken:  # a placed file differs from its record: its cache entry is bad
@@ -220,6 +223,10 @@ def run_install(args: argparse.Namespace, out: Output) -> int:
                      f"(Python {bc.version}): {bc.compiled:,} compiled, {bc.reused:,} from the "
                      f"cache" + (f", {len(bc.failed)} sources do not compile"
                                  if bc.failed else ""))
+        if verdict.bytecode is not None and verdict.bytecode.handed:
+            lines.append(f"             verify: {verdict.bytecode.handed:,} pycs proven by this "
+                         "install's compile (the checker's own comparison, made as each was "
+                         "written), not compiled again")
     lines.extend(report.lines())
     lines.extend(f"  note: {n}" for n in report.notes)
     if broken:

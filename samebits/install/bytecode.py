@@ -62,6 +62,7 @@ from samebits.install.interpreter import Interpreter, probe
 from samebits.install.place import Copy, Placer, one_copy_per_path, place_all
 from samebits.install.seal import CheckResult, sealed_of, write_seal
 from samebits.install.seal import check as check_seal
+from samebits.pycompare import SAME
 
 PYC_KIND = "samebits.pyc"
 RECIPE = ("samebits-pyc 2: checked-hash, optimize 0, marshal 2, PYTHONHASHSEED=0, "
@@ -73,6 +74,7 @@ import sys, os, json, marshal, importlib.util
 MAGIC = importlib.util.MAGIC_NUMBER
 FLAGS = (3).to_bytes(4, "little")
 import hashlib
+""" + SAME + r"""
 for line in sys.stdin:
     i, src, dfile, out = json.loads(line)
     try:
@@ -85,7 +87,14 @@ for line in sys.stdin:
         os.fchmod(fd, 0o444)
         with os.fdopen(fd, "wb") as f:
             f.write(pyc)
-        res = [i, "ok", hashlib.sha256(pyc).hexdigest(), len(pyc)]
+        # the verifier's check of these bytes (verify.env.pycheck), on the code just compiled
+        try:
+            body = marshal.loads(pyc[16:])
+            verdict = ("same" if type(body) is CODE and same(body, code) else "differs")
+        except Exception:
+            verdict = "unmarshal"
+        res = [i, "ok", hashlib.sha256(pyc).hexdigest(), len(pyc),
+               hashlib.sha256(data).hexdigest(), verdict + hash_head(pyc, data)]
     except Exception as exc:
         res = [i, "error", "%s: %s" % (type(exc).__name__, exc)]
     sys.stdout.write(json.dumps(res) + "\n")
@@ -114,6 +123,10 @@ class BytecodeReport:
     sources: dict[str, str] = field(default_factory=dict)   # placed pyc -> "pyc/<a>/<key>"
     entries: dict[str, Entry] = field(default_factory=dict)  # the pyc entries placed from
     checked: dict[str, CheckResult] = field(default_factory=dict)  # their seals' checks
+    identity: dict[str, str | None] = field(default_factory=dict)  # the compiling interpreter's
+    # per pyc compiled now: (source sha256, optimisation level, pyc sha256, verdict), the
+    # verifier's check of the bytes written (verify.env.pycheck), for the install's own verify
+    verdicts: tuple[tuple[str, int, str, str], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {"interpreter": self.interpreter, "version": self.version,
@@ -200,12 +213,14 @@ def compile_bytecode(stage: Path, final: str, python: str, groups: Sequence[Sour
         failed += entry.notes
         reused += len(entry.members)
     compiled = 0
+    verdicts: list[tuple[str, int, str, str]] = []
     if todo:
         total = sum(len(g.files) for _, g in todo)
         ctx = progress(f"compiling {total:,} Python files", total) if progress else None
         advance = ctx.__enter__() if ctx else None
         try:
-            made = _compile_groups(stage, str(stage / python), got, todo, folder, advance)
+            made = _compile_groups(stage, str(stage / python), got, todo, folder, advance,
+                                   verdicts)
         finally:
             if ctx:
                 ctx.__exit__(None, None, None)
@@ -220,14 +235,18 @@ def compile_bytecode(stage: Path, final: str, python: str, groups: Sequence[Sour
     place_all(one_copy_per_path(copies), str(stage), placer)
     return BytecodeReport(interpreter=where, version=got.version, compiled=compiled,
                           reused=reused, failed=tuple(sorted(failed)), sources=placed,
-                          entries=entries, checked=checked)
+                          entries=entries, checked=checked, identity=identity,
+                          verdicts=tuple(verdicts))
 
 
 def _compile_groups(stage: Path, python: str, interp: Interpreter,
                     todo: list[tuple[str, Sources]], folder: Path,
-                    advance: Callable[..., Any] | None) -> list[tuple[Entry, list[str]]]:
+                    advance: Callable[..., Any] | None,
+                    verdicts: list[tuple[str, int, str, str]]) -> list[tuple[Entry, list[str]]]:
     """Compile every group into a staged entry, seal it there (the worker hashed each pyc
-    as it wrote it, read-only) and publish it: (the entry, the sources that do not compile)."""
+    as it wrote it, read-only) and publish it: (the entry, the sources that do not compile).
+    ``verdicts`` gets, per pyc written, (source sha256, 0, pyc sha256, the checker's verdict
+    on those bytes, as the worker found it)."""
     tag = interp.cache_tag or ""
     identity = interp.identity()
     tmps: dict[str, Path] = {}
@@ -249,6 +268,7 @@ def _compile_groups(stage: Path, python: str, interp: Interpreter,
                     continue
                 if res[1] == "ok":
                     files.append((pyc_path(rel, tag), res[2], res[3]))
+                    verdicts.append((res[4], 0, res[2], res[5]))
                 else:
                     bad.append(f"{rel}: {res[2]}")
             tmp = tmps.pop(key)

@@ -200,7 +200,7 @@ def make_dirs(paths: Iterable[str]) -> None:
         while d and d not in wanted:
             wanted.add(d)
             d = os.path.dirname(d)
-    for d in sorted(wanted, key=lambda p: (p.count("/"), p)):
+    for d in sorted(wanted):  # a parent sorts before its children: depth first
         try:
             os.mkdir(d)
         except FileExistsError:

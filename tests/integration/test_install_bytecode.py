@@ -181,3 +181,68 @@ def test_a_damaged_pyc_entry_is_compiled_again(tmp_path: Path) -> None:
         f.write(bytes([last[0] ^ 1]))
     os.chmod(util, 0o444)
     assert install("e").compiled == 2
+
+
+def _verify_side(prefix: Path):
+    """The prefix as ``verify env`` sees it: its manifest (with the base interpreter's binary
+    and libpython, not its whole stdlib), the interpreter's identity and its probe."""
+    from verify.env.interpreter import identity, locate, probe
+    from verify.env.manifest import build_manifest
+    from verify.env.scaffold import read_pyvenv_cfg
+
+    loc = locate(prefix, "venv", read_pyvenv_cfg(prefix))
+    manifest = build_manifest(prefix, outside=tuple(p for p in (loc.binary, loc.libpython) if p))
+    found = probe(loc.executable)
+    return manifest, identity(manifest, loc, found), found, loc.executable
+
+
+def test_the_install_hands_its_verdicts_to_its_verify(tmp_path: Path) -> None:
+    """Each pyc the install compiles comes with the checker's verdict on the bytes written
+    (``same hash-ok``); the verify takes them for its own interpreter only, they are exactly
+    what the checker answers on a cache of its own, and a pyc changed after the install is
+    compiled and found."""
+    from verify.env.bytecode import check_bytecode
+    from verify.env.pycheck import Handed, run_checker
+
+    env = bc_lock(tmp_path)
+    prefix = tmp_path / "env"
+    report = install_prefix(env, "linux-64", prefix, final=str(prefix), cache=tmp_path / "cache",
+                            interpreter=sys.executable, bytecode=True,
+                            sources=Sources(file_roots=(tmp_path,)))
+    bc = report.bytecode
+    assert sorted(v for *_, v in bc.verdicts) == ["same hash-ok", "same hash-ok"]
+    calls: list[int] = []
+
+    def runner(executable, batch):
+        calls.append(len(batch))
+        return run_checker(executable, batch)
+
+    def check(folder: str, handed):
+        manifest, ident, found, exe = _verify_side(prefix)
+        return check_bytecode(manifest, executable=exe, runs=True, cache_tag=found.cache_tag,
+                              magic=found.magic, ident=ident, cache=tmp_path / folder,
+                              handed=handed, runner=runner)
+
+    got = check("v1", Handed(bc.identity, bc.verdicts))
+    assert (got.checked, got.handed, got.compiled, got.findings, calls) == (2, 2, 0, (), [])
+    fresh = check("v2", None)  # the checker itself, nothing handed
+    assert (fresh.checked, fresh.handed, fresh.compiled, calls) == (2, 0, 2, [2])
+    lines = [sorted((tmp_path / v / "bytecode").glob("*.v2")) for v in ("v1", "v2")]
+    assert [p.name for p in lines[0]] == [p.name for p in lines[1]]  # one interpreter key
+    assert sorted(lines[0][0].read_text().splitlines()) == \
+        sorted(lines[1][0].read_text().splitlines())
+    other = Handed({**bc.identity, "binary_sha256": "0" * 64}, bc.verdicts)
+    calls.clear()
+    assert (check("v3", other).handed, calls) == (0, [2])  # another interpreter's: not taken
+
+    # a pyc replaced after the install (header valid for its source, another body)
+    rel = f"lib/python{LINE}/site-packages/bc/__pycache__/util.{TAG}.pyc"
+    head = (prefix / rel).read_bytes()[:16]
+    code = compile("def twice(x):\n    return 3 * x\n", "util.py", "exec")
+    (prefix / rel).unlink()
+    (prefix / rel).write_bytes(head + marshal.dumps(code, 2))
+    calls.clear()
+    after = check("v4", Handed(bc.identity, bc.verdicts))
+    assert (after.handed, calls) == (1, [1])
+    assert [(f.path, f.detail) for f in after.findings] == [
+        (rel, f"differs from a fresh compile of lib/python{LINE}/site-packages/bc/util.py")]

@@ -32,7 +32,6 @@ interpreter process per core.
 
 from __future__ import annotations
 
-import hashlib
 import math
 import os
 import posixpath
@@ -46,7 +45,16 @@ from typing import Any, NamedTuple
 
 from verify.env.drift import Finding
 from verify.env.manifest import Entry, Manifest
-from verify.env.pycheck import Runner, VerdictCache, interpreter_key, run_checker
+from verify.env.pycheck import (
+    VERDICTS,
+    Handed,
+    Runner,
+    VerdictCache,
+    compiler_key,
+    interpreter_key,
+    run_checker,
+    verdict_key,
+)
 
 MAX_LISTED = 20
 _PYC = re.compile(r"^(?P<dir>(?:.*/)?)__pycache__/(?P<mod>[^/.]+)\.(?P<tag>[^/.]+)"
@@ -75,6 +83,7 @@ class BytecodeReport:
     findings: tuple[Finding, ...] = ()
     cache: str | None = None
     problem: str | None = None     # why some could not be checked
+    handed: int = 0                # of the checked, decided by the install's own compile
 
     def to_json(self) -> dict[str, Any]:
         # not "compiled": how much the cache held is not a fact about the environment, and
@@ -169,20 +178,22 @@ def timestamp_valid(pyc: Entry, source: Entry) -> bool | None:
 
 
 def task_key(t: Task) -> str | None:
-    """What a verdict depends on besides the interpreter: the two files' bytes and the
-    optimisation level (not their paths: a compile's result does not depend on the name it
-    is given but for ``co_filename``, which the check ignores). None when a file could not
-    be hashed: such a verdict is never remembered."""
+    """``verdict_key`` of the task; None when a file could not be hashed: such a verdict is
+    never remembered."""
     if not t.source.sha256 or not t.pyc.sha256:
         return None
-    text = "\0".join((t.source.sha256, str(t.opt), t.pyc.sha256))
-    return hashlib.sha256(text.encode()).hexdigest()
+    return verdict_key(t.source.sha256, t.opt, t.pyc.sha256)
 
 
 def check_bytecode(manifest: Manifest, *, executable: str | None, runs: bool,
                    cache_tag: str | None, magic: bytes | None, ident: Mapping[str, Any],
                    cache: Path | None, jobs: int = 1, progress: Any = None,
-                   runner: Runner = run_checker) -> BytecodeReport:
+                   runner: Runner = run_checker, handed: Handed | None = None
+                   ) -> BytecodeReport:
+    """Every pyc Python would load against its source (module docstring). ``handed``: the
+    verdicts of the install that compiled these pycs a moment ago (``samebits install``'s own
+    verify), used when they are of this very interpreter (the same ``interpreter_key``) and
+    remembered like the verifier's own."""
     tasks, stale, other, orphans, by_record, findings = tasks_of(manifest, cache_tag, magic)
     if not runs or executable is None:
         return BytecodeReport(interpreter_runs=False, unchecked=len(tasks), stale=tuple(stale),
@@ -191,8 +202,18 @@ def check_bytecode(manifest: Manifest, *, executable: str | None, runs: bool,
                               problem="the environment's interpreter does not run here")
     folder = cache / "bytecode" if cache else None
     vc = VerdictCache(folder, interpreter_key(ident, magic))
+    given: dict[str, str] = {}
+    if handed is not None and compiler_key(handed.identity) == interpreter_key(ident, magic):
+        given = {verdict_key(src, opt, pyc): v for src, opt, pyc, v in handed.verdicts
+                 if v.split(" ")[0] in VERDICTS}
     keys = [task_key(t) for t in tasks]
     verdicts: list[str | None] = [vc.known.get(k) if k else None for k in keys]
+    taken = {k: given[k] for k, v in zip(keys, verdicts, strict=True)
+             if v is None and k is not None and k in given}
+    if taken:
+        verdicts = [v if v is not None or k is None else taken.get(k)
+                    for k, v in zip(keys, verdicts, strict=True)]
+        vc.add(taken)
     todo = [i for i, v in enumerate(verdicts) if v is None]
     problem = None
     if todo:
@@ -227,7 +248,8 @@ def check_bytecode(manifest: Manifest, *, executable: str | None, runs: bool,
                           stale=tuple(sorted(stale)), other=tuple(sorted(other)),
                           orphans=orphans, by_record=by_record, unchecked=unchecked,
                           findings=tuple(sorted(findings, key=Finding.sort_key)),
-                          cache=str(vc.file) if vc.file else None, problem=problem)
+                          cache=str(vc.file) if vc.file else None, problem=problem,
+                          handed=sum(1 for k in keys if k in taken))
 
 
 def _compile_all(manifest: Manifest, tasks: list[Task], todo: list[int],

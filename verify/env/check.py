@@ -21,6 +21,7 @@ from samebits.lock.read import ReadOptions
 if TYPE_CHECKING:
     from samebits.lock.read import LockedEnv
     from verify.env.envreport import EnvReport
+    from verify.env.pycheck import Handed
 
 
 def check_env(prefix: Path, *, lockfile: Path | None = None, platform: str | None = None,
@@ -28,13 +29,15 @@ def check_env(prefix: Path, *, lockfile: Path | None = None, platform: str | Non
               bytecode: bool = True, cache: Path | None = None,
               progress: Any = None, read: ReadOptions | None = None,
               coverage: bool = True, trust_seal: bool | Collection[str] = False,
-              loaded: LockedEnv | None = None) -> EnvReport:
+              loaded: LockedEnv | None = None, handed: Handed | None = None) -> EnvReport:
     """Everything ``verify env`` checks, as an ``EnvReport`` (also ``samebits audit``'s API).
     ``read`` says how to read a lockfile of another format (converted on read).
     ``trust_seal``: prove sealed cache inodes by a stat (``verify.env.sealproof``): True for
     the entries the prefix's records name, or the keys of the entries to trust.
     ``loaded``: ``lockfile`` as the caller has already read it (install: the lock it placed
-    from); used when it is a conda-lock file, whose reading takes no options."""
+    from); used when it is a conda-lock file, whose reading takes no options.
+    ``handed``: the bytecode verdicts of the install that compiled the prefix's pycs a moment
+    ago (``verify.env.bytecode.check_bytecode``)."""
     from samebits.install import default_cache_dir
     from samebits.lock.read import load_lock
     from verify.env import sealproof
@@ -99,7 +102,8 @@ def check_env(prefix: Path, *, lockfile: Path | None = None, platform: str | Non
         bc = check_bytecode(manifest, executable=loc.executable, runs=found is not None,
                             cache_tag=found.cache_tag if found else None,
                             magic=found.magic if found else None, ident=interpreter,
-                            cache=cache, jobs=jobs or default_jobs(), progress=progress)
+                            cache=cache, jobs=jobs or default_jobs(), progress=progress,
+                            handed=handed)
         groups.append(list(bc.findings))
         if bc.unchecked:
             why = bc.problem or "the interpreter did not answer"

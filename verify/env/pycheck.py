@@ -22,50 +22,17 @@ import os
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from samebits.childenv import child_environ
+from samebits.pycompare import SAME
 
 CACHE_VERSION = 2  # 2: keys without the pyc's path
 CHECK_TIMEOUT = 3600.0
 
 CHECKER = r"""
-import sys, marshal, _imp
-E = sys.modules['_frozen_importlib_external']
-CODE = type(compile('', '', 'exec'))
-ATTRS = ('co_argcount', 'co_posonlyargcount', 'co_kwonlyargcount', 'co_flags',
-         'co_firstlineno', 'co_stacksize', 'co_code', 'co_names', 'co_varnames',
-         'co_freevars', 'co_cellvars', 'co_name', 'co_qualname', 'co_linetable',
-         'co_lnotab', 'co_exceptiontable')
-def key(x):
-    t = type(x)
-    if t is float:
-        return ('f', x.hex())
-    if t is complex:
-        return ('c', x.real.hex(), x.imag.hex())
-    if t is tuple:
-        return ('t', tuple(key(y) for y in x))
-    if t is frozenset:
-        return ('s', frozenset(key(y) for y in x))
-    if t is CODE:
-        return ('k', id(x))
-    return (t.__name__, x)
-def same(a, b):
-    if a == b and getattr(a, 'co_qualname', 0) == getattr(b, 'co_qualname', 0):
-        codes = [(x, y) for x, y in zip(a.co_consts, b.co_consts) if type(x) is CODE]
-        return all(same(x, y) for x, y in codes)
-    for name in ATTRS:  # == says no: NaN constants are never equal to themselves
-        if getattr(a, name, None) != getattr(b, name, None):
-            return False
-    if len(a.co_consts) != len(b.co_consts):
-        return False
-    for x, y in zip(a.co_consts, b.co_consts):
-        if type(x) is CODE or type(y) is CODE:
-            if type(x) is not type(y) or not same(x, y):
-                return False
-        elif key(x) != key(y):
-            return False
-    return True
+import sys, marshal
+""" + SAME + r"""
 out = []
 for i, (pyc, src, opt) in enumerate(marshal.loads(sys.stdin.buffer.read())):
     try:
@@ -76,10 +43,7 @@ for i, (pyc, src, opt) in enumerate(marshal.loads(sys.stdin.buffer.read())):
     except OSError:
         out.append('%d unreadable' % i)
         continue
-    head = ''
-    if int.from_bytes(data[4:8], 'little') & 1:
-        ok = data[8:16] == _imp.source_hash(E._RAW_MAGIC_NUMBER, source)
-        head = ' hash-ok' if ok else ' hash-stale'
+    head = hash_head(data, source)
     try:
         code = marshal.loads(data[16:])
         if type(code) is not CODE:
@@ -96,6 +60,15 @@ for i, (pyc, src, opt) in enumerate(marshal.loads(sys.stdin.buffer.read())):
 sys.stdout.write('\n'.join(out) + '\nend\n')
 """
 VERDICTS = frozenset({"same", "differs", "unmarshal", "nocompile", "unreadable"})
+
+
+class Handed(NamedTuple):
+    """Verdicts from the compile of ``samebits install`` (``samebits.install.bytecode``): the
+    compiling interpreter's ``Interpreter.identity()`` and, per pyc it wrote, (source sha256,
+    optimisation level, pyc sha256, verdict), each the checker's own answer for those bytes."""
+
+    identity: Mapping[str, Any]
+    verdicts: Sequence[tuple[str, int, str, str]]
 
 
 class VerdictCache:
@@ -135,6 +108,25 @@ def interpreter_key(ident: Mapping[str, Any], magic: bytes | None) -> str:
     parts = (ident.get("sha256") or "-", lib.get("sha256") or "-", ident.get("version") or "-",
              ident.get("cache_tag") or "-", magic.hex() if magic else "-")
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()
+
+
+def compiler_key(identity: Mapping[str, Any]) -> str | None:
+    """``interpreter_key`` of the interpreter ``samebits install`` compiled with, from its
+    ``Interpreter.identity()``; None when a part is unknown (no verdict is then handed on)."""
+    binary, magic = identity.get("binary_sha256"), identity.get("magic")
+    if not binary or not magic or not identity.get("version") or not identity.get("cache_tag"):
+        return None
+    lib = identity.get("libpython_sha256")
+    return interpreter_key({"sha256": binary, "libpython": {"sha256": lib} if lib else None,
+                            "version": identity["version"],
+                            "cache_tag": identity["cache_tag"]}, bytes.fromhex(magic))
+
+
+def verdict_key(source_sha256: str, opt: int, pyc_sha256: str) -> str:
+    """What a verdict depends on besides the interpreter: the two files' bytes and the
+    optimisation level (not their paths: a compile's result does not depend on the name it
+    is given but for ``co_filename``, which the check ignores)."""
+    return hashlib.sha256("\0".join((source_sha256, str(opt), pyc_sha256)).encode()).hexdigest()
 
 
 Runner = Callable[[str, Sequence[tuple[bytes, bytes, int]]], list[str] | str]
