@@ -21,6 +21,8 @@
 
 from __future__ import annotations
 
+import time
+
 import nox
 
 nox.options.reuse_existing_virtualenvs = True
@@ -260,6 +262,20 @@ def bench(session: nox.Session) -> None:
     """Benchmarks side by side with their baselines; name one to run it alone."""
     install_cpu_torch(session)
     session.install("-e", ".[test]")
+    # the timed commands start as a user's do, from compiled bytecode: pip compiles what it
+    # installs, uv and an editable checkout do not, and where PYTHONDONTWRITEBYTECODE is set
+    # (some CI machines, this project's among them) each timed process would compile every
+    # module it imports again (about 0.3 s a start); untimed, a no-op once done
+    purelib = session.run_install("python", "-c",
+                                  "import sysconfig; print(sysconfig.get_path('purelib'))",
+                                  silent=True).strip()
+    t0 = time.monotonic()
+    session.run_install("python", "-m", "compileall", "-q", "-j", "0", purelib, "samebits",
+                        "samebits_app", "verify", "tests", silent=True,
+                        # 1: a file written for another Python (torch has some) does not
+                        # compile, which pip's own compile step lets be too
+                        success_codes=[0, 1])
+    session.log(f"bytecode of the bench's Python compiled (untimed): {time.monotonic() - t0:.1f} s")
     session.run("python", "-m", "tests.bench", *session.posargs)
 
 

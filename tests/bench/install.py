@@ -10,6 +10,9 @@ untimed round fills both caches (the first run downloads about 3 GB from PyPI fo
               -r containers/cpu/linux-64.requirements.txt --python V/bin/python
               (warm uv cache; uv hardlinks from it on this kind of filesystem, compiles no
               bytecode and verifies nothing after installing)
+    uv+pyc    the same with --compile-bytecode (uv keeps no compiled bytecode in its cache:
+              every run compiles every source again), for reference: the work closest to
+              ours that uv does; no goal is measured against it
     ours      samebits install cpu --target P --cache-dir C --json: the default link mode
               (reflink where the filesystem clones, else hardlinks to the sealed cache), with
               its verify env (links proven by a stat against the seal, everything else hashed)
@@ -106,14 +109,15 @@ def run_ours(lock: Path, prefix: Path, cache: Path, python: str, *extra: str
     return seconds, cpu, json.loads(out)
 
 
-def run_uv(requirements: Path, venv: Path, python: str, uv_cache: Path) -> tuple[float, float]:
+def run_uv(requirements: Path, venv: Path, python: str, uv_cache: Path, *extra: str
+           ) -> tuple[float, float]:
     _clear(venv)
     uv = _uv()
     env = {**os.environ, "UV_CACHE_DIR": str(uv_cache)}
     total = cpu = 0.0
     for cmd in ([uv, "venv", "--quiet", str(venv), "--python", python],
                 [uv, "pip", "install", "--quiet", "--require-hashes", "--no-deps", "-r",
-                 str(requirements), "--python", str(venv / "bin" / "python")]):
+                 str(requirements), "--python", str(venv / "bin" / "python"), *extra]):
         seconds, used, _ = timed(cmd, env)
         total, cpu = total + seconds, cpu + used
     return total, cpu
@@ -157,7 +161,7 @@ def main(argv: list[str]) -> int:
           flush=True)
     run_ours(lock, prefix, cache, python)
     run_uv(requirements, venv, python, uv_cache)
-    kinds = ("uv", "ours", "copy", "cold ours", "cold uv")
+    kinds = ("uv", "uv+pyc", "ours", "copy", "cold ours", "cold uv")
     times: dict[str, list[float]] = {k: [] for k in kinds}
     cpus: dict[str, list[float]] = {k: [] for k in kinds}
     loads: dict[str, list[float]] = {k: [] for k in kinds}
@@ -175,6 +179,9 @@ def main(argv: list[str]) -> int:
         before = load()
         seconds, cpu = run_uv(requirements, venv, python, uv_cache)
         record("uv", seconds, cpu, before)
+        before = load()
+        seconds, cpu = run_uv(requirements, venv, python, uv_cache, "--compile-bytecode")
+        record("uv+pyc", seconds, cpu, before)
         for kind, extra in (("ours", ()), ("copy", ("--link-mode", "copy"))):
             before = load()
             seconds, cpu, doc = run_ours(lock, prefix, cache, python, *extra)
@@ -199,6 +206,8 @@ def main(argv: list[str]) -> int:
           f"cold, on {cores} cores:")
     labels = {"uv": "uv venv + uv pip install --require-hashes --no-deps, warm (hardlinks, "
                     "no bytecode, no verify)",
+              "uv+pyc": "the same with --compile-bytecode (every source compiled again; "
+                        "no verify), for reference",
               "ours": "samebits install, default link mode, its verify env included",
               "copy": "samebits install --link-mode copy, its verify env included",
               "cold ours": "samebits install, empty cache",
@@ -213,6 +222,9 @@ def main(argv: list[str]) -> int:
         goals.append(ratio <= GOAL_WARM)
         print(f"  ratio  ours / uv warm {ratio:.2f}x (goal <= {GOAL_WARM:g}x): "
               f"{'met' if ratio <= GOAL_WARM else 'NOT met'}")
+    if "uv+pyc" in med and "ours" in med:
+        print(f"  ratio  ours / uv+pyc warm {med['ours'] / med['uv+pyc']:.2f}x (for reference, "
+              "no goal: both write bytecode, ours also verifies)")
     if "copy" in med:
         goals.append(med["copy"] <= COPY_BEFORE_SECONDS)
         print(f"  copy   {med['copy']:.2f} s against {COPY_BEFORE_SECONDS:g} s before issue 26 "
