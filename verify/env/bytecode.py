@@ -208,11 +208,13 @@ def check_bytecode(manifest: Manifest, *, executable: str | None, runs: bool,
                  if v.split(" ")[0] in VERDICTS}
     keys = [task_key(t) for t in tasks]
     verdicts: list[str | None] = [vc.known.get(k) if k else None for k in keys]
-    taken = {k: given[k] for k, v in zip(keys, verdicts, strict=True)
-             if v is None and k is not None and k in given}
+    taken: dict[str, str] = {}      # what the install decided that the cache did not hold
+    handed_count = 0
+    for i, k in enumerate(keys):
+        if verdicts[i] is None and k is not None and k in given:
+            verdicts[i] = taken[k] = given[k]
+            handed_count += 1
     if taken:
-        verdicts = [v if v is not None or k is None else taken.get(k)
-                    for k, v in zip(keys, verdicts, strict=True)]
         vc.add(taken)
     todo = [i for i, v in enumerate(verdicts) if v is None]
     problem = None
@@ -249,7 +251,7 @@ def check_bytecode(manifest: Manifest, *, executable: str | None, runs: bool,
                           orphans=orphans, by_record=by_record, unchecked=unchecked,
                           findings=tuple(sorted(findings, key=Finding.sort_key)),
                           cache=str(vc.file) if vc.file else None, problem=problem,
-                          handed=sum(1 for k in keys if k in taken))
+                          handed=handed_count)
 
 
 def _compile_all(manifest: Manifest, tasks: list[Task], todo: list[int],

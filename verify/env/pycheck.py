@@ -103,11 +103,16 @@ class VerdictCache:
             pass  # a read-only cache: the next run compiles again
 
 
+def _key(binary: str | None, libpython: str | None, version: str | None,
+         cache_tag: str | None, magic_hex: str | None) -> str:
+    parts = (binary, libpython, version, cache_tag, magic_hex)
+    return hashlib.sha256("\0".join(p or "-" for p in parts).encode()).hexdigest()
+
+
 def interpreter_key(ident: Mapping[str, Any], magic: bytes | None) -> str:
     lib = ident.get("libpython") or {}
-    parts = (ident.get("sha256") or "-", lib.get("sha256") or "-", ident.get("version") or "-",
-             ident.get("cache_tag") or "-", magic.hex() if magic else "-")
-    return hashlib.sha256("\0".join(parts).encode()).hexdigest()
+    return _key(ident.get("sha256"), lib.get("sha256"), ident.get("version"),
+                ident.get("cache_tag"), magic.hex() if magic else None)
 
 
 def compiler_key(identity: Mapping[str, Any]) -> str | None:
@@ -116,10 +121,8 @@ def compiler_key(identity: Mapping[str, Any]) -> str | None:
     binary, magic = identity.get("binary_sha256"), identity.get("magic")
     if not binary or not magic or not identity.get("version") or not identity.get("cache_tag"):
         return None
-    lib = identity.get("libpython_sha256")
-    return interpreter_key({"sha256": binary, "libpython": {"sha256": lib} if lib else None,
-                            "version": identity["version"],
-                            "cache_tag": identity["cache_tag"]}, bytes.fromhex(magic))
+    return _key(binary, identity.get("libpython_sha256"), identity["version"],
+                identity["cache_tag"], bytes.fromhex(magic).hex())
 
 
 def verdict_key(source_sha256: str, opt: int, pyc_sha256: str) -> str:
