@@ -17,25 +17,26 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+
+from tests.unit.test_package import ROOT
 
 pytestmark = pytest.mark.skipif(
     sys.implementation.name != "cpython" or sys.version_info >= (3, 12),
     reason="CPython >= 3.12 has no process-wide settrace guard to race")
 
 PROBE = r"""
-import importlib, pkgutil, sys, threading
+import importlib, sys, threading
+from pathlib import Path
 mode = sys.argv[1]
 if mode == "samebits":  # every module of the three packages, so every dependency they import
-    for name in ("samebits", "verify", "samebits_app"):
-        package = importlib.import_module(name)
-        for info in pkgutil.walk_packages(package.__path__, name + "."):
-            if not info.name.endswith(".__main__"):  # a __main__ runs its command
-                importlib.import_module(info.name)
+    from tests.unit.test_package import PACKAGES, _modules
+    for name in PACKAGES:
+        for module in _modules(name):
+            importlib.import_module(module)
     from samebits.lock.model import parse_lock, validate_lock  # conda-lock, imported when used
-    validate_lock(parse_lock(__import__("pathlib").Path(sys.argv[3])))
+    validate_lock(parse_lock(Path(sys.argv[3])))
     assert "conda_lock" in sys.modules
     import coverage, hypothesis, pytest, virtualenv, xdist  # what a test worker loads besides
 else:
@@ -63,11 +64,13 @@ print(len(died), sorted(set(died))[:1])
 
 
 def _died(mode: str, rounds: int) -> tuple[int, str]:
-    lock = Path(__file__).resolve().parents[2] / "lockfiles" / "cpu.conda-lock.yml"
-    out = subprocess.run([sys.executable, "-c", PROBE, mode, str(rounds), str(lock)],
-                         capture_output=True, text=True, timeout=300, check=True).stdout
-    out = out.split(" ", 1)
-    return int(out[0]), out[1].strip()
+    """Threads that died in ``rounds`` rounds, and the first error; run from the checkout's
+    root, so that the probe walks the modules with test_package's own walk."""
+    lock = ROOT / "lockfiles" / "cpu.conda-lock.yml"
+    count, first = subprocess.run(
+        [sys.executable, "-c", PROBE, mode, str(rounds), str(lock)], cwd=ROOT,
+        capture_output=True, text=True, timeout=300, check=True).stdout.split(" ", 1)
+    return int(count), first.strip()
 
 
 def test_the_probe_finds_the_race_a_python_audit_hook_opens() -> None:
