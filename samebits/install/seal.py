@@ -165,8 +165,12 @@ def write_seal(root: Path, key: str, manifest_sha256: str, files: Mapping[str, S
     """seal.json, then its digest (the caller holds the exclusive lock, or the entry is not
     published yet)."""
     data = seal_bytes(key, manifest_sha256, files)
+    digest = hashlib.sha256(data).hexdigest()
     _replace(root / SEAL, data)
-    _replace(root / SEAL_DIGEST, (hashlib.sha256(data).hexdigest() + "\n").encode())
+    _replace(root / SEAL_DIGEST, (digest + "\n").encode())
+    # what these bytes parse to is known: the next read of them (this install's verify)
+    # still reads and hashes them, and parses them only if they are other bytes
+    _remember(Seal(root=root, key=key, manifest=manifest_sha256, files=dict(files)), digest)
 
 
 def read_seal(root: Path, key: str, manifest_sha256: str | None = None) -> Seal | None:
@@ -207,10 +211,14 @@ def read_seal(root: Path, key: str, manifest_sha256: str | None = None) -> Seal 
         raise SealProblem(f"{SEAL} seals manifest {manifest}, manifest.json is "
                           f"{manifest_sha256}")
     seal = Seal(root=root, key=key, manifest=manifest, files=files)
+    _remember(seal, got)
+    return seal
+
+
+def _remember(seal: Seal, digest: str) -> None:
     if len(_PARSED) >= PARSED_KEPT:
         _PARSED.clear()
-    _PARSED[(str(root), got)] = seal
-    return seal
+    _PARSED[(str(seal.root), digest)] = seal
 
 
 # Seals parsed in this process, by (entry root, sha256 of the seal's bytes): an install reads

@@ -266,6 +266,27 @@ def test_the_seal_is_byte_stable(tmp_path: Path) -> None:
     assert (entry.root / SEAL).read_bytes() == first
 
 
+def test_a_seal_just_written_reads_back_as_its_bytes_parse(tmp_path: Path) -> None:
+    """write_seal keeps what it wrote, so this install's verify does not parse it again:
+    what it hands back is what parsing the bytes on disk gives, and other bytes on disk
+    (the seal rewritten by someone else, digest and all) are parsed, not taken from memory."""
+    from samebits.install import seal as sealmod
+
+    cache, entry = _entry(tmp_path)
+    os.link(entry.tree / "alpha/data.bin", tmp_path / "x")
+    reseal(entry, ["alpha/data.bin"])  # written now, with the new link count
+    kept = read_seal(entry.root, entry.key, entry.manifest_sha256)
+    sealmod._PARSED.clear()
+    parsed = read_seal(entry.root, entry.key, entry.manifest_sha256)
+    assert kept == parsed and kept.files["alpha/data.bin"].nlink == 2
+    other = dict(parsed.files)
+    other["alpha/data.bin"] = other["alpha/data.bin"]._replace(size=1)
+    data = seal_bytes(entry.key, parsed.manifest, other)
+    (entry.root / SEAL).write_bytes(data)
+    (entry.root / SEAL_DIGEST).write_text(hashlib.sha256(data).hexdigest() + "\n")
+    assert read_seal(entry.root, entry.key, entry.manifest_sha256).files == other
+
+
 def test_seal_index_vouches_only_for_sealed_unchanged_inodes(tmp_path: Path) -> None:
     cache, entry = _entry(tmp_path)
     index = SealIndex.load(cache, [entry.key, "0" * 64])

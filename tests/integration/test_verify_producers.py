@@ -406,6 +406,32 @@ def test_dpkg_records_own_the_stdlib_and_its_start_up_links(tmp_path: Path) -> N
         "/usr/lib/python3.11/sitecustomize.py": ("deb:libpython3.11-minimal", None, "md5")}
 
 
+@pytest.mark.skipif(not (DEBIAN_PYTHON.exists() and Path("/var/lib/dpkg/info").is_dir()),
+                    reason=f"needs Debian's python{LINE} (apt-get install python{LINE}-venv)")
+def test_dpkg_records_agree_with_dpkg_itself() -> None:
+    """On the real dpkg database: each stdlib file dpkg_records names is owned by the package
+    `dpkg -S` names, with the md5 of its bytes (it reads only the packages whose .list names
+    the stdlib, so a package it skipped would show here as a file with no owner)."""
+    from verify.env.interpreter import Located
+    from verify.env.startup import dpkg_records
+
+    stdlib = f"/usr/lib/python{LINE}"
+    loc = Located(executable=str(DEBIAN_PYTHON), stdlib=stdlib, base_prefix="/usr",
+                  line=LINE, inside=False)
+    got = dpkg_records(loc)
+    files = sorted(p for p, (_, md5, _) in got.items() if md5 and os.path.isfile(p))
+    assert len(files) > 100
+    sample = [*files[:: max(1, len(files) // 40)], f"{stdlib}/os.py"]
+    owners = subprocess.run(["dpkg", "-S", *sample], capture_output=True, text=True,
+                            check=True, timeout=120).stdout.splitlines()
+    by_path = {line.split(": ", 1)[1]: line.split(": ", 1)[0].split(":")[0]
+               for line in owners}
+    for path in sample:
+        pkg, md5, algo = got[path]
+        assert (pkg, algo) == (f"deb:{by_path[path]}", "md5"), path
+        assert hashlib.md5(Path(path).read_bytes()).hexdigest() == md5, path
+
+
 def test_venv_with_copies_runs_on_its_base_and_a_changed_copy_is_caught(
         base_python: Path, tmp_path: Path, vcache: Path) -> None:
     """python -m venv --copies: bin/python is the base's binary, byte for byte; another

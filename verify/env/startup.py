@@ -101,23 +101,44 @@ def base_records(loc: Located) -> dict[str, tuple[str, str | None, str]]:
 
 
 def dpkg_records(loc: Located, root: str = "/") -> dict[str, tuple[str, str | None, str]]:
-    """Debian: which package owns the base interpreter's start-up files, with their md5."""
+    """Debian: which package owns the base interpreter's start-up files, with their md5.
+
+    dpkg keeps, per package, ``<pkg>.list`` (every path it installed) and ``<pkg>.md5sums``
+    (the md5 of each regular file of them, conffiles aside): a path is in a package's md5sums
+    only if it is in its list. So each list is read first, as bytes (no decoding of the ~30 MB
+    that never name the stdlib), and a package's md5sums only when its list names the stdlib
+    (or it has no list); what is read is decoded as before."""
     info = os.path.join(root, "var/lib/dpkg/info")
     if not loc.stdlib or not os.path.isdir(info):
         return {}
     want = (loc.stdlib.lstrip("/") + "/", (zip_path(loc) or "-").lstrip("/"))
-    out: dict[str, tuple[str, str | None, str]] = {}
-    for name in sorted(os.listdir(info)):
-        if not name.endswith((".md5sums", ".list")):
+    needles = tuple(os.fsencode(w) for w in want)
+    names = sorted(os.listdir(info))
+    listed = {n[:-len(".list")] for n in names if n.endswith(".list")}
+    naming: set[str] = set()  # packages whose .list names the stdlib
+    texts: dict[str, bytes] = {}
+    for name in names:
+        if name.endswith(".list"):
+            stem = name[:-len(".list")]
+        elif name.endswith(".md5sums"):
+            stem = name[:-len(".md5sums")]
+            if stem in listed and stem not in naming:
+                continue  # its list names no stdlib path: neither can its md5sums
+        else:
             continue
-        pkg = "deb:" + name.rsplit(".", 1)[0].split(":")[0]
         try:
-            with open(os.path.join(info, name), encoding="utf-8", errors="replace") as f:
-                text = f.read()
+            with open(os.path.join(info, name), "rb") as f:
+                data = f.read()
         except OSError:
             continue
-        if want[0] not in text and want[1] not in text:
-            continue  # no line of it can name the stdlib (most of the ~3,000 files)
+        if needles[0] in data or needles[1] in data:
+            texts[name] = data
+            if name.endswith(".list"):
+                naming.add(stem)
+    out: dict[str, tuple[str, str | None, str]] = {}
+    for name, data in texts.items():  # in the sorted order of the folder, as read
+        pkg = "deb:" + name.rsplit(".", 1)[0].split(":")[0]
+        text = data.decode("utf-8", errors="replace")
         for line in text.splitlines():
             if name.endswith(".md5sums"):
                 md5, _, path = line.partition("  ")
