@@ -268,14 +268,16 @@ def bench(session: nox.Session) -> None:
     # module it imports again (about 0.3 s a start); untimed, a no-op once done
     purelib = session.run_install("python", "-c",
                                   "import sysconfig; print(sysconfig.get_path('purelib'))",
-                                  silent=True).strip()
-    t0 = time.monotonic()
-    session.run_install("python", "-m", "compileall", "-q", "-j", "0", purelib, "samebits",
-                        "samebits_app", "verify", "tests", silent=True,
-                        # 1: a file written for another Python (torch has some) does not
-                        # compile, which pip's own compile step lets be too
-                        success_codes=[0, 1])
-    session.log(f"bytecode of the bench's Python compiled (untimed): {time.monotonic() - t0:.1f} s")
+                                  silent=True)
+    if purelib is not None:  # None under --no-install (-R): compiled when it was installed
+        t0 = time.monotonic()
+        session.run_install("python", "-m", "compileall", "-q", "-j", "0", purelib.strip(),
+                            "samebits", "samebits_app", "verify", "tests", silent=True,
+                            # 1: a file written for another Python (torch has some) does
+                            # not compile, which pip's own compile step lets be too
+                            success_codes=[0, 1])
+        session.log(f"bytecode of the bench's Python compiled (untimed): "
+                    f"{time.monotonic() - t0:.1f} s")
     session.run("python", "-m", "tests.bench", *session.posargs)
 
 
