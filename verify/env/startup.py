@@ -111,7 +111,8 @@ def dpkg_records(loc: Located, root: str = "/") -> dict[str, tuple[str, str | No
     info = os.path.join(root, "var/lib/dpkg/info")
     if not loc.stdlib or not os.path.isdir(info):
         return {}
-    want = (loc.stdlib.lstrip("/") + "/", (zip_path(loc) or "-").lstrip("/"))
+    zipped = zip_path(loc)
+    want = (loc.stdlib.lstrip("/") + "/", *((zipped.lstrip("/"),) if zipped else ()))
     needles = tuple(os.fsencode(w) for w in want)
     names = sorted(os.listdir(info))
     listed = {n[:-len(".list")] for n in names if n.endswith(".list")}
@@ -131,7 +132,7 @@ def dpkg_records(loc: Located, root: str = "/") -> dict[str, tuple[str, str | No
                 data = f.read()
         except OSError:
             continue
-        if needles[0] in data or needles[1] in data:
+        if any(n in data for n in needles):
             texts[name] = data
             if name.endswith(".list"):
                 naming.add(stem)
