@@ -9,7 +9,8 @@ audit can say "1 line changed (line 71)" without the authors' copy of the file).
     plain folder   every file under the paper folder
     git checkout   the files git tracks or would add (``git ls-files --cached --others
                    --exclude-standard``: .gitignore applies), plus the commit and every
-                   uncommitted change (``git``: modified, added, deleted, untracked)
+                   uncommitted change (``git``: modified, added, deleted, untracked); a
+                   folder its work tree ignores is a plain folder (git tracks none of it)
 
 and in both, never (``LEFT_OUT``): the manifest (compared by its declarations, command by
 command), the lockfile and the attestation (their own checks), the outputs folder, every
@@ -179,9 +180,14 @@ def _zsplit(data: bytes) -> list[str]:
 
 def git_files(folder: Path) -> tuple[list[str], dict[str, Any]] | None:
     """(the files git tracks or would add, relative to ``folder``; the commit and the
-    uncommitted changes), or None where ``folder`` is not in a git work tree git can read."""
+    uncommitted changes), or None where ``folder`` is not in a git work tree git can read or
+    is a folder that work tree ignores."""
     inside = _git(folder, "rev-parse", "--is-inside-work-tree")
     if inside is None or inside.strip() != b"true":
+        return None
+    if _git(folder, "check-ignore", "-q", ".") is not None:
+        # a folder the work tree ignores (a paper unpacked into a checkout's build/): git
+        # would list none of its files, and "the files git tracks" would be none at all
         return None
     listed = _git(folder, "ls-files", "-z", "--cached", "--others", "--exclude-standard")
     if listed is None:

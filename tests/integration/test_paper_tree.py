@@ -107,6 +107,25 @@ def test_git_checkout_records_commit_and_changes(tmp_path: Path) -> None:
                                 "train.py": "modified"}
 
 
+@pytest.mark.skipif(shutil.which("git") is None, reason="no git")
+def test_a_paper_folder_its_checkout_ignores_is_a_plain_folder(tmp_path: Path) -> None:
+    """A paper unpacked into a checkout's ignored build/ folder: git tracks none of its files,
+    so the git rule would record no code at all (and run the commands in an empty copy); it is
+    taken as a plain folder, every file of it recorded."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    (root / ".gitignore").write_text("build/\n")
+    git(root, "init", "-q")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "repo")
+    m = paper(root / "build" / "paper")
+    t = tree.tree_of(m)
+    assert (t.rule, t.git) == (tree.RULE_PLAIN, None)
+    assert t.paths == ("lib/util.py", "train.py", "util.py")
+    assert tree.git_files(root / "build" / "paper") is None
+    assert tree.git_files(root) is not None
+
+
 @pytest.mark.parametrize(("a", "b", "text"), [
     ("x\ny\nz\n", "x\nY\nz\n", "1 line changed (at line 2)"),
     ("x\ny\nz\n", "x\ny\nw\nz\n", "1 line added (at line 3)"),
