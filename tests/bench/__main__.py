@@ -49,10 +49,11 @@ def split(argv: list[str]) -> tuple[list[str], list[str]]:
 def main(argv: list[str]) -> int:
     names, opts = split(argv)
     rc = 0
-    todo = names or available()
+    known = available()
+    todo = names or known
     for name in todo:
-        if name not in available():
-            print(f"error: unknown benchmark '{name}' (known: {', '.join(available())})",
+        if name not in known:
+            print(f"error: unknown benchmark '{name}' (known: {', '.join(known)})",
                   file=sys.stderr)
             return 2
     for i, name in enumerate(todo):

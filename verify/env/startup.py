@@ -117,31 +117,24 @@ def dpkg_records(loc: Located, root: str = "/") -> dict[str, tuple[str, str | No
     names = sorted(os.listdir(info))
     listed = {n[:-len(".list")] for n in names if n.endswith(".list")}
     naming: set[str] = set()  # packages whose .list names the stdlib
-    texts: dict[str, bytes] = {}
+    out: dict[str, tuple[str, str | None, str]] = {}
     for name in names:
-        if name.endswith(".list"):
-            stem = name[:-len(".list")]
-        elif name.endswith(".md5sums"):
-            stem = name[:-len(".md5sums")]
-            if stem in listed and stem not in naming:
-                continue  # its list names no stdlib path: neither can its md5sums
-        else:
-            continue
+        stem, _, kind = name.rpartition(".")
+        if kind not in ("list", "md5sums") or (
+                kind == "md5sums" and stem in listed and stem not in naming):
+            continue  # not a file list, or its list names no stdlib path: nor can its md5sums
         try:
             with open(os.path.join(info, name), "rb") as f:
                 data = f.read()
         except OSError:
             continue
-        if any(n in data for n in needles):
-            texts[name] = data
-            if name.endswith(".list"):
-                naming.add(stem)
-    out: dict[str, tuple[str, str | None, str]] = {}
-    for name, data in texts.items():  # in the sorted order of the folder, as read
-        pkg = "deb:" + name.rsplit(".", 1)[0].split(":")[0]
-        text = data.decode("utf-8", errors="replace")
-        for line in text.splitlines():
-            if name.endswith(".md5sums"):
+        if not any(n in data for n in needles):
+            continue
+        if kind == "list":
+            naming.add(stem)
+        pkg = "deb:" + stem.split(":")[0]
+        for line in data.decode("utf-8", errors="replace").splitlines():
+            if kind == "md5sums":
                 md5, _, path = line.partition("  ")
                 if path.startswith(want):
                     out["/" + path] = (pkg, md5, "md5")
