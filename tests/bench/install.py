@@ -17,10 +17,26 @@ untimed round fills both caches (the first run downloads about 3 GB from PyPI fo
               (reflink where the filesystem clones, else hardlinks to the sealed cache), with
               its verify env (links proven by a stat against the seal, everything else hashed)
     copy      the same with --link-mode copy (every byte copied, and hashed by the verify)
+    before    samebits as it was before issue 26 (commit ``BEFORE``, unpacked from this
+              checkout's git history into WORK/before-src, run from there with the same
+              Python) installing the same lock with --link-mode copy from its own cache
+              (WORK/before-cache, filled untimed; its archives are hardlinks of ours): the
+              baseline of the copy goal, measured in the same run, because this VM's copies
+              differ from day to day by more than the goal's margin (the same 1.1 GB copied
+              by copy_file_range took 1.0 s and 9.6 s within ten minutes)
 
-then ``--cold-runs`` rounds (default 1; each downloads everything again) from empty caches:
+and once per round, right after ``ours`` and on the prefix it left, the floor no install can
+go under in Python (``floor``): only the system calls a linked, verified install must make,
+with no logic between them: one lstat per file (the seal check), one mkdir per folder and one
+link per file into a new folder (placing), and a scandir walk with one lstat per entry (the
+verify); beside it ``cp -al`` of the same prefix (coreutils, C) and the start of the target
+Python. Then ``--cold-runs`` rounds (default 1; each downloads everything again) from empty
+caches:
 
     cold ours  samebits install with a new, empty --cache-dir
+    cold nopyc the same with --no-bytecode, for reference: the work of ``cold uv`` (which
+               compiles no bytecode), so the summary can say how much of the cold gap is the
+               bytecode ours compiles and uv does not
     cold uv    uv venv + uv pip install with a new, empty UV_CACHE_DIR
 
 Printed: every run with the load average (``os.getloadavg()``, 1 minute) beside it, the median
@@ -29,7 +45,9 @@ so it must not change). Goals, from issue 26 (measured before it on an idle 2-co
 uv 0.61 s warm, ours 11.5 to 14.5 s by copy):
 
     ours (links, verify included)   <= 2x uv warm
-    copy                            no slower than before (COPY_BEFORE_SECONDS)
+    copy                            no slower than ``before`` in the same run (where this
+                                    checkout lacks commit BEFORE: than COPY_BEFORE_SECONDS,
+                                    the figure of another day, and the summary says so)
     cold ours                       <= 1.3x uv cold
 
 A figure measured while other work runs is not one: the load average is printed before the
@@ -65,6 +83,8 @@ REQUIREMENTS = ROOT / "containers" / "cpu" / "linux-64.requirements.txt"
 GOAL_WARM = 2.0          # ours (links, verify included) / uv warm
 GOAL_COLD = 1.3          # cold ours / cold uv
 COPY_BEFORE_SECONDS = 11.5  # --link-mode copy before issue 26, idle (the best of its runs)
+# the last commit before issue 26's first change (ee5523e, "A sealed cache, links by default")
+BEFORE = "308359e7962625a257fec2b3d5572e56e3b1e591"
 
 
 def _uv() -> str:
@@ -82,11 +102,12 @@ def _clear(path: Path) -> None:
     os.sync()
 
 
-def timed(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, float, str]:
+def timed(cmd: list[str], env: dict[str, str] | None = None, cwd: Path = ROOT
+          ) -> tuple[float, float, str]:
     """(wall seconds, CPU seconds of the process and its children, stdout) of one command."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         t0 = time.perf_counter()
-        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=err)
+        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=err)
         _, status, usage = os.wait4(proc.pid, 0)
         seconds = time.perf_counter() - t0
         proc.returncode = os.waitstatus_to_exitcode(status)
@@ -99,14 +120,120 @@ def timed(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, flo
     return seconds, usage.ru_utime + usage.ru_stime, text
 
 
-def run_ours(lock: Path, prefix: Path, cache: Path, python: str, *extra: str
-             ) -> tuple[float, float, dict]:
+def run_ours(lock: Path, prefix: Path, cache: Path, python: str, *extra: str,
+             source: Path = ROOT) -> tuple[float, float, dict]:
+    """``samebits install`` as ``python -m samebits`` started in ``source`` (this checkout, or
+    ``before_source``'s older samebits) runs it."""
     _clear(prefix)
     seconds, cpu, out = timed([sys.executable, "-m", "samebits", "install", str(lock),
                                "--platform", "linux-64", "--target", str(prefix),
                                "--python", python, "--cache-dir", str(cache), "--json",
-                               *extra])
+                               *extra], cwd=source)
     return seconds, cpu, json.loads(out)
+
+
+def before_source(work: Path, root: Path = ROOT, commit: str = BEFORE) -> tuple[Path | None, str]:
+    """(WORK/before-src holding samebits as of ``commit``, or None; why not, or "") from this
+    checkout's git history (``git archive``: no worktree, nothing of this checkout changed).
+    A shallow clone without the commit gives None and says so."""
+    dest = work / "before-src"
+    mark = dest / ".bench-commit"
+    if mark.is_file() and mark.read_text().strip() == commit:
+        return dest, ""
+    if dest.exists():
+        shutil.rmtree(dest)
+    try:
+        tar = subprocess.run(["git", "-C", str(root), "archive", "--format=tar", commit],
+                             capture_output=True, timeout=120, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return None, f"git archive {commit[:7]}: {exc}"
+    if tar.returncode != 0:
+        return None, (f"git archive {commit[:7]}: "
+                      f"{tar.stderr.decode(errors='replace').strip()[:200]}")
+    dest.mkdir(parents=True)
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=tar.stdout, check=True, timeout=120)
+    mark.write_text(commit + "\n")
+    return dest, ""
+
+
+def imports_from(source: Path) -> str:
+    """"" when ``python -m samebits`` started in ``source`` imports samebits, samebits_app and
+    verify from there (and not, say, an editable install of this checkout); else what it
+    imports instead."""
+    code = ("import samebits, samebits_app, verify; "
+            "print('\\n'.join(m.__file__ for m in (samebits, samebits_app, verify)))")
+    got = subprocess.run([sys.executable, "-c", code], cwd=source, capture_output=True,
+                         text=True, timeout=120, check=False)
+    if got.returncode != 0:
+        return got.stderr.strip()[-300:]
+    wrong = [f for f in got.stdout.split() if not f.startswith(f"{source}/")]
+    return ", ".join(wrong)
+
+
+def share_archives(cache: Path, other: Path) -> int:
+    """Hardlink every archive of ``cache`` (``archives/<sha256>/<name>``) into ``other``'s,
+    where it has none: the before-cache is filled without downloading or storing 2.7 GB
+    twice (samebits reads a proved archive, never writes into it). The number linked."""
+    n = 0
+    for src in sorted((cache / "archives").glob("*/*")):
+        dest = other / "archives" / src.parent.name / src.name
+        if src.is_file() and not dest.exists():
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            os.link(src, dest)
+            n += 1
+    return n
+
+
+def floor(prefix: Path, work: Path, python: str) -> dict[str, float | int]:
+    """The system calls alone of a linked, verified install of ``prefix``'s files, timed from
+    this Python with no logic between them (module docstring): ``check`` (one lstat per
+    file), ``place`` (one mkdir per folder, one link per file into WORK/floor), ``walk``
+    (scandir and one lstat per entry of the new folder); then ``cp -al`` of the same prefix
+    and the start of ``python`` (``-c pass``, best of 3). Untimed: listing ``prefix`` first,
+    and removing WORK/floor after each part."""
+    root = str(prefix)
+    files: list[str] = []
+    dirs: list[str] = []
+    stack = [root]
+    while stack:
+        with os.scandir(stack.pop()) as it:
+            for d in it:
+                if d.is_dir(follow_symlinks=False):
+                    dirs.append(d.path[len(root):])
+                    stack.append(d.path)
+                elif d.is_file(follow_symlinks=False):
+                    files.append(d.path[len(root):])
+    dirs.sort()
+    out = work / "floor"
+    dest = str(out)
+    _clear(out)
+    t0 = time.perf_counter()
+    for f in files:
+        os.lstat(root + f)
+    t1 = time.perf_counter()
+    os.mkdir(dest)
+    for d in dirs:
+        os.mkdir(dest + d)
+    for f in files:
+        os.link(root + f, dest + f)
+    t2 = time.perf_counter()
+    walked = 0
+    stack = [dest]
+    while stack:
+        with os.scandir(stack.pop()) as it:
+            for d in it:
+                if d.is_dir(follow_symlinks=False):
+                    stack.append(d.path)
+                else:
+                    d.stat(follow_symlinks=False)
+                    walked += 1
+    t3 = time.perf_counter()
+    _clear(out)
+    cp, _, _ = timed(["cp", "-al", root, dest])
+    _clear(out)
+    start = min(timed([python, "-c", "pass"])[0] for _ in range(3))
+    return {"files": len(files), "dirs": len(dirs), "walked": walked, "check": t1 - t0,
+            "place": t2 - t1, "walk": t3 - t2, "total": t3 - t0, "cp -al": cp, "start": start}
 
 
 def run_uv(requirements: Path, venv: Path, python: str, uv_cache: Path, *extra: str
@@ -161,44 +288,74 @@ def main(argv: list[str]) -> int:
           flush=True)
     run_ours(lock, prefix, cache, python)
     run_uv(requirements, venv, python, uv_cache)
-    kinds = ("uv", "uv+pyc", "ours", "copy", "cold ours", "cold uv")
+    before, why_not = before_source(work)
+    if before is not None and (wrong := imports_from(before)):
+        before, why_not = None, f"python -m samebits in {before} imports {wrong}"
+    before_cache = work / "before-cache"
+    if before is not None:
+        linked = share_archives(cache, before_cache)
+        print(f"filling the cache of samebits {BEFORE[:7]} (untimed): {before_cache}, "
+              f"{linked} archives linked from ours", flush=True)
+        run_ours(lock, prefix, before_cache, python, "--link-mode", "copy", source=before)
+    else:
+        print(f"before: not measured ({why_not})", flush=True)
+    kinds = ("uv", "uv+pyc", "ours", "copy", "before", "cold ours", "cold nopyc", "cold uv")
+    floors: list[dict[str, float | int]] = []
     times: dict[str, list[float]] = {k: [] for k in kinds}
     cpus: dict[str, list[float]] = {k: [] for k in kinds}
     loads: dict[str, list[float]] = {k: [] for k in kinds}
-    digests: dict[str, list[str]] = {"ours": [], "copy": [], "cold ours": []}
+    digests: dict[str, list[str]] = {"ours": [], "copy": [], "cold ours": [],
+                                     "cold nopyc": []}
 
-    def record(kind: str, seconds: float, cpu: float, before: float, what: str = "") -> None:
+    def record(kind: str, seconds: float, cpu: float, at: float, what: str = "") -> None:
         times[kind].append(seconds)
         cpus[kind].append(cpu)
-        loads[kind].append(max(before, load()))
-        print(f"  {kind:<9} {seconds:7.2f} s ({cpu:5.1f} CPU-s, load {loads[kind][-1]:4.1f})"
+        loads[kind].append(max(at, load()))
+        print(f"  {kind:<10} {seconds:7.2f} s ({cpu:5.1f} CPU-s, load {loads[kind][-1]:4.1f})"
               + (f"  {what}" if what else ""), flush=True)
 
     for r in range(1, args.runs + 1):
         print(f" round {r}", flush=True)
-        before = load()
+        at = load()
         seconds, cpu = run_uv(requirements, venv, python, uv_cache)
-        record("uv", seconds, cpu, before)
-        before = load()
+        record("uv", seconds, cpu, at)
+        at = load()
         seconds, cpu = run_uv(requirements, venv, python, uv_cache, "--compile-bytecode")
-        record("uv+pyc", seconds, cpu, before)
+        record("uv+pyc", seconds, cpu, at)
         for kind, extra in (("ours", ()), ("copy", ("--link-mode", "copy"))):
-            before = load()
+            at = load()
             seconds, cpu, doc = run_ours(lock, prefix, cache, python, *extra)
             digests[kind].append(doc["verify"]["digests"]["environment"])
-            record(kind, seconds, cpu, before,
+            record(kind, seconds, cpu, at,
                    f"environment {digests[kind][-1][:16]}  ({_describe(doc)})")
+            if kind == "ours":
+                at = load()
+                floors.append(floor(prefix, work, python))
+                f = floors[-1]
+                print(f"  floor      {f['total']:7.2f} s (load {max(at, load()):4.1f})  "
+                      f"{f['files']:,} lstats {f['check']:.2f} s, {f['dirs']:,} mkdirs + "
+                      f"{f['files']:,} links {f['place']:.2f} s, walk of {f['walked']:,} "
+                      f"{f['walk']:.2f} s; cp -al {f['cp -al']:.2f} s; "
+                      f"{Path(python).name} -c pass {f['start']:.3f} s", flush=True)
+        if before is not None:
+            at = load()
+            seconds, cpu, doc = run_ours(lock, prefix, before_cache, python, "--link-mode",
+                                         "copy", source=before)
+            record("before", seconds, cpu, at, f"samebits {BEFORE[:7]}, --link-mode copy; "
+                   f"environment {doc['verify']['digests']['environment'][:16]}")
     for r in range(1, args.cold_runs + 1):
         print(f" cold round {r} (empty caches: everything downloaded again)", flush=True)
         with tempfile.TemporaryDirectory(dir=work, prefix="cold-") as cold:
-            before = load()
-            seconds, cpu, doc = run_ours(lock, prefix, Path(cold) / "cache", python)
-            digests["cold ours"].append(doc["verify"]["digests"]["environment"])
-            record("cold ours", seconds, cpu, before, _describe(doc))
-            shutil.rmtree(Path(cold) / "cache")
-            before = load()
+            for kind, extra in (("cold ours", ()), ("cold nopyc", ("--no-bytecode",))):
+                at = load()
+                seconds, cpu, doc = run_ours(lock, prefix, Path(cold) / "cache", python,
+                                             *extra)
+                digests[kind].append(doc["verify"]["digests"]["environment"])
+                record(kind, seconds, cpu, at, _describe(doc))
+                shutil.rmtree(Path(cold) / "cache")
+            at = load()
             seconds, cpu = run_uv(requirements, venv, python, Path(cold) / "uv-cache")
-            record("cold uv", seconds, cpu, before)
+            record("cold uv", seconds, cpu, at)
     med = {k: statistics.median(v) for k, v in times.items() if v}
     cpu_med = {k: statistics.median(v) for k, v in cpus.items() if v}
     busiest = {k: max(v) for k, v in loads.items() if v}
@@ -210,11 +367,14 @@ def main(argv: list[str]) -> int:
                         "no verify), for reference",
               "ours": "samebits install, default link mode, its verify env included",
               "copy": "samebits install --link-mode copy, its verify env included",
+              "before": f"samebits {BEFORE[:7]} (before issue 26) --link-mode copy, its "
+                        "verify env included",
               "cold ours": "samebits install, empty cache",
+              "cold nopyc": "samebits install --no-bytecode, empty cache, for reference",
               "cold uv": "uv venv + uv pip install, empty cache"}
     for k in kinds:
         if k in med:
-            print(f"  {k:<9} {med[k]:7.2f} s  {cpu_med[k]:5.1f} CPU-s  load <= "
+            print(f"  {k:<10} {med[k]:7.2f} s  {cpu_med[k]:5.1f} CPU-s  load <= "
                   f"{busiest[k]:4.1f}  {labels[k]}")
     goals = []
     if "uv" in med and "ours" in med:
@@ -225,15 +385,33 @@ def main(argv: list[str]) -> int:
     if "uv+pyc" in med and "ours" in med:
         print(f"  ratio  ours / uv+pyc warm {med['ours'] / med['uv+pyc']:.2f}x (for reference, "
               "no goal: both write bytecode, ours also verifies)")
-    if "copy" in med:
+    if floors:
+        best = {k: min(f[k] for f in floors) for k in ("total", "cp -al", "start")}
+        room = GOAL_WARM * med["uv"] - best["total"] - best["start"] if "uv" in med else None
+        print(f"  floor  {best['total']:.2f} s (best of {len(floors)}): the system calls alone "
+              f"of a linked, verified install, from Python; cp -al {best['cp -al']:.2f} s; "
+              f"interpreter start {best['start']:.3f} s"
+              + (f"; {GOAL_WARM:g}x uv leaves {room:.2f} s for everything else" if room is not
+                 None else ""))
+    if "copy" in med and "before" in med:
+        goals.append(med["copy"] <= med["before"])
+        print(f"  copy   {med['copy']:.2f} s against {med['before']:.2f} s by samebits "
+              f"{BEFORE[:7]} in this run, {med['copy'] / med['before']:.2f}x (goal: no "
+              f"slower): {'met' if goals[-1] else 'NOT met'}")
+    elif "copy" in med:
         goals.append(med["copy"] <= COPY_BEFORE_SECONDS)
         print(f"  copy   {med['copy']:.2f} s against {COPY_BEFORE_SECONDS:g} s before issue 26 "
-              f"(goal: no slower): {'met' if goals[-1] else 'NOT met'}")
+              f"on another day (goal: no slower): {'met' if goals[-1] else 'NOT met'}; not "
+              "side by side, and this VM's copies vary more than that from day to day")
     if "cold ours" in med and "cold uv" in med:
         ratio = med["cold ours"] / med["cold uv"]
         goals.append(ratio <= GOAL_COLD)
         print(f"  ratio  cold ours / cold uv {ratio:.2f}x (goal <= {GOAL_COLD:g}x): "
               f"{'met' if ratio <= GOAL_COLD else 'NOT met'}")
+    if "cold nopyc" in med and "cold uv" in med:
+        print(f"  ratio  cold nopyc / cold uv {med['cold nopyc'] / med['cold uv']:.2f}x (for "
+              f"reference: neither compiles bytecode; ours' bytecode took "
+              f"{med.get('cold ours', 0) - med['cold nopyc']:.1f} s of the cold install)")
     every = [d for v in digests.values() for d in v]
     stable = len(set(every)) == 1
     print(f"  environment digest {every[0] if every else '-'} in every run (links, copies, "
