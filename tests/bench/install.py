@@ -40,9 +40,9 @@ caches:
     cold uv    uv venv + uv pip install with a new, empty UV_CACHE_DIR
 
 Printed: every run with the load average (``os.getloadavg()``, 1 minute) beside it, the median
-of each, the ratios, and the environment digest of each of our runs (the same path each time,
-so it must not change). Goals, from issue 26 (measured before it on an idle 2-core machine:
-uv 0.61 s warm, ours 11.5 to 14.5 s by copy):
+of each, the ratios, and the environment digest of each of our runs and of ``before``'s (the
+same path and lock each time, so it must not change). Goals, from issue 26 (measured before it
+on an idle 2-core machine: uv 0.61 s warm, ours 11.5 to 14.5 s by copy):
 
     ours (links, verify included)   <= 2x uv warm
     copy                            no slower than ``before`` in the same run (where this
@@ -304,7 +304,7 @@ def main(argv: list[str]) -> int:
     times: dict[str, list[float]] = {k: [] for k in kinds}
     cpus: dict[str, list[float]] = {k: [] for k in kinds}
     loads: dict[str, list[float]] = {k: [] for k in kinds}
-    digests: dict[str, list[str]] = {"ours": [], "copy": [], "cold ours": [],
+    digests: dict[str, list[str]] = {"ours": [], "copy": [], "before": [], "cold ours": [],
                                      "cold nopyc": []}
 
     def record(kind: str, seconds: float, cpu: float, at: float, what: str = "") -> None:
@@ -341,8 +341,9 @@ def main(argv: list[str]) -> int:
             at = load()
             seconds, cpu, doc = run_ours(lock, prefix, before_cache, python, "--link-mode",
                                          "copy", source=before)
+            digests["before"].append(doc["verify"]["digests"]["environment"])
             record("before", seconds, cpu, at, f"samebits {BEFORE[:7]}, --link-mode copy; "
-                   f"environment {doc['verify']['digests']['environment'][:16]}")
+                   f"environment {digests['before'][-1][:16]}")
     for r in range(1, args.cold_runs + 1):
         print(f" cold round {r} (empty caches: everything downloaded again)", flush=True)
         with tempfile.TemporaryDirectory(dir=work, prefix="cold-") as cold:
@@ -414,8 +415,9 @@ def main(argv: list[str]) -> int:
               f"{med.get('cold ours', 0) - med['cold nopyc']:.1f} s of the cold install)")
     every = [d for v in digests.values() for d in v]
     stable = len(set(every)) == 1
+    old = "the old code's copies, " if digests["before"] else ""
     print(f"  environment digest {every[0] if every else '-'} in every run (links, copies, "
-          f"cold): {'yes' if stable else 'NO'}")
+          f"{old}cold): {'yes' if stable else 'NO'}")
     print(background_note(background, cores))
     return 0 if stable else 1
 
