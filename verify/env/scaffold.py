@@ -1,9 +1,11 @@
 """A venv's own files: what ``python -m venv``, ``virtualenv`` and ``uv venv`` write.
 
 ``pyvenv.cfg`` says which tool made the venv (``virtualenv = 20.39.1``, ``uv = 0.13.9``; neither
-for ``python -m venv``), and ``scaffold_kind(prefix_relative_path, cfg)`` says whether a path is
-that tool's scaffolding. The expected set is keyed on that tool only, so an extra file in
-``bin/`` is still unowned.
+for ``python -m venv``), and ``is_scaffold(prefix_relative_path, producer(cfg))`` says whether a
+path is that tool's scaffolding. The expected set is keyed on that tool only, so an extra file
+in ``bin/`` is still unowned. It is the union over the tool's releases: virtualenv's C-shell
+activator gained ``bin/deactivate.csh`` (pypa/virtualenv#3260, September 2026; 21.15.13 writes
+it, 20.39.1 does not).
 
 Scaffolding has no record with a hash. What can be checked without a reference is:
 
@@ -28,7 +30,7 @@ _VENV = re.compile(rf"^(pyvenv\.cfg|lib64|\.gitignore|{_PYTHON}|bin/\U0001d70bth
 _VIRTUALENV = re.compile(
     rf"^(pyvenv\.cfg|lib64|\.gitignore|CACHEDIR\.TAG|{_PYTHON}"
     r"|bin/(activate|activate\.csh|activate\.fish|activate\.nu|activate\.ps1|activate\.xsh"
-    r"|activate_this\.py|activate\.bat|deactivate\.bat|pydoc\.bat)"
+    r"|activate_this\.py|activate\.bat|deactivate\.bat|deactivate\.csh|pydoc\.bat)"
     r"|lib/python3\.\d+/site-packages/_virtualenv\.(pth|py))$")
 _UV = re.compile(
     rf"^(pyvenv\.cfg|lib64|\.gitignore|\.lock|CACHEDIR\.TAG|{_PYTHON}"
