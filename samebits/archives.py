@@ -11,6 +11,8 @@ which applies them again to the installed prefix before a layer is written.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import posixpath
 import re
 import tarfile
@@ -25,6 +27,33 @@ _DRIVE = re.compile(r"^[A-Za-z]:[\\/]")
 MAX_MEMBER_BYTES = 64 << 30
 # A wheel member inflating more than this many times over its compressed size is a zip bomb.
 MAX_RATIO = 1000
+
+
+_BASE64 = re.compile(r"[A-Za-z0-9_+/-]+={0,2}")
+
+
+def record_hash(value: str) -> tuple[str, bytes] | None:
+    """A RECORD row's hash column, ``<algorithm>=<base64 digest>``, as (algorithm, digest
+    bytes); None for an empty column (the RECORD's own row, a pyc).
+
+    PEP 376 and the wheel spec ask for urlsafe base64 without its ``=`` padding; real wheels
+    also pad it (catboost 1.0.3 writes ``sha256=_8KhHaY45G73W68dS5SDqrkl2x4w72YtCOVosustXZc=``),
+    and pip installs them without a word. So a digest is compared as the bytes it encodes,
+    never as text: padded or not, either base64 alphabet, the same bytes are the same hash.
+    Anything that is not base64 at all is a ValueError naming the value.
+    """
+    if not value:
+        return None
+    algo, sep, text = value.partition("=")
+    if not sep or not algo or not _BASE64.fullmatch(text):
+        raise ValueError(f"not <algorithm>=<base64 digest>: {value[:80]!r}")
+    body = text.rstrip("=")
+    try:
+        digest = base64.b64decode(body.replace("-", "+").replace("_", "/")
+                                  + "=" * (-len(body) % 4), validate=True)
+    except (binascii.Error, ValueError):
+        raise ValueError(f"not <algorithm>=<base64 digest>: {value[:80]!r}") from None
+    return algo, digest
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

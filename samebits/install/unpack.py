@@ -18,7 +18,6 @@ Every problem of one archive is collected; ``UnpackError`` carries them all.
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 import os
@@ -30,7 +29,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from samebits.archives import scan_archive
+from samebits.archives import record_hash, scan_archive
 from samebits.install.cache import (
     UNPACKED,
     Entry,
@@ -122,10 +121,6 @@ def _write(tree: Path, name: str, stream: IO[bytes], executable: bool,
     return digest, size, (other.hexdigest() if other is not None else digest)
 
 
-def _b64(hexdigest: str) -> str:
-    return base64.urlsafe_b64encode(bytes.fromhex(hexdigest)).rstrip(b"=").decode()
-
-
 # -------------------------------------------------------------------------------- wheels
 
 def _unpack_wheel(path: Path, tree: Path, notes: list[str]) -> list[Member]:
@@ -158,16 +153,22 @@ def _unpack_wheel(path: Path, tree: Path, notes: list[str]) -> list[Member]:
             row = rows.get(name)
             signature = (posixpath.dirname(name) == info_dir
                          and posixpath.basename(name) in SIGNATURES)
-            algo, want, want_size = None, None, None
+            algo: str | None = None
+            want, want_size = b"", -1
             if name != record_path and not signature:
                 if row is None:
                     problems.append(f"{path.name}: {name}: not mentioned in RECORD")
                 elif not row[1] or not row[2]:
                     problems.append(f"{path.name}: {name}: no hash or size in RECORD")
                 else:
-                    algo, _, want = row[1].partition("=")
-                    want_size = row[2]
-                    if algo not in hashlib.algorithms_guaranteed or algo in ("md5", "sha1"):
+                    try:
+                        algo, want = record_hash(row[1]) or ("", b"")  # row[1] is not empty
+                    except ValueError as exc:
+                        problems.append(f"{path.name}: {name}: RECORD hash {exc}")
+                        algo = None
+                    want_size = int(row[2]) if row[2].isdigit() else -1
+                    if algo is not None and (algo not in hashlib.algorithms_guaranteed
+                                             or algo in ("md5", "sha1")):
                         problems.append(f"{path.name}: {name}: RECORD hash {algo!r} is not "
                                         "an accepted algorithm")
                         algo = None
@@ -180,8 +181,8 @@ def _unpack_wheel(path: Path, tree: Path, notes: list[str]) -> list[Member]:
             except (zipfile.BadZipFile, OSError, EOFError) as exc:
                 problems.append(f"{path.name}: {name}: unreadable member: {exc}")
                 continue
-            if algo is not None and (digest is None or _b64(digest) != want
-                                     or str(size) != want_size):
+            if algo is not None and (digest is None or bytes.fromhex(digest) != want
+                                     or size != want_size):
                 problems.append(f"{path.name}: {name}: hash / size differ from RECORD")
             members.append(Member(posixpath.normpath(name), "file", sha, size, executable))
     if problems:

@@ -200,3 +200,63 @@ def test_unreadable_paths_json_and_archive(tmp_path: Path) -> None:
     torn.write_bytes(b"BZh91AY&SY" + bytes(range(256)) * 4)  # a bz2 header, then noise
     (problem,) = _problems(torn, tmp_path, locked_conda)  # the scan before the unpack sees it
     assert problem.startswith(f"{torn.name}: ") and "unreadable archive" in problem
+
+
+CATBOOST = Path(__file__).resolve().parents[1] / "data" / "pypi" / "catboost-1.0.3"
+
+
+def _catboost_wheel(folder: Path, *, record_rows: list[str] | None = None) -> Path:
+    """A wheel of real catboost 1.0.3 members and their real RECORD rows, which pad the base64
+    of every sha256 (tests/data/pypi/README.md)."""
+    rows = record_rows or (CATBOOST / "RECORD.rows").read_text().splitlines()
+    path = folder / "catboost-1.0.3-cp310-none-macosx_10_6_intel.whl"
+    with zipfile.ZipFile(path, "w") as zf:
+        for row in rows:
+            name = row.split(",")[0]
+            zf.writestr(name, (CATBOOST / "members" / name).read_bytes())
+        zf.writestr("catboost-1.0.3.dist-info/RECORD",
+                    "\n".join([*rows, "catboost-1.0.3.dist-info/RECORD,,"]) + "\n")
+    return path
+
+
+def test_a_record_that_pads_its_base64_unpacks(tmp_path: Path) -> None:
+    """catboost 1.0.3's RECORD writes ``sha256=...=``: the digests are compared as bytes, so
+    every member whose bytes match its row unpacks (pip and installer accept the wheel)."""
+    entry = _unpack(_catboost_wheel(tmp_path), tmp_path / "cache")
+    version = (CATBOOST / "members" / "catboost" / "version.py").read_bytes()
+    got = {m.path: (m.sha256, m.size) for m in entry.members}
+    assert got["catboost/version.py"] == (hashlib.sha256(version).hexdigest(), len(version))
+    assert len(got) == 7  # six members and the RECORD
+
+
+@pytest.mark.parametrize(("row", "problem"), [
+    # padded, but of other bytes: still a lie
+    ("catboost/version.py,sha256=47DEQpj8HBSa-_TImW-5JCeuQeRkm5NMpJWZG3hSuFU=,18",
+     "catboost/version.py: hash / size differ from RECORD"),
+    # the right padded digest with a wrong size
+    ("catboost/version.py,sha256=6TGDRMdxulJAbJLtMADbInJSxlqa-QPDo5hRjYk2Zzo=,19",
+     "catboost/version.py: hash / size differ from RECORD"),
+    # not base64 at all
+    ("catboost/version.py,sha256=6TGDRMdx!!,18",
+     "catboost/version.py: RECORD hash not <algorithm>=<base64 digest>: 'sha256=6TGDRMdx!!'"),
+])
+def test_a_padded_record_still_names_every_lie(tmp_path: Path, row: str, problem: str) -> None:
+    rows = [r if not r.startswith("catboost/version.py,") else row
+            for r in (CATBOOST / "RECORD.rows").read_text().splitlines()]
+    wheel = _catboost_wheel(tmp_path, record_rows=rows)
+    assert _problems(wheel, tmp_path) == [f"{wheel.name}: {problem}"]
+
+
+@pytest.mark.network
+def test_the_real_catboost_wheel_unpacks(tmp_path: Path) -> None:
+    """The whole catboost 1.0.3 wheel for CPython 3.10 on linux (76 MB) from PyPI."""
+    from urllib.request import urlopen
+
+    url = ("https://files.pythonhosted.org/packages/05/10/10c4a4d0e63dc018578e70ec538d09ad4c727"
+           "534f995b06016c4d7e550fb/catboost-1.0.3-cp310-none-manylinux1_x86_64.whl")
+    path = tmp_path / url.rsplit("/", 1)[1]
+    with urlopen(url, timeout=120) as r, open(path, "wb") as f:
+        while chunk := r.read(1 << 20):
+            f.write(chunk)
+    entry = _unpack(path, tmp_path / "cache")
+    assert any(m.path == "catboost/_catboost.so" for m in entry.members)

@@ -83,6 +83,9 @@ def test_elf_facts_come_with_the_hash(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("value", "expected"), [
     ("sha256=47DEQpj8HBSa-_TImW-5JCeuQeRkm5NMpJWZG3hSuFU",
      "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"),
+    # padded, as catboost 1.0.3's RECORD writes it: the same digest
+    ("sha256=47DEQpj8HBSa-_TImW-5JCeuQeRkm5NMpJWZG3hSuFU=",
+     "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"),
     ("", None),
     ("sha512=abc", None),
 ])
@@ -91,7 +94,8 @@ def test_record_hash_values(value: str, expected: str | None) -> None:
     assert record_sha256(value) == expected
 
 
-@pytest.mark.parametrize("value", ["sha256=!!!", "sha256=AAAA"])
+@pytest.mark.parametrize("value", ["sha256=!!!", "sha256=AAAA",
+                                   "sha256=47DEQpj8HBSa-_TImW-5JCeuQeRkm5NMpJWZG3hSuFU!!"])
 def test_bad_record_hash_values_raise(value: str) -> None:
     """A sha256 that does not decode to 32 bytes is an error, not a silent pass."""
     with pytest.raises(ValueError, match="bad sha256"):

@@ -20,7 +20,6 @@ prefix-relative path, and every record it could not read (``Problem``), never st
 
 from __future__ import annotations
 
-import binascii
 import csv
 import io
 import json
@@ -31,6 +30,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
+
+from samebits.archives import record_hash
 
 Manager = Literal["conda", "pip"]
 
@@ -331,18 +332,17 @@ def _inside(prefix: Path, sp: str, path: str) -> str | None:
 
 
 def record_sha256(value: str) -> str | None:
-    """``sha256=<urlsafe base64, unpadded>`` as hex; None for no hash or another algorithm."""
+    """``sha256=<base64>`` (padded or not: ``samebits.archives.record_hash``) as hex; None for
+    no hash or another algorithm."""
     if not value.startswith("sha256="):
         return None
-    digest = value[7:]
     try:
-        raw = binascii.a2b_base64(
-            (digest.replace("-", "+").replace("_", "/") + "=" * (-len(digest) % 4)).encode())
-    except (binascii.Error, ValueError):
-        raise ValueError(f"bad sha256 {digest!r}") from None
-    if len(raw) != 32:
-        raise ValueError(f"bad sha256 {digest!r}")
-    return raw.hex()
+        got = record_hash(value)
+    except ValueError:
+        raise ValueError(f"bad sha256 {value[7:]!r}") from None
+    if got is None or len(got[1]) != 32:
+        raise ValueError(f"bad sha256 {value[7:]!r}")
+    return got[1].hex()
 
 
 def _header_items(path: Path) -> Iterator[tuple[str, str]]:

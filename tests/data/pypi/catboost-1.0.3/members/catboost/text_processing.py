@@ -1,0 +1,4 @@
+from . import _catboost
+
+Tokenizer = _catboost.Tokenizer
+Dictionary = _catboost.Dictionary
