@@ -57,6 +57,15 @@ class LockedPackage:
     # conda-lock v1 file has no such field): a fetch never writes more (install.fetch)
     size: int | None = field(default=None, compare=False)
 
+    def __post_init__(self) -> None:
+        # A digest is a value, not its spelling: conda-lock, pylock and uv.lock files may
+        # write hex in capitals, and every comparison (the cache's folder names, a bundle's
+        # check, direct_url.json) is of the lower-case form, taken here once for every reader.
+        for name in ("md5", "sha256"):
+            value = getattr(self, name)
+            if isinstance(value, str) and value != value.lower():
+                object.__setattr__(self, name, value.lower())
+
     @property
     def vcs(self) -> bool:
         """A checkout of a repository at a commit, not an archive (nothing to hash-check)."""
