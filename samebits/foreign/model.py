@@ -9,10 +9,13 @@ platform the lock has no wheel for). Every consumer shows it: nothing is left ou
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from samebits.errors import LockfileError, Problem
 from samebits.lock.model import Lock
+from samebits.lock.validate import url_problem
 
 # samebits installs and verifies Linux environments; these are the platforms a universal
 # Python lock (uv.lock, pylock.toml, requirements.txt) is converted for when none is named.
@@ -108,3 +111,14 @@ def declared_size(value: object) -> int | None:
     if isinstance(value, int) and not isinstance(value, bool) and value > 0:
         return value
     return None
+
+
+def refuse_bad_urls(source: str, urls: Iterable[tuple[str, object]], *, fmt: str) -> None:
+    """A LockfileError naming every (key, URL) whose file name is not a plain one once
+    percent-decoded (``samebits.lock.validate.url_problem``), read before any artifact is
+    chosen: the rule every reader applies, whether or not this platform would take the file."""
+    problems = [Problem(file=source, key=key, value=url, message=why) for key, url in urls
+                if isinstance(url, str) and (why := url_problem(url)) is not None]
+    if problems:
+        raise LockfileError(problems, hint=f"fix the {fmt} file's URLs or re-create it with "
+                            "the tool that wrote it")

@@ -26,10 +26,11 @@ from urllib.parse import urlsplit
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
-from samebits.errors import LockfileError, UsageError
+from samebits.errors import LockfileError, Problem, UsageError, clip
 from samebits.foreign.model import Conversion, Converted, Dropped, ReadOptions, declared_size
 from samebits.foreign.target import host_python
 from samebits.lock.model import Lock, LockedPackage, conda_dependencies, sort_packages
+from samebits.lock.validate import HASH_LENGTHS, HEX
 
 VERSIONS = (6, 7)
 DEFAULT_ENV = "default"
@@ -54,6 +55,10 @@ def read_pixi(path: Path, text: str, *, source: str, options: ReadOptions) -> Co
                             f"{' and '.join(map(str, VERSIONS))}",
                             hint="rewrite it with a current pixi (`pixi lock`; pixi 0.68 and "
                             "later write version 7)")
+    problems = raw_hash_problems(text, source)
+    if problems:  # before py-rattler, which reads a malformed PyPI hash as no hash at all
+        raise LockfileError(problems, hint="fix the pixi.lock file's hashes or re-create it "
+                            "with `pixi lock`")
     try:
         lock_file = rattler.LockFile.from_path(Path(path))
     except Exception as exc:  # py-rattler raises its own ParseCondaLockError
@@ -97,6 +102,28 @@ def read_pixi(path: Path, text: str, *, source: str, options: ReadOptions) -> Co
     return Converted(lock=lock, conversion=Conversion(
         format=f"pixi.lock v{version}", source=source, choices=(("environment", env_name),),
         dropped=tuple(sorted(dropped, key=lambda d: (d.platform, d.name))), notes=tuple(notes)))
+
+
+_ENTRY = re.compile(r"^- (conda|pypi): (.*)$")
+_DIGEST = re.compile(r"^ +(md5|sha256): *['\"]?([^'\"\s]*)['\"]? *$")
+
+
+def raw_hash_problems(text: str, source: str) -> list[Problem]:
+    """Every ``md5:`` and ``sha256:`` of the file's ``packages:`` entries that is not hex of
+    its length, read from the text: py-rattler reads a PyPI entry's malformed sha256 (40 hex
+    digits, say) as no hash at all, where the other readers refuse it (one rule,
+    ``samebits.lock.validate``)."""
+    out: list[Problem] = []
+    entry = None
+    for line in text.splitlines():
+        if m := _ENTRY.match(line):
+            entry = f"packages: {m.group(1)}: {clip(m.group(2).rsplit('/', 1)[-1], 80)}"
+        elif entry and (m := _DIGEST.match(line)):
+            algo, digest = m.groups()
+            if len(digest) != HASH_LENGTHS[algo] or not HEX.fullmatch(digest):
+                out.append(Problem(file=source, key=f"{entry}: {algo}", value=digest,
+                                   message=f"not a {algo} ({HASH_LENGTHS[algo]} hex digits)"))
+    return out
 
 
 def _platform_packages(locked: list[Any], platform: str

@@ -25,6 +25,7 @@ from samebits.foreign.model import (
     Dropped,
     ReadOptions,
     declared_size,
+    refuse_bad_urls,
 )
 from samebits.foreign.target import Target, targets
 from samebits.lock.model import Lock, LockedPackage, sort_packages
@@ -52,6 +53,10 @@ def read_pylock(path: Path, data: dict[str, Any], *, source: str,
                             "lock-version 1.x (PEP 751)") from None
     except PylockValidationError as exc:
         raise LockfileError(f"{source}: not a valid pylock.toml: {exc}") from None
+    refuse_bad_urls(source, ((f"{p.name} {p.version}: {where}", a.url) for p in lock.packages
+                             for where, a in [*(("wheels", w) for w in p.wheels or ()),
+                                              ("sdist", p.sdist), ("archive", p.archive)]
+                             if a is not None), fmt="pylock.toml")
     base = Path(path).parent
     packages: list[LockedPackage] = []
     dropped: list[Dropped] = []

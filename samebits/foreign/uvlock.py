@@ -36,6 +36,7 @@ from samebits.foreign.model import (
     Dropped,
     ReadOptions,
     declared_size,
+    refuse_bad_urls,
 )
 from samebits.foreign.target import Target, targets
 from samebits.lock.model import Lock, LockedPackage, sort_packages
@@ -57,6 +58,11 @@ def read_uvlock(path: Path, data: dict[str, Any], *, source: str,
         raise LockfileError(f"{source}: uv.lock version {data.get('version')!r}: samebits "
                             "reads version 1", hint="rewrite it with a current uv (`uv lock`)")
     packages = _packages(data["package"], source)
+    refuse_bad_urls(source, ((f"{_name(p)} {p.get('version')}: {where}", a.get("url"))
+                             for p in packages
+                             for where, a in [*(("wheels", w) for w in p.get("wheels") or ()),
+                                              ("sdist", p.get("sdist"))]
+                             if isinstance(a, dict)), fmt="uv.lock")
     base = Path(path).parent
     members = {str(canonicalize_name(m)) for m in
                (data.get("manifest") or {}).get("members") or ()}

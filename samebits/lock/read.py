@@ -107,8 +107,8 @@ def load_lock(path: Path, options: ReadOptions | None = None, *, name: str | Non
     got = read_foreign(path, text, fmt=fmt, options=options or ReadOptions())
     problems = locked_problems(got.lock.packages, str(path), required=False)
     if problems:  # before anything is downloaded, installed or rendered
-        raise LockfileError(problems, hint=f"fix the {got.conversion.format} file's hashes or "
-                            "re-create it with the tool that wrote it")
+        raise LockfileError(problems, hint=f"fix the {got.conversion.format} file's URLs and "
+                            "hashes or re-create it with the tool that wrote it")
     # the input a converted lock was made from is the file: its sha256 is what renderings
     # name as conda-lock's per-platform input hash
     digest = sha256_hex(text.encode())

@@ -10,9 +10,11 @@ package entry (its index, name and platform) and the field:
 Checked: the top-level keys, metadata's required keys, and for every package the fields
 conda-lock requires, a manager of conda or pip, and its hashes: only md5 and sha256, each hex
 of the right length (md5 32, sha256 64); conda packages need md5 (conda-lock's rule) and pip
-packages sha256 (the one hash a wheel is installed by). conda-lock's own model then judges the
-rest of the format (``samebits.lock.model.parse_lock``); ``pydantic_problems`` words what it
-finds the same way.
+packages sha256 (the one hash a wheel is installed by); its URL must end in a plain file name
+once percent-decoded (``url_problem``). ``locked_problems`` applies the same URL and hash rules
+to what every other reader (pixi.lock, uv.lock, pylock, requirements) built. conda-lock's own
+model then judges the rest of the format (``samebits.lock.model.parse_lock``);
+``pydantic_problems`` words what it finds the same way.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ TOP_FIELDS = ("version", "metadata", "package")
 METADATA_FIELDS = ("content_hash", "channels", "platforms", "sources")
 PACKAGE_FIELDS = {1: ("name", "version", "manager", "platform", "url", "hash", "optional"),
                   2: ("name", "version", "manager", "platform", "url", "hash")}
-_HEX = re.compile(r"[0-9a-fA-F]*")
+HEX = _HEX = re.compile(r"[0-9a-fA-F]*")
 
 
 def lock_problems(doc: Any, file: str) -> list[Problem]:
@@ -144,6 +146,29 @@ def _package(i: int, entry: Any, fields: Sequence[str], platforms: tuple[str, ..
     if entry.get("hash") is not None:
         _hashes(f"{label}: hash", entry["hash"], manager, add,
                 vcs=manager == "pip" and is_vcs_url(entry.get("url")))
+    url = entry.get("url")
+    if isinstance(url, str) and url.strip() and (why := url_problem(url)) is not None:
+        add(f"{label}: url", url, why)
+
+
+def url_problem(url: str) -> str | None:
+    """Why ``url`` cannot name a locked archive, or None: its last path segment, percent-decoded
+    as every fetcher decodes it, must be a plain file name (``%2E%2E%2Fx.whl`` is ``../x.whl``).
+    The same rule for every reader: conda-lock, pixi.lock, uv.lock, pylock, requirements."""
+    if is_vcs_url(url):
+        return None
+    from urllib.parse import unquote, urlsplit
+
+    try:
+        path = urlsplit(url).path
+    except ValueError as exc:
+        return f"not a URL ({exc})"
+    name = unquote(path.rsplit("/", 1)[-1])
+    if name in ("", ".", ".."):
+        return "names no file (its path ends in a folder)"
+    if any(c in name for c in "/\\") or any(ord(c) < 32 or ord(c) == 127 for c in name):
+        return f"its file name decodes to {clip(name, 80)!r}, not a plain file name"
+    return None
 
 
 def _hashes(key: str, hashes: Any, manager: Any, add: Any, *, vcs: bool = False) -> None:
@@ -172,7 +197,7 @@ def _hashes(key: str, hashes: Any, manager: Any, add: Any, *, vcs: bool = False)
 
 def locked_problems(packages: Iterable[LockedPackage], file: str, *,
                     required: bool = True) -> list[Problem]:
-    """The same hash rules for packages another reader built (a pixi.lock, a uv.lock, ...):
+    """The same URL and hash rules for packages another reader built (a pixi.lock, a uv.lock, ...):
     each md5 and sha256 hex of the right length and, with ``required``, conda packages with
     md5, pip with sha256 (``samebits.lock.read`` leaves a missing hash to install, which refuses
     the package; a malformed one is never carried over). Each problem names the package by
@@ -185,6 +210,8 @@ def locked_problems(packages: Iterable[LockedPackage], file: str, *,
         out.setdefault(str(problem), problem)
 
     for p in packages:
+        if (why := url_problem(p.url)) is not None:
+            add(f"{_short(p.name)} {_short(p.version)} ({p.manager}): url", p.url, why)
         if p.commit is not None:  # a VCS package: a commit, no archive hash
             continue
         hashes = {k: v for k, v in (("md5", p.md5), ("sha256", p.sha256)) if v is not None}

@@ -258,6 +258,52 @@ def test_a_bad_hash_in_a_converted_lock_stops_every_command_first(
     length = "not a sha256 (64 hex digits)" if value == "zz" else \
         "63 hex digits; a sha256 has 64"
     assert proc.stderr == (f'error: {lock}: idna 3.10 (pip): hash.sha256 = "{value}": '
-                           f"{length}\nhint: fix the {file} file's hashes or re-create it "
+                           f"{length}\nhint: fix the {file} file's URLs and hashes or re-create it "
                            "with the tool that wrote it\n")
     assert sorted(p.name for p in tmp_path.iterdir()) == [file]
+
+
+ROOT = Path(__file__).resolve().parents[2]
+SIX = "six-1.17.0-py2.py3-none-any.whl"
+IDNA = "idna-3.10-py3-none-any.whl"
+ONE_RULE = [  # (file, the text replaced, by what, the error's first line after the file name)
+    ("pixi/v6.pixi.lock",
+     "sha256: 4721f391ed90541fddacab5acf947aa0d3dc7d27b2e1e8eda2be8970586c3274",
+     "sha256: 4721f391ed90541fddacab5acf947aa0d3dc7d27",
+     f'packages: pypi: {SIX}: sha256 = "4721f391ed90541fddacab5acf947aa0d3dc7d27": not a '
+     "sha256 (64 hex digits)"),
+    ("pixi/v6.pixi.lock", f"/{SIX}", f"/%2E%2E%2F{SIX}",
+     f"six 1.17.0 (pip): url = \"https://files.pythonhosted.org/packages/b7/ce/...\" (147 "
+     f"characters): its file name decodes to '../{SIX}', not a plain file name"),
+    ("pypi/uv.lock", f"/{IDNA}", f"/%2E%2E%2F{IDNA}",
+     "idna 3.10: wheels = \"https://files.pythonhosted.org/packages/76/c6/...\" (142 "
+     f"characters): its file name decodes to '../{IDNA}', not a plain file name"),
+    ("lockfiles/cpu.conda-lock.yml", "/filelock-4.3.2-py3-none-any.whl",
+     "/%2E%2E%2Ffilelock-4.3.2-py3-none-any.whl",
+     "2 problems:\n  package[3] filelock (linux-64): url = \"https://files.pythonhosted.org/"
+     "packages/d7/4f/...\" (147 characters): its file name decodes to "
+     "'../filelock-4.3.2-py3-none-any.whl', not a plain file name\n  package[35] filelock "
+     "(linux-aarch64)"),
+]
+
+
+@pytest.mark.parametrize(("file", "old", "new", "first"), ONE_RULE,
+                         ids=["pixi 40-hex sha256", "pixi ../ url", "uv.lock ../ url",
+                              "conda-lock ../ url"])
+def test_one_rule_for_every_reader(tmp_path: Path, file: str, old: str, new: str,
+                                   first: str) -> None:
+    """A malformed hash and a URL whose file name decodes to ``../`` are refused when the lock
+    is read (exit 2, nothing downloaded), whichever format holds them: py-rattler reads a
+    pixi PyPI entry's 40-hex sha256 as no hash, and fetched it."""
+    source = ROOT / file if file.startswith("lockfiles/") else FOREIGN.parent / file
+    text = source.read_text()
+    assert old in text
+    lock = tmp_path / source.name
+    lock.write_text(text.replace(old, new))
+    proc = subprocess.run([sys.executable, "-m", "samebits", "install", str(lock), "--target",
+                           str(tmp_path / "out"), "--cache-dir", str(tmp_path / "cache"),
+                           "--platform", "linux-64", "--lock-python", "3.12"],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert (proc.returncode, proc.stdout) == (2, ""), proc.stderr
+    assert proc.stderr.startswith(f"error: {lock}: {first}"), proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == [lock.name]
