@@ -140,8 +140,9 @@ def tests(session: nox.Session) -> None:
     prints the table and the three figures, fails below CORE_FLOOR % for the core; then runs
     the tests that ask for a shared cache once more, each with empty caches of its own
     (--cold-cache), uncounted (the unit and integration ones: the e2e workflows' whole
-    installs would double CI's time). Arguments go to pytest instead (-m "" runs the slow
-    tests too).
+    installs would double CI's time); then the tests that run a paper's commands with bwrap
+    hidden from PATH (--hide-programs bwrap). Arguments go to pytest instead (-m "" runs the
+    slow tests too).
     torch is PyTorch's CPU build where its index is reachable, else PyPI's (said which)."""
     install_cpu_torch(session)
     session.install("-e", ".[test]")
@@ -161,6 +162,16 @@ def tests(session: nox.Session) -> None:
     session.run("pytest", "-m", "shared_cache and not slow and not e2e", "--cold-cache",
                 *parallel,
                 "-p", "no:cacheprovider")
+    session.log("without bubblewrap: the tests that run a paper's commands, bwrap hidden from "
+                "PATH (a machine without the apt line: the commands run unsandboxed, said so)")
+    session.run("pytest", "-m", "not slow", "--hide-programs", "bwrap", *SANDBOX_TESTS,
+                *parallel, "-p", "no:cacheprovider")
+
+
+# The tests that run a paper's commands in the sandbox (samebits_app.paper.sandbox): `nox -s
+# tests` runs them once more with bwrap hidden from PATH, as on a machine without bubblewrap.
+SANDBOX_TESTS = ("tests/integration/test_paper_runner.py", "tests/e2e/test_audit_story.py",
+                 "tests/e2e/test_hostile_paper.py")
 
 
 # The tests `nox -s wheel` runs against the installed wheel: those whose outcome depends on the

@@ -30,6 +30,7 @@ from samebits_app.audit.report_md import render_markdown
 from samebits_app.audit.runtime import Measured
 from samebits_app.paper.inputs import PaperInputError
 from samebits_app.paper.manifest import read_manifest
+from samebits_app.paper.sandbox import detect
 from samebits_app.paper.session import PaperRunError
 from tests.fixtures.samples import sample_facts
 from tests.fixtures.verify import (  # noqa: F401  (fixtures)
@@ -229,7 +230,12 @@ def test_attest_runs_the_paper_first_and_fails_fast(authored: Authored, tmp_path
     with pytest.raises(PaperRunError) as err:
         attest(folder, authored.installed.prefix, fake, progress=steps.append)
     assert "suite" not in fake.calls
-    assert [s for s in steps if s.startswith("paper: ")] == ["paper: train: python train.py"]
+    # where bubblewrap is absent or cannot run, the first line says the commands ran without a
+    # sandbox (samebits_app.paper.sandbox.detect), on every machine the same way
+    sandbox = detect()
+    unsandboxed = [f"paper: {sandbox.warning}"] if sandbox.kind == "none" else []
+    assert [s for s in steps if s.startswith("paper: ")] == [
+        *unsandboxed, "paper: train: python train.py"]
     message = err.value.message
     assert "train: `python train.py` failed (exit 1); its last lines:\n    Traceback (most " \
            "recent call last):\n" in message

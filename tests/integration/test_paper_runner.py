@@ -124,7 +124,8 @@ def test_interpreter_seed_and_hash(tmp_path: Path) -> None:
                                 workdir=tmp_path, host=Host(bin=BIN, environ={}),
                                 settings=None, tensor_records=no_tensors))
         doc = json.loads((tmp_path / "o.json").read_text())
-        assert doc["exe"] == sys.executable and doc["seed"] == "0"
+        # `python` is found in the host bin folder (BIN), whatever name started pytest
+        assert doc["exe"] == str(BIN / "python") and doc["seed"] == "0"
     assert recs[0] == recs[1], "equal runs give equal records"
 
 
