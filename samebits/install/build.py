@@ -7,7 +7,9 @@
              folder of links to them is uv's only package source (``--no-index --find-links``)
              and a constraints file pins each by version and hash (``--build-constraints
              --require-hashes``), so the isolated build environment holds those wheels and
-             nothing else, or the build fails
+             nothing else, or the build fails. The recorded requirements are the whole
+             environment: uv installs the static ones, asks the backend
+             (``get_requires_for_build_wheel``) and installs what it asks for, all from there
     build    ``uv build --wheel`` of the tree on a Python of the recorded line, with the
              recorded ``SOURCE_DATE_EPOCH``, umask 022, ``TZ=UTC``, ``PYTHONHASHSEED=0``, no
              uv configuration and no uv cache
@@ -56,7 +58,9 @@ else:  # pragma: no cover
 BUILD_TIMEOUT = 900.0
 # PEP 517/518: a tree without [build-system] is built by setuptools' legacy backend with
 # requires = ["setuptools>=40.8.0", "wheel"], as pip and uv build it (uv build asks for both:
-# lit 16.0.3, a dependency of triton 2.0, has no pyproject.toml)
+# lit 16.0.3, a dependency of triton 2.0, has no pyproject.toml; lit 16.0.6 and 18.1.1 say
+# requires = ["setuptools"] and get wheel from the backend's get_requires_for_build_wheel,
+# samebits.install.buildhooks)
 DEFAULT_REQUIRES = ("setuptools>=40.8.0", "wheel")
 DEFAULT_BACKEND = "setuptools.build_meta:__legacy__"
 Requirements = Sequence[tuple[BuildRequirement, Path]]
@@ -109,25 +113,40 @@ def _refuse(archive: str, bad: Sequence[tuple[str, str | None]]) -> None:
             f"{member}: {why}" for member, why in bad[:10]))
 
 
-def build_system(tree: Path) -> tuple[tuple[str, ...], str]:
-    """(``[build-system] requires``, ``build-backend``) of a source tree; PEP 517's defaults
-    when pyproject.toml or the table is missing."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BuildSystem:
+    """A source tree's ``[build-system]`` table (PEP 517/518), defaults filled in."""
+
+    requires: tuple[str, ...]
+    backend: str
+    backend_path: tuple[str, ...] = ()   # in-tree backends: folders of the tree on sys.path
+
+
+def build_system(tree: Path) -> BuildSystem:
+    """The ``[build-system]`` of a source tree; PEP 517's defaults when pyproject.toml or the
+    table is missing."""
+    default = BuildSystem(requires=DEFAULT_REQUIRES, backend=DEFAULT_BACKEND)
     path = tree / "pyproject.toml"
     if not path.is_file():
-        return DEFAULT_REQUIRES, DEFAULT_BACKEND
+        return default
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise InputError(f"{path.name} of {tree.name}: not TOML: {exc}") from None
     table = data.get("build-system")
     if not isinstance(table, dict):
-        return DEFAULT_REQUIRES, DEFAULT_BACKEND
+        return default
     requires = table.get("requires", list(DEFAULT_REQUIRES))
     if not isinstance(requires, list) or not all(isinstance(r, str) for r in requires):
         raise InputError(f"{tree.name}/pyproject.toml: [build-system] requires = "
                          f"{requires!r}: not a list of requirement strings")
-    backend = table.get("build-backend", DEFAULT_BACKEND)
-    return tuple(requires), str(backend)
+    where = table.get("backend-path", [])
+    if not isinstance(where, list) or not all(isinstance(w, str) for w in where):
+        raise InputError(f"{tree.name}/pyproject.toml: [build-system] backend-path = "
+                         f"{where!r}: not a list of folders")
+    return BuildSystem(requires=tuple(requires),
+                       backend=str(table.get("build-backend", DEFAULT_BACKEND)),
+                       backend_path=tuple(where))
 
 
 def constraints_text(requires: Sequence[BuildRequirement]) -> str:

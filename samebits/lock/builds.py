@@ -12,11 +12,22 @@ it (its package entries are strict), so each build is one string in
       "sdist":"<sha256 of the sdist>","sha256":"<sha256 of the built wheel>",
       "source-date-epoch":1700000000,"wheel":"tinypkg-1.0-py3-none-any.whl"}'
 
-``requires`` is the whole build environment (``[build-system] requires`` resolved, every
-wheel by URL and sha256); ``source-date-epoch`` the ``SOURCE_DATE_EPOCH`` the backend ran with;
-``python`` the interpreter line it ran on. ``samebits install`` builds it again from exactly
-these (``samebits.install.build``), or takes the wheel from the cache, where it is filed by its
-sha256, and refuses a wheel of other bytes.
+``requires`` is the whole build environment, every wheel by URL and sha256: the
+``[build-system] requires`` and what the backend's ``get_requires_for_build_wheel`` asked for
+(PEP 517's dynamic requirements, ``samebits.install.buildhooks``), resolved together.
+``dynamic`` lists what the backend asked for, as it said it, and is left out when it asked for
+nothing (so such a record reads and hashes as before the field existed; a record without it
+reads as one that asked for nothing):
+
+    samebits.build.linux-64.lit: '{"backend":"setuptools.build_meta","dynamic":["wheel"],
+      "format":1,...,"requires":[["setuptools","68.0.0",...],["wheel","0.40.0",...]],...}'
+
+``source-date-epoch`` is the ``SOURCE_DATE_EPOCH`` the backend ran with; ``python`` the
+interpreter line it ran on. ``samebits install`` builds it again from exactly these
+(``samebits.install.build``: uv installs the static requirements, asks the backend, then
+installs what it asked for, every one of them found in ``requires`` or the build fails), or
+takes the wheel from the cache, where it is filed by its sha256, and refuses a wheel of other
+bytes.
 
 ``placement_problems`` says, from file names and records alone (before anything is
 downloaded), which locked packages install cannot place: a pip package must be a wheel, or an
@@ -83,6 +94,7 @@ class BuildRecord:
     source_date_epoch: int
     backend: str
     requires: tuple[BuildRequirement, ...] = ()
+    dynamic: tuple[str, ...] = ()  # what get_requires_for_build_wheel asked for (in requires)
     frontend: str = ""         # the uv that built it (informative: not an input)
 
     @property
@@ -91,9 +103,13 @@ class BuildRecord:
 
     def inputs(self) -> dict[str, Any]:
         """Everything the wheel's bytes are a function of, as recorded."""
-        return {"sdist": self.sdist, "python": self.python,
-                "source-date-epoch": self.source_date_epoch, "backend": self.backend,
-                "requires": [[r.name, r.version, r.url, r.sha256] for r in self.requires]}
+        doc: dict[str, Any] = {
+            "sdist": self.sdist, "python": self.python,
+            "source-date-epoch": self.source_date_epoch, "backend": self.backend,
+            "requires": [[r.name, r.version, r.url, r.sha256] for r in self.requires]}
+        if self.dynamic:  # absent when empty: the records written before it read the same
+            doc["dynamic"] = list(self.dynamic)
+        return doc
 
     def to_text(self) -> str:
         doc = {"format": BUILD_FORMAT, **self.inputs(), "wheel": self.wheel,
@@ -119,12 +135,15 @@ class BuildRecord:
         try:
             requires = tuple(BuildRequirement(name=str(n), version=str(v), url=str(u),
                                               sha256=_hex(s)) for n, v, u, s in doc["requires"])
+            dynamic = doc.get("dynamic", [])
+            if not isinstance(dynamic, list) or not all(isinstance(d, str) for d in dynamic):
+                raise ValueError(f"dynamic = {dynamic!r}: not a list of requirement strings")
             return cls(platform=platform, name=name, sdist=_hex(doc["sdist"]),
                        wheel=str(doc["wheel"]), sha256=_hex(doc["sha256"]),
                        python=str(doc["python"]),
                        source_date_epoch=int(doc["source-date-epoch"]),
                        backend=str(doc["backend"]), requires=requires,
-                       frontend=str(doc.get("frontend", "")))
+                       dynamic=tuple(dynamic), frontend=str(doc.get("frontend", "")))
         except (KeyError, TypeError, ValueError) as exc:
             raise bad(f"incomplete build record ({type(exc).__name__}: {exc})") from None
 

@@ -5,7 +5,12 @@ A PyPI package uv finds no fitting wheel for is locked as its sdist. For each, p
     fetch      the sdist, proved against the sha256 uv reported, into the archive cache
     resolve    its ``[build-system] requires`` (PEP 517's setuptools default without one) from
                the spec's index, for the target's Python and platform, under its exclude-newer,
-               wheels only: the build environment, every wheel by URL and sha256
+               wheels only: the static environment, every wheel by URL and sha256
+    ask        the backend's ``get_requires_for_build_wheel`` in a venv of exactly that
+               environment, offline (``samebits.install.buildhooks``); setuptools before 70.1
+               answers ``["wheel"]``. When it asks for anything, the static requirements, what
+               it asked for and the static environment's own pins are resolved again the same
+               way: the build environment, recorded whole (what was asked, as ``dynamic``)
     build      with uv, in exactly that environment (``samebits.install.build``), with
                ``SOURCE_DATE_EPOCH`` = the spec's exclude-newer instant (1980-01-01 without
                one), twice, in two different folders
@@ -15,8 +20,11 @@ A PyPI package uv finds no fitting wheel for is locked as its sdist. For each, p
                install on this machine takes it without building
 
 A build whose inputs were recorded before (``CACHE/builds/records/<sha256 of the inputs>.json``,
-with the wheel still in the archive cache and of its hash) is not run again. Anything install
-could not place is an ``UnplaceableError`` naming the package; nothing is written.
+with the wheel still in the archive cache and of its hash; the inputs hold the whole build
+environment and what the backend asked for) is not run again, and a backend asked before with
+the same inputs (``CACHE/builds/requires/<sha256 of buildhooks.hook_key>.json``: the sdist, the
+Python line, the epoch, the backend and the static environment) is not asked again. Anything
+install could not place is an ``UnplaceableError`` naming the package; nothing is written.
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ from samebits._io import atomic_write, compact_json, sha256_hex
 from samebits.errors import SamebitsError, UnreachableError
 from samebits.foreign.target import Target
 from samebits.install.build import (
+    BuildSystem,
     build_interpreter,
     build_sdist,
     build_system,
@@ -40,6 +49,7 @@ from samebits.install.build import (
     prove_requirements,
     unpack_sdist,
 )
+from samebits.install.buildhooks import checked, dynamic_requires, hook_key
 from samebits.install.fetch import (
     Fetcher,
     Limits,
@@ -62,6 +72,7 @@ from samebits.lock.model import LockedPackage
 from samebits.spec.model import EnvironmentSpec, PlatformTarget, exclude_newer_datetime
 
 RECORDS = Path("builds") / "records"
+REQUIRES = Path("builds") / "requires"
 
 
 def source_date_epoch(spec: EnvironmentSpec) -> int:
@@ -98,26 +109,37 @@ def _where(spec: EnvironmentSpec, target: PlatformTarget, p: LockedPackage) -> s
 
 async def _record(spec: EnvironmentSpec, target: PlatformTarget, p: LockedPackage, *,
                   cache: Path, timeout: float, offline: bool, fetch: Fetcher) -> BuildRecord:
-    from samebits.solve.pypi import compile_wheels_only, uv_version, wheel_target
+    from samebits.solve.pypi import uv_version, wheel_target
 
     where = _where(spec, target, p)
-    try:
-        sdist = await asyncio.to_thread(prove, p, cache, fetch, spec_sources(spec))
-        with tempfile.TemporaryDirectory(prefix="samebits-sdist-") as tmp:
-            tree = await asyncio.to_thread(unpack_sdist, sdist.path, Path(tmp))
-            requires, backend = build_system(tree)
-    except SamebitsError as exc:
-        raise labelled(exc, where) from None
-    packages = await compile_wheels_only(
-        spec, target, requires, timeout=timeout, offline=offline,
-        what=f"{where}: its [build-system] requires ({', '.join(requires)}), wheels only,"
-    ) if requires else []
     tags = wheel_target(spec, target)
-    env = [_requirement(pkg, tags, where) for pkg in packages]
     inputs = BuildRecord(platform=target.platform, name=p.name, sdist=(p.sha256 or "").lower(),
                          wheel="", sha256="", python=".".join(spec.python.split(".")[:2]),
-                         source_date_epoch=source_date_epoch(spec), backend=backend,
-                         requires=tuple(env), frontend=uv_version())
+                         source_date_epoch=source_date_epoch(spec), backend="",
+                         frontend=uv_version())
+    with tempfile.TemporaryDirectory(prefix="samebits-sdist-") as tmp:
+        try:
+            sdist = await asyncio.to_thread(prove, p, cache, fetch, spec_sources(spec))
+            (Path(tmp) / "src").mkdir()
+            tree = await asyncio.to_thread(unpack_sdist, sdist.path, Path(tmp) / "src")
+            system = build_system(tree)
+        except SamebitsError as exc:
+            raise labelled(exc, where) from None
+        static = await _environment(spec, target, system.requires, tags=tags, where=where,
+                                    timeout=timeout, offline=offline,
+                                    what=f"its [build-system] requires "
+                                    f"({', '.join(system.requires)})")
+        asked = await asyncio.to_thread(_asked, inputs, tree, system, static, cache=cache,
+                                        fetch=fetch, sources=spec_sources(spec), where=where,
+                                        work=Path(tmp) / "hook")
+    env = static
+    if asked:  # resolved again with the static ones held where the backend saw them
+        env = await _environment(
+            spec, target, (*system.requires, *asked, *(f"{r.name}=={r.version}" for r in static)),
+            tags=tags, where=where, timeout=timeout, offline=offline,
+            what=f"its [build-system] requires ({', '.join(system.requires)}) with what "
+            f"{system.backend} asked for ({', '.join(asked)})")
+    inputs = replace(inputs, backend=system.backend, requires=env, dynamic=asked)
     wheel, sha = await asyncio.to_thread(_built, inputs, sdist.path, p, cache, fetch, where,
                                          spec_sources(spec))
     if tags.best([(wheel, wheel)]) is None:
@@ -126,6 +148,43 @@ async def _record(spec: EnvironmentSpec, target: PlatformTarget, p: LockedPackag
                                hint="pin a version with a wheel for this platform, or drop "
                                "the platform from the spec")
     return replace(inputs, wheel=wheel, sha256=sha)
+
+
+async def _environment(spec: EnvironmentSpec, target: PlatformTarget, requires: Sequence[str],
+                       *, tags: Target, where: str, timeout: float, offline: bool,
+                       what: str) -> tuple[BuildRequirement, ...]:
+    """``requires`` resolved for the target, wheels only, every one by URL and sha256."""
+    from samebits.solve.pypi import compile_wheels_only
+
+    if not requires:
+        return ()
+    packages = await compile_wheels_only(spec, target, requires, timeout=timeout,
+                                         offline=offline, what=f"{where}: {what}, wheels only,")
+    return tuple(_requirement(pkg, tags, where) for pkg in packages)
+
+
+def _asked(inputs: BuildRecord, tree: Path, system: BuildSystem,
+           static: Sequence[BuildRequirement], *, cache: Path, fetch: Fetcher,
+           sources: Sources, where: str, work: Path) -> tuple[str, ...]:
+    """What the backend's get_requires_for_build_wheel asks for in a venv of exactly the
+    static environment: answered before (``CACHE/builds/requires/<sha256 of the inputs>``),
+    or asked now."""
+    key = hook_key(system, sdist=inputs.sdist, python=inputs.python,
+                   epoch=inputs.source_date_epoch, requires=static)
+    known = cache / REQUIRES / f"{sha256_hex(compact_json(key))}.json"
+    try:
+        return checked(json.loads(known.read_bytes())["dynamic"], str(known))
+    except (OSError, ValueError, KeyError, TypeError, SamebitsError):
+        pass
+    try:
+        python = build_interpreter(inputs.python)
+        held = prove_requirements(static, inputs.platform, cache, fetch=fetch, sources=sources)
+        asked = dynamic_requires(tree, system, python=python, requires=held,
+                                 epoch=inputs.source_date_epoch, work=work)
+    except SamebitsError as exc:
+        raise labelled(exc, where) from None
+    atomic_write(known, compact_json({"dynamic": list(asked)}))
+    return asked
 
 
 def _requirement(pkg: dict[str, Any], tags: Target, where: str) -> BuildRequirement:
