@@ -1,0 +1,190 @@
+"""Two installed environments of one lock, file by file: samebits' prefix against pip's venv.
+
+Both trees are walked whole (every file, link and folder under the prefix); the same paths must
+hold the same bytes, the same kind (file, link, folder), the same executable bit and the same
+link target, except where the written rule below says what each installer writes of its own:
+
+    bytecode     ``__pycache__/`` and its ``.pyc`` files: each installer compiles the same
+                 sources with the same interpreter (samebits' are checked against their sources
+                 by ``verify env``)
+    scaffolding  ``pyvenv.cfg``, ``bin/python*``, ``bin/activate*``, ``bin/Activate.ps1``,
+                 ``lib64``: each tool makes its own venv (``verify env`` judges both)
+    installer    ``*.dist-info/INSTALLER``, ``REQUESTED`` and ``direct_url.json``: who
+                 installed it and how it was asked for (pip writes ``REQUESTED`` for a
+                 requirement of the file; samebits names the locked URL in ``direct_url.json``)
+    RECORD       compared as the set of its rows (path, the digest's bytes, size) without the
+                 rows of the files above; a console script's row by its path alone
+    scripts      a console script in ``bin/`` (a file whose first line is ``#!`` and the
+                 prefix's interpreter) is written by each installer from the wheel's
+                 ``entry_points.txt`` with its own template (pip's distlib, samebits' and
+                 uv's pypa/installer): compared by the entry point it runs (its ``from MODULE
+                 import NAME`` lines); a script the wheel ships (``.data/scripts``) byte for
+                 byte after the ``#!`` line
+    folders      compared through what they hold: ``python -m venv`` makes an empty
+                 ``include/pythonX.Y``, and no wheel can ship an empty folder
+
+Every other difference is a ``Divergence``: a path only one side has, or other bytes.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import os
+import re
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+from samebits.archives import record_hash
+
+INSTALLER_FILES = ("INSTALLER", "REQUESTED", "direct_url.json")
+SCAFFOLDING = ("pyvenv.cfg", "lib64", "bin/Activate.ps1")
+
+
+@dataclass(frozen=True, slots=True)
+class Divergence:
+    path: str
+    kind: str       # only-samebits | only-pip | bytes | type | mode | link | record
+    detail: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.path}" + (f" ({self.detail})" if self.detail else "")
+
+
+def excepted(rel: str) -> bool:
+    """Whether the written rule leaves ``rel`` (a prefix-relative path) out of the comparison."""
+    parts = rel.split("/")
+    if "__pycache__" in parts:
+        return True
+    if rel in SCAFFOLDING or (parts[0] == "bin" and len(parts) == 2
+                              and parts[1].startswith(("python", "activate"))):
+        return True
+    return len(parts) >= 2 and parts[-2].endswith(".dist-info") and parts[-1] in INSTALLER_FILES
+
+
+def walk(root: Path) -> dict[str, os.stat_result]:
+    """Every entry under ``root`` (prefix-relative POSIX path -> lstat), the rule's exceptions
+    left out; a folder that is excepted is not descended into."""
+    out: dict[str, os.stat_result] = {}
+    stack = [""]
+    while stack:
+        rel = stack.pop()
+        with os.scandir(root / rel if rel else root) as it:
+            for e in it:
+                path = f"{rel}/{e.name}" if rel else e.name
+                if excepted(path):
+                    continue
+                st = e.stat(follow_symlinks=False)
+                out[path] = st
+                if stat.S_ISDIR(st.st_mode):
+                    stack.append(path)
+    return out
+
+
+def _digest(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+_ENTRY = re.compile(rb"^from (\S+) import (\S+)\s*$", re.M)
+
+
+def _script(data: bytes, prefix: Path) -> bytes | None:
+    """What a script in ``bin/`` is compared by, or None when it does not start with the
+    prefix's interpreter: a generated console script's entry point (``from M import N``), else
+    its bytes after the ``#!`` line."""
+    first, _, rest = data.partition(b"\n")
+    if not first.startswith(b"#!") or str(prefix).encode() not in first:
+        return None
+    entry = _ENTRY.findall(rest)
+    if len(entry) == 1 and b"sys.exit(" in rest and len(rest) < 1024:
+        return b"entry point " + b":".join(entry[0])
+    return rest
+
+
+def _record_rows(data: bytes) -> set[tuple[str, bytes, str]]:
+    rows = set()
+    for row in csv.reader(io.StringIO(data.decode("utf-8", "replace"))):
+        if not row or not row[0]:
+            continue
+        path = row[0]
+        name = path.rsplit("/", 1)[-1]
+        if "__pycache__" in path.split("/") or name.endswith(".pyc") or (
+                ".dist-info/" in path and name in (*INSTALLER_FILES, "RECORD")):
+            continue
+        if path.startswith("../../../bin/") or path.startswith("../../bin/"):
+            rows.add((path, b"", ""))  # a console script: each installer's own shebang
+            continue
+        try:
+            got = record_hash(row[1]) if len(row) > 1 else None
+        except ValueError:
+            got = ("?", row[1].encode())
+        rows.add((path, got[1] if got else b"", row[2] if len(row) > 2 else ""))
+    return rows
+
+
+def _holds_nothing(rel: str, tree: dict[str, os.stat_result]) -> bool:
+    """A folder with no file or link below it (the rule's exceptions aside)."""
+    if not stat.S_ISDIR(tree[rel].st_mode):
+        return False
+    below = rel + "/"
+    return not any(p.startswith(below) and not stat.S_ISDIR(st.st_mode)
+                   for p, st in tree.items())
+
+
+def compare(ours: Path, pips: Path) -> list[Divergence]:
+    """Every divergence between samebits' prefix ``ours`` and pip's ``pips``, sorted by path."""
+    a, b = walk(ours), walk(pips)
+    out: list[Divergence] = []
+    for rel in sorted(a.keys() - b.keys()):
+        if not _holds_nothing(rel, a):
+            out.append(Divergence(rel, "only-samebits"))
+    for rel in sorted(b.keys() - a.keys()):
+        if not _holds_nothing(rel, b):
+            out.append(Divergence(rel, "only-pip"))
+    for rel in sorted(a.keys() & b.keys()):
+        sa, sb = a[rel], b[rel]
+        ta, tb = stat.S_IFMT(sa.st_mode), stat.S_IFMT(sb.st_mode)
+        if ta != tb:
+            out.append(Divergence(rel, "type", f"{stat.filemode(sa.st_mode)} against "
+                                  f"{stat.filemode(sb.st_mode)}"))
+            continue
+        if stat.S_ISLNK(sa.st_mode):
+            la, lb = os.readlink(ours / rel), os.readlink(pips / rel)
+            if la != lb:
+                out.append(Divergence(rel, "link", f"{la} against {lb}"))
+            continue
+        if not stat.S_ISREG(sa.st_mode):
+            continue
+        if (sa.st_mode & 0o111 != 0) != (sb.st_mode & 0o111 != 0):
+            out.append(Divergence(rel, "mode", f"{oct(sa.st_mode & 0o777)} against "
+                                  f"{oct(sb.st_mode & 0o777)}"))
+        if rel.endswith(".dist-info/RECORD"):
+            ra = _record_rows((ours / rel).read_bytes())
+            rb = _record_rows((pips / rel).read_bytes())
+            if ra != rb:
+                only_a = sorted(r[0] for r in ra - rb)[:3]
+                only_b = sorted(r[0] for r in rb - ra)[:3]
+                out.append(Divergence(rel, "record", f"rows only samebits writes: {only_a}; "
+                                      f"only pip: {only_b}"))
+            continue
+        if rel.startswith("bin/") and sa.st_size < 1 << 16:
+            da, db = (ours / rel).read_bytes(), (pips / rel).read_bytes()
+            xa, xb = _script(da, ours), _script(db, pips)
+            if xa is not None or xb is not None:
+                if xa != xb:
+                    out.append(Divergence(rel, "bytes", "script: "
+                                          + " against ".join(repr(x[:60]) for x in (xa, xb)
+                                                             if x is not None)))
+                continue
+            if da != db:
+                out.append(Divergence(rel, "bytes"))
+            continue
+        if sa.st_size != sb.st_size or _digest(ours / rel) != _digest(pips / rel):
+            out.append(Divergence(rel, "bytes", f"{sa.st_size} bytes against {sb.st_size}"))
+    return out

@@ -1,0 +1,325 @@
+"""``nox -s sweep``: real papers' dependency files, installed by samebits and by pip, compared.
+
+For each file of ``tests/sweep/files.toml`` (a published ML paper's ``requirements.txt`` or
+``pyproject.toml``, copied untouched into ``tests/sweep/files/NAME/`` with its repository,
+commit and licence named), in ``build/sweep/NAME``, with the installed ``samebits``:
+
+    init     samebits init NAME --from FILE --generation cpu --exclude-newer <commit date>
+             (where init refuses every Python it chooses from and its hint names one, again
+             with that --python-version, as a user would: said in the table)
+    lock     samebits lock NAME                       (real uv against PyPI)
+    install  samebits install LOCK --target ours --python <pyenv's X.Y> --platform linux-64
+    pip      <that X.Y> -m venv --without-pip theirs; pip (PIP, one pinned release, run from
+             the sweep's own venv) --python theirs/bin/python install -r FILE -c <the lock's
+             linux-64 PyPI versions, name==version>, no pip configuration (PIP_CONFIG_FILE=
+             /dev/null: no find-links, no extra index, no cap): pip resolves the authors' file,
+             picks its files and orders the installation itself
+    compare  the two trees file by file (``tests.sweep.compare``: its written rule)
+    verify   samebits verify env --prefix theirs LOCK --platform linux-64: pip's environment
+             against samebits' lock, which must be identical
+
+A file pip cannot install from PyPI alone (an extra index such as download.pytorch.org, a git
+URL, a local version like ``+cu117``) is listed as such ("not PyPI alone"), never dropped. The
+pip side reads the authors' file with its ``-e``/local-path lines left out (they name the
+authors' own code, which is not here), as ``samebits init`` leaves them out; a pyproject's
+``[project] dependencies`` are given to pip as a requirements file. Each pair of environments
+is removed after its comparison; the caches (samebits' and pip's) are shared by the run and
+pruned when the disk runs short. The table goes to ``build/sweep/RESULTS.md`` (the committed
+``tests/sweep/RESULTS.md`` is a full run's).
+
+    python -m tests.sweep.sweep [NAME ...] [--out build/sweep] [--keep] [--min-free-gb 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tests.sweep.compare import Divergence, compare
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+HERE = Path(__file__).resolve().parent
+PIP = "pip==26.3"  # the pip every file is installed with (2026-11-02), recorded in the table
+STEPS = ("init", "lock", "install", "pip", "compare", "verify")
+LIMITS = {"init": 600, "lock": 1200, "install": 2400, "pip": 2400, "compare": 600,
+          "verify": 1200}
+NOT_PYPI = re.compile(r"download\.pytorch\.org|--extra-index-url|--index-url|-i |"
+                      r"git\+|\+cu\d+|\+cpu\b|@ (https?|file)://", re.I)
+
+
+@dataclass
+class Row:
+    name: str
+    repo: str
+    kind: str
+    field: str
+    year: str
+    python: str = "?"
+    torch: str = "-"
+    steps: dict[str, tuple[int, float]] = field(default_factory=dict)
+    reason: str = ""
+    notes: list[str] = field(default_factory=list)
+    divergences: list[str] = field(default_factory=list)
+
+    @property
+    def outcome(self) -> str:
+        if self.reason.startswith("not PyPI alone"):
+            return "not PyPI alone"
+        return "ok" if all(c == 0 for c, _ in self.steps.values()) and \
+            len(self.steps) == len(STEPS) else "diverges"
+
+
+def samebits() -> list[str]:
+    script = Path(sys.executable).with_name("samebits")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "samebits"]
+
+
+def run(row: Row, step: str, argv: list[str], *, log: Path, env: dict[str, str] | None = None,
+        cwd: Path | None = None) -> tuple[int, str]:
+    """Run one step, its output appended to ``log``; (exit code, its output)."""
+    print(f"  {step:8} {' '.join(argv[:6])}{' ...' if len(argv) > 6 else ''}", flush=True)
+    start = time.monotonic()
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=cwd,
+                              timeout=LIMITS[step])
+        code, text = proc.returncode, proc.stdout + proc.stderr
+    except subprocess.TimeoutExpired as exc:
+        code, text = 124, f"{exc.stdout or ''}{exc.stderr or ''}\n(stopped after {LIMITS[step]} s)"
+    took = time.monotonic() - start
+    with open(log, "a") as out:
+        out.write(f"\n$ {' '.join(argv)}\n{text}\n(exit {code} in {took:.0f} s)\n")
+    row.steps[step] = (code, took)
+    print(f"           exit {code} in {took:.0f} s", flush=True)
+    return code, text
+
+
+def pyenv_python(line: str) -> Path | None:
+    """pyenv's newest CPython of ``line`` (X.Y), the interpreter both sides install for."""
+    root = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv") / "versions"
+    found = sorted((p for p in root.glob(f"{line}.*") if re.fullmatch(rf"{re.escape(line)}\.\d+",
+                                                                     p.name)),
+                   key=lambda p: int(p.name.rsplit(".", 1)[1]))
+    return found[-1] / "bin" / f"python{line}" if found else None
+
+
+def pip_requirements(source: Path, dest: Path) -> Path:
+    """What pip is given: the authors' requirements file (and the files it includes) with the
+    lines that name their own code left out, or a pyproject's [project] dependencies."""
+    if source.name == "pyproject.toml":
+        deps = tomllib.loads(source.read_text()).get("project", {}).get("dependencies", [])
+        dest.write_text("".join(f"{d}\n" for d in deps))
+        return dest
+    for path in source.parent.rglob("*"):
+        if path.is_file() and path.suffix in (".txt", ".in"):
+            kept = [line for line in path.read_text().splitlines()
+                    if not re.match(r"\s*(-e\s|--editable\s|\.{1,2}(/|\s|$)|file:)", line)]
+            out = dest.parent / path.relative_to(source.parent)
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text("\n".join(kept) + "\n")
+    return dest.parent / source.name
+
+
+def lock_facts(lock: Path) -> tuple[str, list[tuple[str, str]]]:
+    """(Python line, [(name, version)] of the linux-64 PyPI part) of a samebits lock."""
+    from samebits.lock.read import load_lock
+
+    env = load_lock(lock)
+    line = env.lock.custom.get("samebits.python", "?")
+    return line, sorted((p.name, p.version) for p in env.pip("linux-64"))
+
+
+def pip_env() -> dict[str, str]:
+    """pip as a user's, with none of this machine's configuration: PyPI only."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
+    if "PIP_CACHE_DIR" in os.environ:
+        env["PIP_CACHE_DIR"] = os.environ["PIP_CACHE_DIR"]
+    return {**env, "PIP_CONFIG_FILE": os.devnull, "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+            "PIP_NO_INPUT": "1"}
+
+
+def tools(out: Path) -> Path:
+    """The sweep's own venv holding PIP (made once, reused)."""
+    venv = out / "tools"
+    pip = venv / "bin" / "pip"
+    if not pip.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        subprocess.run([str(pip), "install", "-q", PIP], check=True, env=pip_env())
+    return pip
+
+
+def one(entry: dict, out: Path, pip: Path, *, keep: bool, min_free_gb: float) -> Row:
+    name = entry["name"]
+    row = Row(name=name, repo=entry["repo"], kind=entry["path"].rsplit("/", 1)[-1],
+              field=entry["field"], year=str(entry["year"]))
+    work = out / name
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    log = work / "log.txt"
+    source = HERE / "files" / name / row.kind
+    text = source.read_text()
+    print(f"{name} ({entry['repo']} @ {entry['commit'][:7]}): {row.kind}", flush=True)
+    project, lock = work / "project", work / "project" / "lockfiles" / f"{name}.conda-lock.yml"
+    ours, theirs = work / "ours", work / "theirs"
+    init = [*samebits(), "init", name, "--from", str(source), "--root", str(project),
+            "--generation", "cpu", "--exclude-newer", entry["date"], *entry.get("init", [])]
+    code, said = run(row, "init", init, log=log)
+    hint = re.search(r"pass --python-version (3\.\d+)", said)
+    if code == 2 and hint:
+        row.notes.append(f"init: again with --python-version {hint.group(1)}, as its hint says")
+        code, said = run(row, "init", [*init, "--python-version", hint.group(1)], log=log)
+    steps = [("lock", [*samebits(), "lock", name, "--root", str(project)])]
+    if code == 0:
+        code, said = run(row, *steps[0], log=log)
+    if code != 0:
+        row.reason = _first_error(said)
+        if NOT_PYPI.search(text):
+            row.reason = f"not PyPI alone: {row.reason}"
+        return _done(row, work, keep, lock, min_free_gb)
+    line, pins = lock_facts(lock)
+    row.python = line
+    row.torch = next((v for n, v in pins if n == "torch"), "-")
+    python = pyenv_python(line)
+    if python is None:
+        row.reason = f"no pyenv Python {line} here"
+        return _done(row, work, keep, lock, min_free_gb)
+    code, said = run(row, "install", [*samebits(), "install", str(lock), "--target", str(ours),
+                                      "--python", str(python), "--platform", "linux-64"],
+                     log=log)
+    if code != 0:
+        row.reason = f"install: {_first_error(said)}"
+        return _done(row, work, keep, lock, min_free_gb)
+    constraints = work / "constraints.txt"
+    constraints.write_text("".join(f"{n}=={v}\n" for n, v in pins))
+    requirements = pip_requirements(source, work / "pip" / row.kind.replace(".toml", ".txt"))
+    subprocess.run([str(python), "-m", "venv", "--without-pip", str(theirs)], check=True)
+    code, said = run(row, "pip", [str(pip), "--python", str(theirs / "bin" / "python"),
+                                  "install", "-r", str(requirements), "-c", str(constraints)],
+                     log=log, env=pip_env(), cwd=requirements.parent)
+    if code != 0:
+        row.reason = f"pip: {_first_error(said)}"
+        return _done(row, work, keep, lock, min_free_gb)
+    start = time.monotonic()
+    found = compare(ours, theirs)
+    row.steps["compare"] = (1 if found else 0, time.monotonic() - start)
+    row.divergences = [str(d) for d in found]
+    (work / "divergences.txt").write_text("".join(f"{d}\n" for d in row.divergences))
+    print(f"  compare  {len(found)} divergence(s)", flush=True)
+    code, said = run(row, "verify", [*samebits(), "verify", "env", "--prefix", str(theirs),
+                                     str(lock), "--platform", "linux-64"], log=log)
+    reasons = []
+    if found:
+        reasons.append(f"{len(found)} divergence(s): {_summary(found)}")
+    if code != 0:
+        reasons.append(f"verify env of pip's: {_first_error(said, verify=True)}")
+    row.reason = "; ".join(reasons)
+    return _done(row, work, keep, lock, min_free_gb)
+
+
+def _first_error(text: str, *, verify: bool = False) -> str:
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    if verify:
+        picked = [ln for ln in lines if ln.startswith(("result:", "DRIFT", "error:"))
+                  or ": " in ln and ln.split(":")[0] in ("drift", "extra", "missing")]
+        return " / ".join(picked[:3])[:300] or (lines[-1][:300] if lines else "?")
+    for n, ln in enumerate(lines):
+        if ln.startswith("error:"):
+            more = [m for m in lines[n + 1:n + 4] if not m.startswith(("hint:", "PyPI at"))]
+            return " / ".join([ln[6:].strip(), *more])[:400]
+    return lines[-1][:300] if lines else "?"
+
+
+def _summary(found: list[Divergence]) -> str:
+    by: dict[str, int] = {}
+    for d in found:
+        by[d.kind] = by.get(d.kind, 0) + 1
+    first = found[0]
+    return ", ".join(f"{n} {k}" for k, n in sorted(by.items())) + f" (first: {first})"
+
+
+def _done(row: Row, work: Path, keep: bool, lock: Path, min_free_gb: float) -> Row:
+    (work / "row.json").write_text(json.dumps(row.__dict__, indent=1, sort_keys=True))
+    if not keep:
+        for sub in ("ours", "theirs"):
+            shutil.rmtree(work / sub, ignore_errors=True)
+        _prune(min_free_gb)
+    return row
+
+
+def _prune(min_free_gb: float) -> None:
+    """With less than ``min_free_gb`` free, empty pip's cache and samebits' archives."""
+    free = shutil.disk_usage(HERE).free / 2**30
+    if free >= min_free_gb:
+        return
+    from samebits.install import default_cache_dir
+
+    for folder in (default_cache_dir() / "archives", default_cache_dir() / "unpacked"):
+        shutil.rmtree(folder, ignore_errors=True)
+    subprocess.run([sys.executable, "-m", "pip", "cache", "purge"], capture_output=True,
+                   env=pip_env())
+    print(f"  (emptied the archive caches: {free:.0f} GB was free)", flush=True)
+
+
+def table(rows: list[Row]) -> str:
+    head = ["file", "repository", "field", "year", "from", "python", "torch", *STEPS,
+            "outcome", "reason"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        cells = [r.name, r.repo, r.field, r.year, f"`{r.kind}`", r.python, r.torch]
+        for step in STEPS:
+            got = r.steps.get(step)
+            cells.append("-" if got is None else f"{got[0]} ({got[1]:.0f} s)")
+        reason = "; ".join([*r.notes, r.reason]) if r.notes else r.reason
+        cells += [r.outcome, reason.replace("|", "\\|")]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def counts(rows: list[Row]) -> str:
+    by: dict[str, int] = {}
+    for r in rows:
+        by[r.outcome] = by.get(r.outcome, 0) + 1
+    return ", ".join(f"{n} {k}" for k, n in sorted(by.items()))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="nox -s sweep --", description=__doc__.split("\n")[0])
+    parser.add_argument("names", nargs="*", help="files of files.toml (default: all)")
+    parser.add_argument("--out", type=Path, default=Path("build/sweep"))
+    parser.add_argument("--keep", action="store_true", help="keep both environments")
+    parser.add_argument("--min-free-gb", type=float, default=20.0)
+    args = parser.parse_args(argv)
+    entries = tomllib.loads((HERE / "files.toml").read_text())["file"]
+    unknown = set(args.names) - {e["name"] for e in entries}
+    if unknown:
+        parser.error(f"not in files.toml: {', '.join(sorted(unknown))}")
+    chosen = [e for e in entries if not args.names or e["name"] in args.names]
+    out = args.out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    # the run's own caches: a first run starts from empty ones, as on a fresh machine; later
+    # files reuse what earlier ones fetched (torch's archives above all)
+    os.environ["XDG_CACHE_HOME"] = str(out / "cache")
+    os.environ["PIP_CACHE_DIR"] = str(out / "cache" / "pip")
+    pip = tools(out)
+    rows: list[Row] = []
+    for entry in chosen:
+        rows.append(one(entry, out, pip, keep=args.keep, min_free_gb=args.min_free_gb))
+        (out / "RESULTS.md").write_text(table(rows) + f"\n{counts(rows)}\n")
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"\n{table(rows)}\n{counts(rows)}\nload average at the end: {load}")
+    return 0 if all(r.outcome != "diverges" for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
