@@ -309,9 +309,22 @@ def papers(session: nox.Session) -> None:
     """Each paper of tests/papers/corpus.toml, from its authors' untouched requirements.txt or
     pyproject.toml through init, lock, install, verify env, attest and two audits (plain and
     with OMP_NUM_THREADS=1), one at a time, environments removed after each; prints the table
-    (also build/papers/RESULTS.md). Arguments: paper names, --keep, --out DIR."""
+    (also build/papers/RESULTS.md). Arguments: paper names, --keep, --out DIR, --cold (each
+    paper from empty caches of its own, as on a fresh machine)."""
     session.install(".")
     session.run("python", "-m", "tests.papers.corpus", *session.posargs)
+
+
+@nox.session
+def sweep(session: nox.Session) -> None:
+    """A differential sweep against pip (not in CI: hours, GBs): each real paper's dependency
+    file of tests/sweep/files.toml through samebits init, lock and install, and through pip
+    into a venv of the same interpreter (constrained to the lock's versions); the two trees
+    compared file by file and pip's environment verified against samebits' lock
+    (tests/sweep/sweep.py; the table in build/sweep/RESULTS.md). Arguments: file names,
+    --keep, --out DIR."""
+    session.install(".")
+    session.run("python", "-m", "tests.sweep.sweep", *session.posargs)
 
 
 @nox.session

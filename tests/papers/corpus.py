@@ -17,7 +17,10 @@ papers run one at a time and each one's environments are removed before the next
 from PyPI is a CUDA build of 2-3 GB); with less than ``--min-free-gb`` left, the lock's archives
 are removed from the cache too.
 
-    python -m tests.papers.corpus [NAME ...] [--out build/papers] [--keep]
+    python -m tests.papers.corpus [NAME ...] [--out build/papers] [--keep] [--cold]
+
+``--cold`` gives each paper empty caches of its own (a fresh machine: every archive
+downloaded, every sdist built again, no index answer remembered); RESULTS.md is a cold run.
 """
 
 from __future__ import annotations
@@ -100,7 +103,7 @@ def verdict(report: Path) -> str:
         return "-"
 
 
-def one(paper: dict, out: Path, *, keep: bool, min_free_gb: float) -> Result:
+def one(paper: dict, out: Path, *, keep: bool, min_free_gb: float, cold: bool = False) -> Result:
     name = paper["name"]
     result = Result(name=name, torch=paper["torch"], source=paper["from"])
     work = out / name
@@ -122,8 +125,12 @@ def one(paper: dict, out: Path, *, keep: bool, min_free_gb: float) -> Result:
         ("omp1", ["audit", str(folder), "--prefix", str(review), "--out",
                   str(work / "audit-omp1")]),
     ]
+    base = dict(os.environ)
+    if cold:  # a fresh machine: no archive, index answer or sdist build record of an earlier run
+        shutil.rmtree(work / "cache", ignore_errors=True)
+        base["XDG_CACHE_HOME"] = str(work / "cache")
     for step, args in steps:
-        env_vars = {**os.environ, "OMP_NUM_THREADS": "1"} if step == "omp1" else None
+        env_vars = {**base, "OMP_NUM_THREADS": "1"} if step == "omp1" else base
         code = run_step(result, step, args, log=log, env=env_vars)
         if step == "lock" and code == 0:
             shutil.copy2(project / "lockfiles" / f"{name}.conda-lock.yml", lock)
@@ -137,7 +144,10 @@ def one(paper: dict, out: Path, *, keep: bool, min_free_gb: float) -> Result:
     if not keep:
         for path in (env, review):
             shutil.rmtree(path, ignore_errors=True)
-        _free_archives(lock, min_free_gb)
+        if cold:
+            shutil.rmtree(work / "cache", ignore_errors=True)
+        else:
+            _free_archives(lock, min_free_gb)
     return result
 
 
@@ -183,6 +193,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("build/papers"))
     parser.add_argument("--keep", action="store_true", help="keep the environments")
     parser.add_argument("--min-free-gb", type=float, default=25.0)
+    parser.add_argument("--cold", action="store_true",
+                        help="each paper from empty caches of its own (XDG_CACHE_HOME under its "
+                        "folder, removed after it): archives, index answers and sdist build "
+                        "records fetched and built again, as on a fresh machine")
     args = parser.parse_args(argv)
     papers = tomllib.loads((HERE / "corpus.toml").read_text())["paper"]
     unknown = set(args.names) - {p["name"] for p in papers}
@@ -193,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     for paper in chosen:
         results.append(one(paper, args.out.resolve(), keep=args.keep,
-                           min_free_gb=args.min_free_gb))
+                           min_free_gb=args.min_free_gb, cold=args.cold))
         text = table(results)
         (args.out / "RESULTS.md").write_text(text)
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
