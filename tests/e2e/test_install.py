@@ -328,15 +328,18 @@ def test_install_source_usage_errors(args: tuple[str, ...], message: str,
 
 @pytest.mark.slow
 def test_install_verdict_is_verify_envs(tmp_path: Path) -> None:
-    """A wheel whose library needs one that ships nowhere: install exits 1 with exactly the
-    verdict, digests, findings and linkage a standalone `verify env` gives the prefix."""
+    """A wheel whose library needs one that ships nowhere, and that `import needy` loads:
+    install exits 1 with exactly the verdict, digests, findings and linkage a standalone
+    `verify env` gives the prefix."""
     from tests.fixtures.install import locked_wheel, wheel, write_lock
     from tests.fixtures.verify import build_elves
 
     elves = build_elves(tmp_path / "elves")
     line = f"{sys.version_info[0]}.{sys.version_info[1]}"
     whl = wheel(tmp_path / "wheels", "needy", "1.0",
-                {"needy/__init__.py": b"", "needy/libneedy.so": elves["libneedy.so"]},
+                {"needy/__init__.py": b"import ctypes, os\nctypes.CDLL(os.path.join("
+                 b"os.path.dirname(__file__), 'libneedy.so'))\n",
+                 "needy/libneedy.so": elves["libneedy.so"]},
                 executables=("needy/libneedy.so",), tag="py3-none-manylinux_2_17_x86_64",
                 purelib=False)
     env = write_lock(tmp_path / "lockfiles" / "n.conda-lock.yml", [locked_wheel(whl)],

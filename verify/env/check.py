@@ -21,6 +21,9 @@ from samebits.lock.read import ReadOptions
 if TYPE_CHECKING:
     from samebits.lock.read import LockedEnv
     from verify.env.envreport import EnvReport
+    from verify.env.interpreter import Located
+    from verify.env.linkage import LinkageReport
+    from verify.env.manifest import Manifest
     from verify.env.pycheck import Handed
 
 
@@ -29,7 +32,8 @@ def check_env(prefix: Path, *, lockfile: Path | None = None, platform: str | Non
               bytecode: bool = True, cache: Path | None = None,
               progress: Any = None, read: ReadOptions | None = None,
               coverage: bool = True, trust_seal: bool | Collection[str] = False,
-              loaded: LockedEnv | None = None, handed: Handed | None = None) -> EnvReport:
+              loaded: LockedEnv | None = None, handed: Handed | None = None,
+              import_timeout: float | None = None) -> EnvReport:
     """Everything ``verify env`` checks, as an ``EnvReport`` (also ``samebits audit``'s API).
     ``read`` says how to read a lockfile of another format (converted on read).
     ``trust_seal``: prove sealed cache inodes by a stat (``verify.env.sealproof``): True for
@@ -37,7 +41,10 @@ def check_env(prefix: Path, *, lockfile: Path | None = None, platform: str | Non
     ``loaded``: ``lockfile`` as the caller has already read it (install: the lock it placed
     from); used when it is a conda-lock file, whose reading takes no options.
     ``handed``: the bytecode verdicts of the install that compiled the prefix's pycs a moment
-    ago (``verify.env.bytecode.check_bytecode``)."""
+    ago (``verify.env.bytecode.check_bytecode``).
+    ``import_timeout``: seconds for each import of the import probe, which judges what the
+    linkage check leaves unresolved (``verify.env.importverdict``; default
+    ``verify.env.importprobe.IMPORT_TIMEOUT``)."""
     from samebits.install import default_cache_dir
     from samebits.lock.read import load_lock
     from verify.env import sealproof
@@ -130,6 +137,9 @@ def check_env(prefix: Path, *, lockfile: Path | None = None, platform: str | Non
     if linkage:
         with (progress or _no_progress)("resolving every ELF file's shared libraries", None):
             links = check_linkage(manifest, host_dirs=host_library_dirs())
+        if links.unresolved:  # judged by what really loads: only then, only their packages
+            links = _judge_by_imports(links, manifest, loc, runs=found is not None,
+                                      timeout=import_timeout, progress=progress)
     ident_digest = identity_digest(interpreter) if kind != "conda" else None
     kernels = _coverage(manifest, cache) if coverage else None
     return EnvReport(
@@ -139,6 +149,23 @@ def check_env(prefix: Path, *, lockfile: Path | None = None, platform: str | Non
         reference=reference, notes=tuple(notes), interpreter=interpreter, bytecode=bc,
         unproven=tuple(unproven(manifest.records.packages)), coverage=kernels,
         not_runnable=not_runnable, proof=sealproof.proof_doc(manifest, seals))
+
+
+def _judge_by_imports(links: LinkageReport, manifest: Manifest, loc: Located, *, runs: bool,
+                      timeout: float | None, progress: Any) -> LinkageReport:
+    """The import probe in the environment's interpreter, which sees the environment and its
+    base interpreter (bound read-only into its sandbox)."""
+    import os
+
+    from verify.env.importprobe import IMPORT_TIMEOUT
+    from verify.env.importverdict import judge_by_imports
+
+    readable = [str(manifest.prefix), *(d for d in (
+        loc.base_prefix, loc.binary and os.path.dirname(os.path.dirname(loc.binary))) if d)]
+    with (progress or _no_progress)("importing the packages of unresolved libraries", None):
+        return judge_by_imports(links, manifest, executable=loc.executable, runs=runs,
+                                readable=readable, environ=os.environ,
+                                timeout=IMPORT_TIMEOUT if timeout is None else timeout)
 
 
 def _coverage(manifest, cache: Path) -> dict[str, Any]:

@@ -8,7 +8,9 @@ The document (``"format": 1``, ``"kind": "samebits.verify-env"``) is written wit
                 packages has an interpreter that exists (exit 0 iff ok)
     digests     {"environment", "packages"} (see verify.env.digest)
     findings    every mismatch, sorted by kind then path
-    linkage     {"checked", "ok", "unresolved", "host", ...} (verify.env.linkage)
+    linkage     {"checked", "ok", "unresolved", "host", "loaded", "lazy", "imports", ...}
+                (verify.env.linkage; "imports": the import probe's record, which judged the
+                links that did not resolve statically, verify.env.importverdict)
     packages    what the installers recorded
     summary     counts
     proof       how the files were proven: ``trust_seal`` (false unless asked), ``by_hash``,
@@ -226,9 +228,11 @@ def report_text(r: EnvReport) -> str:
         lk = r.linkage
         lines.append(f"linkage: {lk.elf_files} ELF files, {lk.links} needed libraries: "
                      f"{len(lk.unresolved)} unresolved, {len(lk.host)} found only on this host")
+        lines.extend(_import_lines(lk))
         for link in lk.unresolved:
             lines.append(f"  {link.file} [{link.package or 'unowned'}] needs {link.needed}: "
-                         "cannot open shared object file")
+                         "cannot open shared object file"
+                         + (f"; {link.detail}" if link.detail else ""))
         for link in lk.host:
             lines.append(f"  {link.file} needs {link.needed}: host only, {link.found}")
         for link in lk.preloaded:
@@ -241,6 +245,12 @@ def report_text(r: EnvReport) -> str:
         for link in lk.off_path:
             lines.append(f"  note: {link.file} [{link.package or 'unowned'}] finds "
                          f"{link.needed} ({link.found}) only with LD_LIBRARY_PATH")
+        for link in lk.loaded:
+            lines.append(f"  {link.file} needs {link.needed}: {link.detail}"
+                         + (f" ({link.found})" if link.found else ""))
+        for link in lk.lazy:
+            lines.append(f"  note: {link.file} [{link.package or 'unowned'}] needs "
+                         f"{link.needed}: {link.detail}")
         for f, why in lk.unreadable:
             lines.append(f"  {f}: {why}")
     if r.ok:
@@ -253,6 +263,26 @@ def report_text(r: EnvReport) -> str:
         verdict = f"DRIFT: {_n(len(r.findings), 'finding')}"
     lines.append(f"result: {verdict} (exit {r.exit_code})")
     return "\n".join(lines)
+
+
+def _import_lines(lk: LinkageReport) -> list[str]:
+    """What the import probe did (``verify.env.importverdict``), when there was anything to
+    judge."""
+    doc = lk.imports
+    if not doc:
+        return []
+    if not doc.get("ran"):
+        return [f"  imports: not probed: {doc.get('why')}"]
+    probes = doc.get("probes") or []
+    outcomes = Counter(p["outcome"] for p in probes)
+    box = doc.get("sandbox") or {}
+    where = ("in bubblewrap (no network, read-only)" if box.get("kind") == "bubblewrap"
+             else f"without a sandbox ({box.get('why')})")
+    mods = ", ".join(f"`import {p['module']}`" if p["module"] else "start-up alone (nothing "
+                     "to import)" for p in probes)
+    return [f"  imports: {mods} in the environment's Python, one process each, {where}, "
+            f"{doc.get('timeout_s'):g} s each: "
+            + ", ".join(f"{n} {k}" for k, n in sorted(outcomes.items()))]
 
 
 def _proof_line(r: EnvReport) -> str:

@@ -33,6 +33,14 @@ exactly as ``samebits install`` judges it. Likewise an executable inside site-pa
 nothing loads (torch ships ``torch/bin/test_shim`` with RUNPATH ``$ORIGIN``) whose missing
 libraries are all elsewhere in the environment is ``off_path`` (a note: it runs only with
 LD_LIBRARY_PATH). LD_LIBRARY_PATH is not consulted.
+
+What is still ``unresolved`` after all that is judged by what really loads
+(``verify.env.importverdict``, run by ``verify.env.check`` only when there is any): the
+top-level modules of the packages owning such a file are imported in the environment's own
+interpreter (``verify.env.importprobe``); a file that was mapped is ``loaded`` (ld.so found its
+libraries at run time: a package that loads its own library by path first, as torchaudio
+does), one no import loads is ``lazy`` (a note saying when it would load), and a failing or
+unfinished import leaves it ``unresolved``, with the import's error in ``detail``.
 """
 
 from __future__ import annotations
@@ -40,8 +48,8 @@ from __future__ import annotations
 import glob
 import os
 import posixpath
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from verify.env.elfinfo import ElfInfo
@@ -69,7 +77,8 @@ PREFIX_LIB_DIRS = ("lib", "lib64")
 MAX_LINKS = 40
 MAX_LOADERS = 256  # loaders looked at per unresolved library
 
-Status = Literal["prefix", "allowed", "host", "preloaded", "unresolved", "optional"]
+Status = Literal["prefix", "allowed", "host", "preloaded", "unresolved", "optional", "loaded",
+                 "lazy"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -80,6 +89,7 @@ class Link:
     status: Status
     found: str | None = None        # where it resolved (prefix-relative, or a host path)
     searched: tuple[str, ...] = ()  # folders looked in, in order (for unresolved)
+    detail: str | None = None       # what the import probe saw (verify.env.importverdict)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"file": self.file, "needed": self.needed,
@@ -88,6 +98,8 @@ class Link:
             out["found"] = self.found
         if self.searched:
             out["searched"] = list(self.searched)
+        if self.detail:
+            out["detail"] = self.detail
         return out
 
 
@@ -101,6 +113,13 @@ class LinkageReport:
     preloaded: tuple[Link, ...] = ()               # found where torch preloads it from
     optional: tuple[Link, ...] = ()                # a plugin's absent transport: a note
     off_path: tuple[Link, ...] = ()                # a package's own tool: a note
+    loaded: tuple[Link, ...] = ()                  # mapped by an import: resolved at run time
+    lazy: tuple[Link, ...] = ()                    # no import loads the file: a note
+    imports: Mapping[str, Any] | None = None       # the import probe's record, when it ran
+    # file -> the files in the prefix that load it (DT_NEEDED found there): the import probe's
+    # input, not part of the report
+    loaders: Mapping[str, frozenset[str]] = field(default_factory=dict, compare=False,
+                                                  repr=False)
 
     @property
     def ok(self) -> bool:
@@ -114,6 +133,11 @@ class LinkageReport:
                 "preloaded": [lk.to_json() for lk in self.preloaded],
                 "optional": [lk.to_json() for lk in self.optional],
                 "off_path": [lk.to_json() for lk in self.off_path],
+                "loaded": [lk.to_json() for lk in self.loaded],
+                "lazy": [lk.to_json() for lk in self.lazy],
+                "imports": dict(self.imports) if self.imports is not None
+                else {"ran": False, "why": "not asked" if self.unresolved
+                      else "no unresolved library"},
                 "unreadable": [{"file": f, "error": e} for f, e in self.unreadable],
                 "allow_list": dict(sorted(HOST_LIBRARIES.items()))}
 
@@ -178,7 +202,8 @@ def check_linkage(manifest: Manifest, *, host_dirs: Sequence[str]) -> LinkageRep
     return LinkageReport(elf_files=len(elfs), links=links, unresolved=tuple(unresolved),
                          host=tuple(host), unreadable=tuple(unreadable),
                          preloaded=tuple(preloaded), optional=tuple(optional),
-                         off_path=tuple(off_path))
+                         off_path=tuple(off_path),
+                         loaders={k: frozenset(v) for k, v in loaders.items()})
 
 
 def _through_loaders(pending: list[Link], entries: dict[str, Entry], prefix: str,

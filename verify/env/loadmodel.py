@@ -23,7 +23,8 @@ uses the environment does not:
   of triton's build folder): it runs only when its caller sets LD_LIBRARY_PATH or has loaded
   the library; the environment lacks nothing: ``off_path``, a note.
 
-Anything else stays ``unresolved``: a finding.
+Anything else stays ``unresolved``: a finding, unless what really loads says otherwise
+(``verify.env.importverdict``: the owning packages imported in the environment's interpreter).
 """
 
 from __future__ import annotations
