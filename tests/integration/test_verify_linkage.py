@@ -58,7 +58,10 @@ CASES = [
     ("through a symlinked folder", ["$ORIGIN/../lib64"], False, "lib64", ("prefix", LIB)),
     ("through a symlink chain", ["$ORIGIN/../lib"], False, "chain",
      ("prefix", "lib/libvfa.so.1.0.0")),
-    ("the prefix's lib folder without any rpath", [], False, "file", ("prefix", LIB)),
+    # a venv's interpreter lives outside it: ld.so never searches the venv's lib/ (a false
+    # "resolved" before); a conda prefix's interpreter brings its lib/ to what it loads
+    ("a venv's lib folder without any rpath", [], False, "file", ("unresolved", None)),
+    ("a conda prefix's lib folder without any rpath", [], False, "conda", ("prefix", LIB)),
     ("not in the prefix at all", ["$ORIGIN/../lib"], False, "none", ("unresolved", None)),
     ("a file of that name that is not ELF", ["$ORIGIN/../lib"], False, "text",
      ("unresolved", None)),
@@ -81,6 +84,10 @@ def test_needed_library_resolution(objects: Path, tmp_path: Path, name: str, rpa
     tool(objects, prefix / "bin/tool", *[str(host) if r == "HOST" else r for r in rpath],
          new_dtags=not old)
     lib = prefix / LIB
+    if layout == "conda":
+        (prefix / "pyvenv.cfg").unlink()
+        (prefix / "conda-meta").mkdir()
+        layout = "file"
     if layout in ("file", "lib64"):
         shutil.copy(objects / "libvfa.so.1", lib)
     if layout == "lib64":

@@ -9,8 +9,11 @@ For each ELF file (its dynamic section read by pyelftools while it was hashed, s
    A file without DT_RUNPATH also gets the DT_RPATH of the files in the prefix that load it,
    and of theirs (ld.so searches the loading chain's RPATHs: auditwheel's grafted libraries in
    ``<pkg>.libs/`` find each other that way);
-2. the prefix's library folders (``lib``, ``lib64``): in a conda prefix the interpreter's own
-   RPATH brings them to every extension module it loads;
+2. the prefix's library folders (``lib``, ``lib64``), in a conda prefix only: there the
+   interpreter is the prefix's own, and its RPATH brings them to every extension module it
+   loads. A venv (``pyvenv.cfg``) runs an interpreter from outside the prefix, so ld.so never
+   searches the venv's ``lib/``: a library a wheel's data scheme put there (PyPI's ``tbb``
+   writes ``lib/libtbb.so.12``) is found only through an RPATH that names it;
 3. the host allow-list ``HOST_LIBRARIES``: the glibc family, the compiler runtime the manylinux
    policy lets wheels take from the host, and the NVIDIA driver's user-space libraries, which
    the driver install (or the container toolkit) provides;
@@ -171,7 +174,8 @@ def host_library_dirs(root: str = "/") -> tuple[str, ...]:
 def check_linkage(manifest: Manifest, *, host_dirs: Sequence[str]) -> LinkageReport:
     entries = manifest.by_path()
     prefix = str(manifest.prefix)
-    lib_dirs = [d for d in PREFIX_LIB_DIRS if os.path.isdir(os.path.join(prefix, d))]
+    lib_dirs = [] if os.path.isfile(os.path.join(prefix, "pyvenv.cfg")) else [
+        d for d in PREFIX_LIB_DIRS if os.path.isdir(os.path.join(prefix, d))]
     elfs = [e for e in manifest.entries if e.type == "file" and e.elf is not None]
     loaders: dict[str, set[str]] = {}   # file -> files that load it (found in the prefix)
     pending: list[Link] = []
