@@ -57,7 +57,7 @@ class Copy(NamedTuple):
     executable: bool
     size: int = 0
     linkable: bool = True   # False: never hardlinked (a conda file marked no_link)
-    package: str = ""       # the package whose file it is (wheels), for who writes last
+    package: str = ""       # the package whose file it is (wheels)
 
 
 class Placer:
@@ -269,19 +269,15 @@ class PlaceError(InputError):
         self.problems = problems
 
 
-def one_copy_per_path(copies: list[Copy],
-                      depends: Callable[[str, str], bool] | None = None) -> list[Copy]:
+def one_copy_per_path(copies: list[Copy]) -> list[Copy]:
     """A path several packages write is placed once when every copy has the same bytes and
     mode, as pip and installer leave it (each later wheel overwrites it): every CUDA 12
     ``nvidia-*`` wheel ships the same empty ``nvidia/__init__.py`` (and so the same pyc).
 
-    Different bytes: pip installs a package after the packages it depends on, so the file of
-    the one that depends on every other writer is the one left (sktime 0.34.0 and its
-    dependency scikit-base 0.11.0 both ship a top-level ``docs/source/conf.py``: sktime's
-    stays). ``depends(a, b)``: package ``a`` needs ``b``, directly or not. Where no writer
-    depends on all the others (or no ``depends`` is given) the order would be arbitrary: an
-    error naming the path. verify env accepts a file that matches any of its claims, so the
-    package whose file was overwritten is not drift."""
+    Wheels that write one path with different bytes are settled before this, as pip's install
+    order leaves them (``samebits.install.overwrite``); what is left with different bytes here
+    (a conda package's file and another package's) has no order to follow: an error naming
+    every such path."""
     by_rel: dict[str, list[Copy]] = {}
     for c in copies:
         by_rel.setdefault(c.rel, []).append(c)
@@ -293,13 +289,8 @@ def one_copy_per_path(copies: list[Copy],
         if all(c.executable == group[0].executable
                and filecmp.cmp(c.src, group[0].src, shallow=False) for c in group[1:]):
             chosen[rel] = group[0]
-            continue
-        last = next((c for c in group if depends is not None and c.package and all(
-            o is c or (o.package and depends(c.package, o.package)) for o in group)), None)
-        if last is None:
-            differ.append(rel)
         else:
-            chosen[rel] = last
+            differ.append(rel)
     differ.sort()
     if differ:
         raise InputError(f"{plural(len(differ), 'file')} written by two packages with "

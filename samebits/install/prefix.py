@@ -14,6 +14,9 @@
     check     every entry's files against its seal (``seal.check``: a stat each; what the
               seal cannot vouch for is hashed); a broken entry is evicted and unpacked again,
               once
+    settle    a path two wheels write with different bytes: the file of the one pip installs
+              last is placed (the lock's record of it, else pip's order computed here), and
+              the report warns, naming the packages and the paths (``overwrite``)
     place     every file from the entries into the staged prefix (``place``): conda packages
               (``conda``), the venv's scaffolding (a lock without a conda python), the wheels
               (``wheels``), the records
@@ -34,7 +37,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +59,7 @@ from samebits.install.fetch import (
     raise_problems,
     size_text,
 )
+from samebits.install.overwrite import Overwrite, installed_order, settle, warning_lines
 from samebits.install.place import (
     Copy,
     LinkMode,
@@ -73,6 +77,7 @@ from samebits.install.wheels import WheelPlan, layout_for, plan_wheel
 from samebits.lock.builds import builds_of, check_placeable
 from samebits.lock.model import LockedPackage
 from samebits.lock.read import LockedEnv
+from samebits.lock.shared import SharedPaths, shared_of
 
 # The one link a venv prefix may have out of itself: the interpreter it runs on.
 VENV_LINKS = ("bin/python",)
@@ -106,6 +111,7 @@ class InstallReport:
     fetch: dict[str, float] = field(default_factory=dict)   # see FetchStats.to_json
     seal: dict[str, int] = field(default_factory=dict)      # see _seal_counts
     sealed_entries: tuple[str, ...] = ()   # keys of the entries files were hardlinked from
+    overwritten: tuple[Overwrite, ...] = ()  # paths two wheels write with different bytes
 
     def to_json(self) -> dict[str, object]:
         return {"platform": self.platform, "prefix": self.prefix, "python": self.python,
@@ -116,11 +122,12 @@ class InstallReport:
                           "reused": len(self.conda) + len(self.pip) - len(self.unpacked)},
                 "bytecode": self.bytecode.to_json() if self.bytecode else None,
                 "fetch": dict(self.fetch), "seal": dict(self.seal),
+                "overwritten": [o.to_json() for o in self.overwritten],
                 "notes": list(self.notes)}
 
     def lines(self) -> list[str]:
-        """What the human report adds about downloads and the seal."""
-        out = []
+        """What the human report adds about downloads, the seal and overwritten files."""
+        out = warning_lines(self.overwritten)
         f = self.fetch
         if f.get("archives"):
             out.append(f"  fetched    {plural(int(f['archives']), 'archive')} "
@@ -339,6 +346,7 @@ def install_prefix(env: LockedEnv, platform: str, prefix: Path, *, final: str, c
     placer = Placer(link_mode)
     packages = [*conda, *pip]
     builds = builds_of(env.lock.custom, file=env.origin)
+    shared = shared_of(env.lock.custom, platform, file=env.origin)
     check_placeable(packages, builds, origin=env.origin)
     how = Artifacts(cache=cache, fetch=fetch, sources=sources, builds=builds,
                     python=build_pythons(build_python or interpreter))
@@ -356,6 +364,7 @@ def install_prefix(env: LockedEnv, platform: str, prefix: Path, *, final: str, c
                           " against their seals", None):
                 plan = _plan(env, platform, entries, prefix, final, line, python, how,
                              checked)
+                plan, overwritten = _settle(plan, env, platform, line, prefix, shared, entries)
             break
         except CorruptEntry as exc:
             if attempt == 2:
@@ -392,7 +401,7 @@ def install_prefix(env: LockedEnv, platform: str, prefix: Path, *, final: str, c
         link_mode=link_mode, placed=placer.methods, unpacked=tuple(unpacked),
         bytecode=report_bytecode, sources=placed_from, notes=tuple(notes),
         fetch=stats.to_json(), seal=_seal_counts(checked, resealed),
-        sealed_entries=tuple(sorted(linked_from)))
+        sealed_entries=tuple(sorted(linked_from)), overwritten=overwritten)
 
 
 def _seal_counts(checked: dict[str, CheckResult], resealed: int) -> dict[str, int]:
@@ -412,24 +421,21 @@ def _has(entries: dict[str, Entry], conda: Sequence[LockedPackage], path: str) -
 
 # ---------------------------------------------------------------------------------- place
 
-def _depends(packages: Sequence[LockedPackage]) -> Callable[[str, str], bool]:
-    """``depends(a, b)``: the locked package ``a`` needs ``b``, directly or not (the lock's
-    dependency edges), as pip's install order has it (``b`` installed first)."""
-    edges = {p.name: {d for d, _ in p.dependencies} for p in packages}
-    closure: dict[str, set[str]] = {}
+def _settle(plan: _Plan, env: LockedEnv, platform: str, line: str | None, stage: Path,
+            shared: SharedPaths | None, entries: dict[str, Entry]
+            ) -> tuple[_Plan, tuple[Overwrite, ...]]:
+    """One writer left for each path several wheels write (``overwrite.settle``): the lock's
+    recorded winner, else the last in pip's order of the lock's wheels, computed here."""
+    from samebits.foreign.target import Target
 
-    def reach(name: str) -> set[str]:
-        if name not in closure:
-            todo, seen = list(edges.get(name, ())), set()
-            while todo:
-                d = todo.pop()
-                if d not in seen:
-                    seen.add(d)
-                    todo.extend(edges.get(d, ()))
-            closure[name] = seen
-        return closure[name]
+    def order() -> list[str]:
+        environment = Target(platform=platform, python=line or "3", glibc="2.17").environment()
+        return installed_order([(w.package, entries[plan.key(w)]) for w in plan.wheels],
+                               environment=environment)
 
-    return lambda a, b: b in reach(a)
+    wheels, overwritten = settle(plan.wheels, stage=stage, recorded=shared, order=order,
+                                 origin=env.origin)
+    return replace(plan, wheels=wheels), overwritten
 
 
 def _place(plan: _Plan, stage: Path, placer: Placer, venv: str | None, line: str | None,
@@ -463,7 +469,7 @@ def _place(plan: _Plan, stage: Path, placer: Placer, venv: str | None, line: str
         key = f"{UNPACKED}/{plan.key(plan_)}"
         for copy in plan_.copies:
             sources[copy.rel] = key
-    copies = one_copy_per_path(copies, depends=_depends([w.package for w in plan.wheels]))
+    copies = one_copy_per_path(copies)  # wheels settled already: conda's files, same bytes
     total = sum(c.size for c in copies) + sum(len(d) for _, d, _ in writes)
     count = len(copies) + len(writes) + len(links)
     stage.mkdir(parents=True, exist_ok=True)

@@ -68,6 +68,19 @@ def layout_for(line: str, python: str) -> Layout:
                   python=python)
 
 
+def installed_path(member: str, data_dir: str, layout: Layout) -> str:
+    """Where a wheel's ``member`` lands, relative to the prefix: the archive root and
+    ``<data_dir>/purelib|platlib/`` in site-packages, ``scripts/`` in ``bin/``, ``headers/``
+    in ``include/pythonX.Y/``, ``data/`` at the prefix (ValueError for another ``.data``
+    subfolder). What ``plan_wheel`` places, and what the lock's shared paths name."""
+    return _dest(layout, *_scheme(member, data_dir, "purelib"))
+
+
+def _dest(layout: Layout, scheme: str, rel: str) -> str:
+    folder = layout.scheme_dir(scheme)
+    return posixpath.join(folder, rel) if folder else rel
+
+
 def direct_url(url: str, sha256: str) -> bytes:
     """PEP 610 ``direct_url.json`` exactly as pip writes it for a wheel installed by URL."""
     doc = {"url": url, "archive_info": {"hash": f"sha256={sha256}",
@@ -79,7 +92,8 @@ def _b64(hexdigest: str) -> str:
     return base64.urlsafe_b64encode(bytes.fromhex(hexdigest)).rstrip(b"=").decode()
 
 
-def _dist_info(entry: Entry) -> str:
+def dist_info_of(entry: Entry) -> str:
+    """The wheel's one top-level ``*.dist-info`` folder (CorruptEntry if not one)."""
     tops = sorted({m.path.split("/", 1)[0] for m in entry.members
                    if "/" in m.path and m.path.split("/", 1)[0].endswith(".dist-info")})
     if len(tops) != 1:
@@ -102,7 +116,7 @@ def plan_wheel(entry: Entry, p: LockedPackage, *, stage: Path, layout: Layout) -
     from installer.utils import parse_entrypoints, parse_metadata_file
 
     members = entry.by_path()
-    info = _dist_info(entry)
+    info = dist_info_of(entry)
     data_dir = info[: -len(".dist-info")] + ".data"
     wheel = parse_metadata_file((read_member(entry, members, f"{info}/WHEEL") or b"").decode())
     if not (wheel["Wheel-Version"] or "").startswith("1."):
@@ -110,8 +124,7 @@ def plan_wheel(entry: Entry, p: LockedPackage, *, stage: Path, layout: Layout) -
     root = "purelib" if wheel["Root-Is-Purelib"] == "true" else "platlib"
 
     def dest(scheme: str, rel: str) -> str:
-        return posixpath.join(layout.scheme_dir(scheme), rel) if layout.scheme_dir(scheme) \
-            else rel
+        return _dest(layout, scheme, rel)
 
     copies: list[Copy] = []
     writes: list[tuple[Path, bytes, bool]] = []

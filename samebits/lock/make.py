@@ -1,6 +1,7 @@
 """Spec -> Lock: solve every platform, check the result against the spec, build the lockfile.
 
-    plan -> (per platform, concurrently) conda solve + PyPI solve -> post-solve checks -> Lock
+    plan -> (per platform, concurrently) conda solve + PyPI solve -> sdist builds
+         -> shared paths (``samebits.lock.shared``) -> post-solve checks -> Lock
 
 Nothing is written here; ``samebits_app.cli`` writes the text atomically once every platform has
 solved, so a failure leaves the previous lockfile as it was.
@@ -21,6 +22,7 @@ from samebits._io import atomic_write, compact_json, sha256_hex, sys_path_kept
 from samebits.errors import Problem, SpecError
 from samebits.lock.builds import BuildRecord, build_metadata, check_placeable, is_sdist
 from samebits.lock.model import LOCK_FORMAT, META, Lock, LockedPackage, lock_text, validate_lock
+from samebits.lock.shared import SharedPaths, record_shared, shared_metadata
 from samebits.solve.virtual import virtual_packages
 from samebits.spec.model import EnvironmentSpec, PlatformTarget, exclude_newer_datetime
 
@@ -174,8 +176,11 @@ def check_solution(spec: EnvironmentSpec, target: PlatformTarget,
 
 async def _solve_platform(spec: EnvironmentSpec, target: PlatformTarget, *,
                           timeout: float, offline: bool, proxy: IndexProxy | None,
-                          cache: Path | None) -> tuple[list[LockedPackage], list[BuildRecord]]:
-    """One platform's packages, and a build record for each sdist among them."""
+                          cache: Path | None) -> tuple[list[LockedPackage], list[BuildRecord],
+                                                       SharedPaths | None]:
+    """One platform's packages, a build record for each sdist among them, and the paths two
+    of its wheels write with different bytes (``samebits.lock.shared``)."""
+    from samebits.host import cache_dir
     from samebits.solve.conda import solve_conda
     from samebits.solve.pypi import solve_pypi
 
@@ -198,7 +203,11 @@ async def _solve_platform(spec: EnvironmentSpec, target: PlatformTarget, *,
                     origin=f"{spec.file} ({target.platform})",
                     hint="the lockfile was not written: require a version with a wheel or "
                     "an sdist, by name from an index or by URL")
-    return packages, builds
+    shared = await record_shared(spec, target, packages,
+                                 {(b.platform, b.name): b for b in builds},
+                                 cache=cache or cache_dir(), timeout=timeout,
+                                 offline=offline)
+    return packages, builds, shared
 
 
 async def solve_spec(spec: EnvironmentSpec, *, sources: Sequence[str],
@@ -208,8 +217,9 @@ async def solve_spec(spec: EnvironmentSpec, *, sources: Sequence[str],
 
     ``sources`` are the spec files relative to the lockfile's folder, as conda-lock records them.
     ``proxy`` (running) lets the PyPI part read a final exclude-newer view from its cache;
-    ``cache`` keeps the content hashes (``content_hashes``) and the sdists built into wheels
-    (``samebits.solve.sdist``; default: the install cache).
+    ``cache`` keeps the content hashes (``content_hashes``), the sdists built into wheels
+    (``samebits.solve.sdist``) and the wheels' file lists (``samebits.solve.wheelfiles``;
+    default: the install cache).
     """
     done = await asyncio.gather(*(_solve_platform(spec, t, timeout=timeout, offline=offline,
                                                   proxy=proxy, cache=cache)
@@ -218,7 +228,7 @@ async def solve_spec(spec: EnvironmentSpec, *, sources: Sequence[str],
         if isinstance(outcome, BaseException):
             raise outcome
     results = [r for r in done if not isinstance(r, BaseException)]
-    problems = [p for t, (pkgs, _) in zip(spec.platforms, results, strict=True)
+    problems = [p for t, (pkgs, _, _) in zip(spec.platforms, results, strict=True)
                 for p in check_solution(spec, t, pkgs)]
     if problems:
         raise SpecError(problems, hint="the lockfile was not written")
@@ -228,8 +238,9 @@ async def solve_spec(spec: EnvironmentSpec, *, sources: Sequence[str],
         sources=tuple(sources),
         content_hash=content_hashes(spec, cache=cache),
         custom={**custom_metadata(spec),
-                **build_metadata(b for _, builds in results for b in builds)},
-        packages=tuple(p for pkgs, _ in results for p in pkgs),
+                **build_metadata(b for _, builds, _ in results for b in builds),
+                **shared_metadata(s for _, _, s in results if s is not None)},
+        packages=tuple(p for pkgs, _, _ in results for p in pkgs),
         header=header(spec),
     )
 

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from samebits.errors import InputError
 from samebits.install import install_prefix
 from tests.fixtures.install import locked_wheel, wheel, write_lock
 
@@ -131,37 +130,32 @@ def test_lockfile_tells_a_swapped_wheel(tmp_path: Path) -> None:
     assert [(f["kind"], f["package"]) for f in doc["findings"]] == [("package-hash", "richpkg")]
 
 
-@pytest.mark.parametrize(("second", "depends", "error"), [
-    (b"", False, None),
-    (b"# mine\n", False, "1 file written by two packages with different contents: "
-                         "lib/python{line}/site-packages/nvidia/__init__.py"),
-    (b"# mine\n", True, None),
+@pytest.mark.parametrize(("second", "requires", "placed", "writers", "pycs"), [
+    (b"", (), b"", None, 2),
+    (b"# mine\n", (), b"", ("nvidia-two", "nvidia-one"), 1),
+    (b"# mine\n", ("nvidia-one",), b"# mine\n", ("nvidia-one", "nvidia-two"), 1),
 ], ids=["the same bytes (CUDA 12 nvidia-* wheels)", "different bytes",
         "different bytes, the second needs the first (sktime and scikit-base's docs/)"])
-def test_a_file_two_wheels_write(tmp_path: Path, second: bytes, depends: bool,
-                                 error: str | None) -> None:
+def test_a_file_two_wheels_write(tmp_path: Path, second: bytes, requires: tuple[str, ...],
+                                 placed: bytes, writers: tuple[str, ...] | None,
+                                 pycs: int) -> None:
     """Two wheels shipping one path: placed once when the bytes are the same (as pip leaves
-    it), and verify env says identical; different bytes: the file of the package that needs
-    the other is placed, as pip's install order leaves it (verify env: identical); with no
-    such order the install stops, naming the path."""
+    it), and verify env says identical; different bytes, in a lock that does not record the
+    path: the file of the one pip installs last is placed (pip's order from the wheels'
+    METADATA: equal weights, the later name first; a wheel that requires the other, after
+    it), the loser's source is not compiled, and verify env says identical."""
+    from tests.fixtures.fakewheels import Wheel, wheel_bytes_to
+
     folder = tmp_path / "wheels"
-    one = wheel(folder, "nvidia-one", "1.0", {"nvidia/__init__.py": b"",
-                                             "nvidia/one/lib.txt": b"1\n"})
-    two = wheel(folder, "nvidia-two", "1.0", {"nvidia/__init__.py": second,
-                                             "nvidia/two/lib.txt": b"2\n"})
-    needs = (("nvidia-one", "*"),) if depends else ()
-    env = write_lock(tmp_path / "t.conda-lock.yml",
-                     [locked_wheel(one),
-                      dataclasses.replace(locked_wheel(two), dependencies=needs)],
+    folder.mkdir()
+    one = wheel_bytes_to(folder, Wheel("nvidia-one", "1.0", files={
+        "nvidia/__init__.py": b"", "nvidia/one/lib.txt": b"1\n"}))
+    two = wheel_bytes_to(folder, Wheel("nvidia-two", "1.0", requires=requires, files={
+        "nvidia/__init__.py": second, "nvidia/two/lib.txt": b"2\n"}))
+    env = write_lock(tmp_path / "t.conda-lock.yml", [locked_wheel(one), locked_wheel(two)],
                      python=LINE)
     prefix = tmp_path / "env"
-    if error is not None:
-        with pytest.raises(InputError) as info:
-            install_prefix(env, "linux-64", prefix, final=str(prefix),
-                           cache=tmp_path / "cache", interpreter=sys.executable)
-        assert info.value.message == error.format(line=LINE)
-        return
-    for _ in range(2):  # compiled, then every pyc from the cache (both placed once)
+    for _ in range(2):  # compiled, then every pyc from the cache
         shutil.rmtree(prefix, ignore_errors=True)
         report = install_prefix(env, "linux-64", prefix, final=str(prefix),
                                 cache=tmp_path / "cache", interpreter=sys.executable,
@@ -172,5 +166,6 @@ def test_a_file_two_wheels_write(tmp_path: Path, second: bytes, depends: bool,
         doc = json.loads(proc.stdout)
         assert (proc.returncode, doc["identical"]) == (0, True), doc["findings"]
     assert report.bytecode is not None
-    assert (report.bytecode.compiled, report.bytecode.reused) == (0, 2)
-    assert (prefix / f"lib/python{LINE}/site-packages/nvidia/__init__.py").read_bytes() == second
+    assert (report.bytecode.compiled, report.bytecode.reused) == (0, pycs)
+    assert (prefix / f"lib/python{LINE}/site-packages/nvidia/__init__.py").read_bytes() == placed
+    assert [o.writers for o in report.overwritten] == ([writers] if writers else [])

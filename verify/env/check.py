@@ -56,8 +56,9 @@ def check_env(prefix: Path, *, lockfile: Path | None = None, platform: str | Non
     from verify.env.hashing import default_jobs
     from verify.env.interpreter import identity, identity_digest, locate, outside_paths, probe
     from verify.env.linkage import check_linkage, host_library_dirs
-    from verify.env.lockcheck import lock_check, unproven
+    from verify.env.lockcheck import lock_check, shared_writers, unproven
     from verify.env.manifest import build_manifest, prefix_kind
+    from verify.env.overwritten import overwrite_notes
     from verify.env.scaffold import read_pyvenv_cfg
     from verify.env.startup import base_records, copied_interpreter_findings, startup_findings
     from verify.env.statmemo import StatMemo
@@ -92,10 +93,12 @@ def check_env(prefix: Path, *, lockfile: Path | None = None, platform: str | Non
         owners = side["base"].result() if "base" in side else base_records(loc)
     interpreter = identity(manifest, loc, found)
     platform = platform or _default_platform(lock, manifest)
-    groups = [file_findings(manifest), startup_findings(manifest, loc, owners=owners),
+    shared = shared_writers(lock, platform, file=loaded.origin if loaded else "")
+    groups = [file_findings(manifest, shared), startup_findings(manifest, loc, owners=owners),
               copied_interpreter_findings(manifest, interpreter)]
     notes = loaded.conversion.one_line_notes() if loaded and loaded.conversion else []
     notes.extend(scaffold_findings(manifest)[1])
+    notes.extend(overwrite_notes(manifest, shared))
     # a venv, or a prefix of Python packages, whose interpreter is not there cannot run at all:
     # never "identical, exit 0" (an image built without a base that has its Python)
     not_runnable = None

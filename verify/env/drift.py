@@ -4,7 +4,9 @@ Pure functions over a ``Manifest``; each returns every mismatch it sees, never t
 
 - ``file_findings``: each entry against its package's claim (modified, missing, type,
   exec, symlink), files nobody owns (unowned), files that could not be read (unreadable) and
-  records that could not be read (bad-record).
+  records that could not be read (bad-record). A path two packages' RECORDs claim is held to
+  the claim of the writer whose file stays (``verify.env.overwritten``: the lock's record of
+  it, else the claim the file matches); the others' lines are overwritten, not drift.
 - ``reference_findings``: the manifest against an earlier one (``verify env --json``):
   modified, missing, extra, exec, symlink, type; this is what catches a RECORD edited to match
   an edited file, and an executable bit no record knows.
@@ -19,10 +21,11 @@ import hashlib
 import os
 import posixpath
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from verify.env.manifest import Entry, Manifest
+from verify.env.overwritten import Shared, winner_claims
 from verify.env.records import Claim
 
 FILE_KINDS = ("modified", "missing", "unowned", "startup", "bytecode", "scaffold", "extra",
@@ -55,12 +58,24 @@ class Finding:
         return out
 
 
-def file_findings(manifest: Manifest) -> list[Finding]:
+def file_findings(manifest: Manifest, shared: Shared | None = None) -> list[Finding]:
+    """``shared``: the lock's record of paths several wheels write (path -> writers in pip's
+    order, the last one's file stays; ``verify.env.lockcheck.shared_writers``)."""
     out: list[Finding] = []
     owners = _folder_owners(manifest.entries)
     by_path = manifest.by_path()
+    winners = winner_claims(manifest, shared)
     for e in manifest.entries:
-        out.extend(_check_entry(e, owners, by_path))
+        won = winners.get(e.path)
+        if won is not None and e.category == "package" and won is not e.claim:
+            e = e._replace(claim=won, owner=won.package)
+        found = _check_entry(e, owners, by_path)
+        if won is not None and shared is not None:
+            writers = shared[e.path]
+            why = (f"the lock records {writers[-1]}'s file here: pip installs "
+                   f"{' then '.join(writers)}")
+            found = [f if f.kind != "modified" else replace(f, detail=why) for f in found]
+        out.extend(found)
     out.extend(scaffold_findings(manifest)[0])
     for path, claims in manifest.records.claims.items():
         if path in by_path:

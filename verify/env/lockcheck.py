@@ -24,7 +24,9 @@ interpreter, ABI and architecture and differ only in the platform's name (``many
 against ``linux_x86_64``) are a note, anything else is drift.
 
 Packages match by (manager, name); pip names are compared canonicalised (PEP 503), versions
-as PEP 440 versions. A pip package installed from an index records neither URL nor hash: its
+as PEP 440 versions. ``shared_writers`` reads the lock's record of the paths two of its wheels
+write with different bytes (``samebits.lock.shared``), which ``verify.env.overwritten`` holds
+each such file to. A pip package installed from an index records neither URL nor hash: its
 files are checked against its RECORD, but nothing proves its wheel was the locked one. Such a
 package is **unproven** (``unproven``): listed in the report, not drift.
 """
@@ -34,7 +36,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
-from samebits.lock.model import LockedPackage
+from samebits.lock.model import Lock, LockedPackage
 from verify.env.drift import Finding
 from verify.env.records import Package, canonical_name
 
@@ -118,6 +120,17 @@ def _compare(p: Package, lp: LockedPackage, archive_tags: ArchiveTags,
     if p.url and _unfragment(p.url) != _unfragment(lp.url):
         add("package-url", _unfragment(lp.url), _unfragment(p.url), "direct_url.json")
     return out
+
+
+def shared_writers(lock: Lock | None, platform: str, *, file: str
+                   ) -> dict[str, tuple[str, ...]]:
+    """Path -> its writers in pip's order (the last one's file stays), as ``lock`` records
+    them for ``platform``; empty without a lock or a record. A record this samebits did not
+    write is a LockfileError naming the key."""
+    from samebits.lock.shared import shared_of
+
+    record = shared_of(lock.custom, platform, file=file) if lock is not None else None
+    return record.writers() if record is not None else {}
 
 
 def unproven(installed: Sequence[Package]) -> list[str]:
