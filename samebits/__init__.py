@@ -16,8 +16,8 @@ back-edge, lazy imports included; docs/explanation/architecture.md draws the tre
 
 The workload worker (``python -m verify.gpu.workloads``, with ``verify.gpu.facts`` and
 ``verify.gpu.errorstats``) runs inside other people's environments, so it imports only the
-standard library, torch, nvidia-ml-py and the core's stdlib-only ``errors``, ``_io`` and
-``childenv``.
+standard library, torch, nvidia-ml-py and the core's stdlib-only ``errors``, ``_io``,
+``childenv`` and ``_compat`` (what lets it run on their Python, 3.8 or later).
 """
 
 __version__ = "0.1.0"

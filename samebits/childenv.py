@@ -15,8 +15,9 @@ pass as the caller has them (or stay unset, when the caller has none; ``PYTHONNO
 kept: the caller's user site as it is). Whatever is kept is in the child's environment, where
 the facts probe records it (``verify.gpu.facts.model.NUMERIC_ENV_NAMES``) and ``audit`` compares it.
 
-``child_environ`` is pure: the caller's mapping in, a new dict out. Standard library only
-(the workload worker's closure imports nothing else).
+``child_environ`` is pure: the caller's mapping in, a new dict out. Standard library only,
+Python 3.8 or later: the workload worker imports it in the audited environment
+(``verify.gpu.launch.IN_ENV``).
 """
 
 from __future__ import annotations

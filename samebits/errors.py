@@ -31,7 +31,8 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+
+from samebits._compat import dataclass
 
 EXIT_OK = 0
 EXIT_DIFFERENT = 1

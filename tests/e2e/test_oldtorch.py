@@ -269,20 +269,43 @@ def test_compare_says_when_nothing_was_compared() -> None:
     assert text.splitlines()[-1] == NOTHING_COMPARED
 
 
-def test_an_older_python_is_refused_in_one_line(tmp_path: Path) -> None:
-    """The worker on Python 3.9 (a torch 1.13 environment may have one): one line saying it
-    needs 3.10, not a TypeError from a dataclass."""
-    from samebits.install.interpreter import Places, search
+@pytest.mark.parametrize("line", ["2.7", "3.6", "3.7"])
+def test_an_older_python_is_refused_in_one_line(line: str) -> None:
+    """The worker on a Python older than 3.8: one line saying it needs 3.8, not a TypeError
+    from a dataclass or a SyntaxError from an f-string."""
+    from tests.fixtures.pythons import pyenv_python, skip_reason
     from verify.gpu.launch import run_module
 
-    found = search("3.9", Places.from_environ()).found
-    if found is None:
-        pytest.skip("no Python 3.9 on this machine")
-    proc = run_module(found.executable, ["-m", "verify.gpu.workloads", "--only", ""], timeout=60)
+    python = pyenv_python(line)
+    if python is None:
+        pytest.skip(skip_reason(line))
+    proc = run_module(str(python), ["-m", "verify.gpu.workloads", "--only", ""], timeout=60)
+    version = subprocess.run([str(python), "-c", "import sys; print(sys.version.split()[0])"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    assert (proc.returncode, proc.stdout) == (1, "")
+    assert proc.stderr == (f"error: Python {version} ({python}): samebits' workers (python -m "
+                           "verify.gpu.workloads, verify.gpu.errorstats, verify.node.canaryrun) "
+                           "need Python 3.8 or later in the environment they run in\n")
+
+
+@pytest.mark.parametrize("line", ["3.8", "3.9"])
+def test_python_3_8_and_3_9_pass_the_guard(line: str) -> None:
+    """The worker on Python 3.8 and 3.9 (a torch 1.13 environment may have either) runs: in
+    an interpreter without torch it gets as far as importing torch, and says that."""
+    from tests.fixtures.pythons import pyenv_python, skip_reason
+    from verify.gpu.launch import run_module
+    from verify.gpu.workloads.settings import DETERMINISTIC
+
+    python = pyenv_python(line)
+    if python is None:
+        pytest.skip(skip_reason(line))
+    proc = run_module(str(python), ["-m", "verify.gpu.workloads", "--facts", "--only", "",
+                                    "--settings", json.dumps(DETERMINISTIC.to_dict())],
+                      timeout=60)
     assert proc.returncode == 1
-    assert proc.stderr.strip().endswith("need Python 3.10 or later in the environment they "
-                                        "run in")
-    assert "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == ("ModuleNotFoundError: No module named "
+                                                    "'torch'")
+    assert "need Python" not in proc.stderr
 
 
 # ------------------------------------------------------------- real torch 2.0.1 from PyPI

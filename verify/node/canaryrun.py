@@ -14,6 +14,7 @@ printed with it (``settings``).
 from __future__ import annotations
 
 import argparse
+import ctypes
 import hashlib
 import json
 import os
@@ -43,12 +44,13 @@ def workload(torch: Any, device: str) -> list[Any]:
 
 
 def digest(torch: Any, outputs: list[Any]) -> str:
+    """sha256 over each output's dtype, shape and raw bytes (native layout, contiguous), read
+    with ctypes: torch's ``.numpy()`` needs numpy, which the environment need not have."""
     h = hashlib.sha256()
     for t in outputs:
         t = t.detach().to("cpu").contiguous()
         h.update(f"{t.dtype}{tuple(t.shape)}".encode())
-        h.update(t.view(torch.uint8).numpy().tobytes() if t.dim() else
-                 t.reshape(1).view(torch.uint8).numpy().tobytes())
+        h.update(ctypes.string_at(t.data_ptr(), t.numel() * t.element_size()))
     return h.hexdigest()
 
 

@@ -10,15 +10,15 @@ the tensors of checkpoint files (``tensorfiles``: safetensors, .npy, .npz, torch
 compare them tensor by tensor (``tensors``). It all needs torch, so audits run it as a worker
 in the audited environment's own interpreter (``samebits_app.audit.runtime``); like
 ``verify.gpu.workloads`` it imports only the standard library, torch and samebits' stdlib-only
-``_io``/``errors``.
+``_io``/``errors``/``_compat``, and runs on Python 3.8 or later (``verify.gpu.launch.IN_ENV``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from samebits._compat import dataclass
 from samebits._io import read_json
 from samebits.errors import InputError, quote
 

@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from samebits._compat import removeprefix, removesuffix
 from samebits.errors import InputError
 
 SUFFIXES = (".safetensors", ".npy", ".npz", ".pt", ".pth", ".ckpt")
@@ -85,7 +86,7 @@ def _frombuffer(raw: bytes | bytearray, dtype: Any, shape: list[int], where: str
     size = torch.empty((), dtype=dtype).element_size()
     if len(raw) != count * size:
         raise InputError(f"{where}: {len(raw)} bytes of data for shape {list(shape)} of "
-                         f"{str(dtype).removeprefix('torch.')} ({count * size} expected)")
+                         f"{removeprefix(str(dtype), 'torch.')} ({count * size} expected)")
     if count == 0:
         return torch.empty(shape, dtype=dtype)
     return torch.frombuffer(bytearray(raw), dtype=dtype).reshape(shape)
@@ -162,7 +163,7 @@ def read_npz(path: Path) -> dict[str, Any]:
             for info in zf.infolist():
                 if info.is_dir():
                     continue
-                name = info.filename.removesuffix(".npy")
+                name = removesuffix(info.filename, ".npy")
                 out[name] = read_npy(zf.read(info), where=f"{path}: {info.filename}")
     except zipfile.BadZipFile:
         raise InputError(f"{path}: not a .npz file (not a zip archive)") from None
@@ -198,6 +199,6 @@ def _flatten(obj: Any, prefix: str, out: dict[str, Any]) -> None:
     elif isinstance(obj, Mapping):
         for k, v in obj.items():
             _flatten(v, f"{prefix}.{k}" if prefix else str(k), out)
-    elif isinstance(obj, list | tuple):
+    elif isinstance(obj, (list, tuple)):
         for i, v in enumerate(obj):
             _flatten(v, f"{prefix}.{i}" if prefix else str(i), out)

@@ -19,6 +19,8 @@ import hashlib
 import math
 from typing import Any
 
+from samebits._compat import removeprefix
+
 SAMPLES = 16
 _INT_VIEW = {"float16": "int16", "bfloat16": "int16", "float32": "int32", "float64": "int64"}
 
@@ -31,7 +33,7 @@ def number(x: float | int | bool) -> float | int | bool | str:
 
 
 def _name(t: Any) -> str:
-    return str(t.dtype).removeprefix("torch.")
+    return removeprefix(str(t.dtype), "torch.")
 
 
 def _comparable(t: Any) -> Any:

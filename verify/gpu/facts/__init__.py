@@ -17,7 +17,8 @@ Modules, one source each: ``model`` (the dataclasses, pure), ``cpu`` (/proc/cpui
 glibc), ``driver`` (NVML, nvidia-smi, libcuda), ``torchinfo`` (torch's build and devices).
 Only ``detect`` touches the machine. Like ``verify.gpu.workloads`` (whose worker calls it), this
 package imports only the standard library, torch and (optionally) nvidia-ml-py, plus samebits'
-stdlib-only ``errors`` and ``childenv`` (the environment of the nvidia-smi it may run).
+stdlib-only ``errors``, ``_compat`` and ``childenv`` (the environment of the nvidia-smi it may
+run), and runs on Python 3.8 or later (``verify.gpu.launch.IN_ENV``).
 """
 
 from __future__ import annotations

@@ -33,8 +33,9 @@ def parse_smi_query(text: str) -> list[dict[str, Any]]:
         cells = [c.strip() for c in line.split(",")]
         if len(cells) != len(SMI_FIELDS):
             continue
-        row = dict(zip(SMI_FIELDS, (None if c in ("[N/A]", "N/A", "") else c for c in cells),
-                       strict=True))
+        # the lengths are equal (checked above); zip(strict=) is 3.10, and this runs on 3.8
+        row = dict(zip(SMI_FIELDS, (None if c in ("[N/A]", "N/A", "") else c  # noqa: B905
+                                    for c in cells)))
         mem = row["memory.total"]
         rows.append({
             "index": int(row["index"] or len(rows)),

@@ -7,9 +7,10 @@ carry. Pure: nothing here touches the machine (``verify.gpu.facts.detect`` does)
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, fields
 from typing import Any
 
+from samebits._compat import dataclass
 from samebits.childenv import STARTUP
 from samebits.errors import InputError, clip, quote
 
@@ -145,7 +146,7 @@ def _build(cls: type, data: Mapping[str, Any]) -> Any:
 def _lists(obj: Any) -> Any:
     if isinstance(obj, dict):
         return {k: _lists(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
+    if isinstance(obj, (list, tuple)):
         return [_lists(v) for v in obj]
     return obj
 

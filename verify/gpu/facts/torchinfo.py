@@ -8,6 +8,7 @@ import ctypes
 import re
 from typing import Any
 
+from samebits._compat import removeprefix
 from verify.gpu.facts.model import GpuFacts, TorchFacts
 from verify.gpu.facts.torchapi import find, unavailable
 
@@ -21,7 +22,7 @@ def cudnn_str(v: int) -> str:
 
 def _uuid(u: str) -> str:
     """NVML's "GPU-<uuid>" / "MIG-<uuid>" and torch's bare "<uuid>" compare equal."""
-    return u.removeprefix("GPU-").removeprefix("MIG-").lower()
+    return removeprefix(removeprefix(u, "GPU-"), "MIG-").lower()
 
 
 def torch_facts(torch: Any, *, cuda_ok: bool) -> TorchFacts:

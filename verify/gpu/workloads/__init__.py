@@ -38,10 +38,11 @@ import re
 import time
 import warnings
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any, Literal
 
+from samebits._compat import dataclass, removeprefix
 from samebits._io import atomic_write, canonical_json
 from samebits.errors import UsageError
 from verify.gpu.facts import Facts
@@ -174,7 +175,7 @@ def _run_one(name: str, fn: Any, ctx: Any) -> tuple[WorkloadResult, dict[str, An
                           "unavailable" if no_kernel_for_dtype(exc, msg) else "error")
         return WorkloadResult(name=name, status=status, detail=msg[:300]), {}
     raw = {k: tensor_bytes(t) for k, t in tensors.items()}
-    outputs = tuple(OutputDigest(name=k, dtype=str(t.dtype).removeprefix("torch."),
+    outputs = tuple(OutputDigest(name=k, dtype=removeprefix(str(t.dtype), "torch."),
                                  shape=tuple(t.shape), sha256=hashlib.sha256(raw[k]).hexdigest())
                     for k, t in tensors.items())
     whole = hashlib.sha256(b"".join(raw.values())).hexdigest()

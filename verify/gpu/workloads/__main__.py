@@ -5,9 +5,9 @@ the audited environment's own interpreter) and the cross-process tests start it;
 ``samebits verify gpu``. Output: canonical JSON ``{"settings": {...}, "workloads": {...}}``,
 plus ``"facts"`` (``verify.gpu.facts.detect()``) with ``--facts``. ``--only ""`` runs nothing.
 It imports no more than ``verify.gpu.facts`` and ``verify.gpu.workloads`` need (the standard library
-and torch 1.13 or later, Python 3.10 or later), so it runs in any environment with torch when
-samebits is importable: ``verify.gpu.launch`` starts it from a folder that holds samebits' two
-packages, in a clean environment (``samebits.childenv``).
+and torch 1.13 or later, Python 3.8 or later), so it runs in any environment with torch when
+samebits is importable: ``verify.gpu.launch`` starts it from a folder that holds samebits'
+in-environment modules (``IN_ENV``), in a clean environment (``samebits.childenv``).
 """
 
 from __future__ import annotations

@@ -8,12 +8,13 @@ subset (``--only``) or another order changes nothing.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Callable
-from dataclasses import dataclass
+from typing import Callable, Dict  # noqa: UP035 -- subscripted at run time, on Python 3.8 too
 
 import torch
 
-Outputs = dict[str, torch.Tensor]
+from samebits._compat import dataclass
+
+Outputs = Dict[str, torch.Tensor]  # noqa: UP006 -- dict[...] at run time is Python 3.9
 Fn = Callable[["Context"], Outputs]
 
 

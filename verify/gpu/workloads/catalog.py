@@ -8,7 +8,7 @@ outputs change: attestations from different suite versions are not comparable bi
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from samebits._compat import dataclass
 
 SUITE_VERSION = 1
 

@@ -26,9 +26,10 @@ None, with the reason, before).
 from __future__ import annotations
 
 import os
-from dataclasses import MISSING, asdict, dataclass, fields, replace
+from dataclasses import MISSING, asdict, fields, replace
 from typing import Any, Literal
 
+from samebits._compat import dataclass
 from samebits.errors import InputError
 from verify.gpu.facts.torchapi import find, unavailable
 
