@@ -24,6 +24,7 @@ import argparse
 import datetime as dt
 import os
 import re
+import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -71,9 +72,9 @@ def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
         "requirements.txt (pinned or not; -r, -i, --extra-index-url, markers, name @ URL; -e "
         "is listed as left out), an environment.yml (conda dependencies and channels, its pip: "
         "part), a pyproject.toml ([project] dependencies, --extra groups) or a lock samebits "
-        "reads. Markers and extras are kept. The Python is the newest of "
-        f"{PYTHONS[0]}-{PYTHONS[-1]} with a wheel of every pinned release (PEP 691 tags and "
-        "requires-python); exclude-newer is one second after the newest pinned release's "
+        "reads. Markers and extras are kept. The Python is the one you run (or --from-prefix "
+        "ENV's) when every pinned release has a wheel for it, else the newest of "
+        f"{PYTHONS[0]}-{PYTHONS[-1]} that has (PEP 691 tags and requires-python); exclude-newer is one second after the newest pinned release's "
         "upload; a CUDA build of torch gives the CUDA line, and the generation when only one "
         "fits. Then: samebits lock NAME.",
         epilog="exit codes: 0 written, 2 bad input or a choice to make (the message says "
@@ -83,13 +84,16 @@ def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
     p.add_argument("--from", dest="source", type=Path, required=True, metavar="FILE",
                    help="requirements.txt, environment.yml, pyproject.toml or a lockfile")
     p.add_argument("--python-version", metavar="X.Y", help="the Python (default: the file's "
-                   f"own, else the newest of {PYTHONS[0]}-{PYTHONS[-1]} every pinned package has "
-                   "a wheel for)")
+                   "own, else the one you run when every pinned package has a wheel for it, "
+                   f"else the newest of {PYTHONS[0]}-{PYTHONS[-1]} that has)")
     options.deprecated(p, "--python", dest="python_version", metavar="X.Y",
                        instead="pass --python-version X.Y (--python names an interpreter)")
     p.add_argument("--generation", choices=sorted(registry().generations),
                    help="the GPU generation (default: cpu without a CUDA torch; with one, the "
                    "only generation its CUDA line serves, else the message names the choices)")
+    p.add_argument("--from-prefix", type=Path, metavar="ENV", help="the environment you ran "
+                   "the paper in: its Python's line is preferred (default: the Python running "
+                   "samebits), when every pinned package has a wheel for it")
     p.add_argument("--cuda", metavar="X.Y", help="the CUDA line, when the file does not tell "
                    "(torch not pinned)")
     p.add_argument("--exclude-newer", metavar="DATE", help="ignore releases after this date or "
@@ -196,7 +200,7 @@ def make_draft(declared: Declared, *, args: argparse.Namespace,
                                      glibc=glibc, before=before)) is not None]
     python = choose_python([*wheels, *ranged], requested=args.python_version,
                            pinned=declared.python, requires_python=declared.requires_python,
-                           where=where)
+                           where=where, preferred=_author_python(args.from_prefix))
     chosen = [Target(platform=p, python=python.value, glibc=glibc) for p in platforms]
     pypi, more_left = applicable(declared.pypi, chosen)
     left += more_left
@@ -230,6 +234,23 @@ def make_draft(declared: Declared, *, args: argparse.Namespace,
     return Draft(declared=declared, mapping=mapping, comments=comments, python=python,
                  generation=Choice(value=gen, why=gen_why), exclude_newer=exclude,
                  left=(*declared.left, *left), notes=tuple(notes), wheels=tuple(wheels))
+
+
+def _author_python(prefix: Path | None) -> Choice:
+    """The Python the author runs: ``--from-prefix ENV``'s interpreter (run to ask, never
+    named by its path), else the one running samebits; a UsageError for an ENV whose Python
+    does not run. The reason names no path: it goes into the spec, which is committed."""
+    if prefix is None:
+        line = f"{sys.version_info[0]}.{sys.version_info[1]}"
+        return Choice(value=line, why=f"the Python you run ({line})")
+    from samebits.install.interpreter import probe
+
+    python = prefix / "bin" / "python"
+    got = probe(str(python))
+    if isinstance(got, str):
+        raise UsageError(f"--from-prefix {prefix}: {python} does not run: {got}",
+                         hint="pass the environment's folder (the one holding bin/python)")
+    return Choice(value=got.line, why=f"--from-prefix's Python ({got.line})")
 
 
 def _description(declared: Declared) -> str:
@@ -313,11 +334,11 @@ def _exclude_newer(given: str | None, wheels: list[PinWheels], targets: list[Tar
 def _report(out: Output, draft: Draft, *, spec_path: Path, name: str) -> int:
     d = draft.declared
     pins = sum(1 for r in d.pypi if r.pinned)
-    lines = [f"{d.source}: read as {d.format} ("
+    lines = [f"python {draft.python.value}: {draft.python.why}",
+             f"{d.source}: read as {d.format} ("
              + plural(len(d.pypi), "PyPI requirement") + f", {pins} pinned"
              + (f"; {plural(len(d.conda), 'conda dependency', 'conda dependencies')}"
                 if d.conda else "") + ")",
-             f"python {draft.python.value}: {draft.python.why}",
              f"generation {draft.generation.value}: {draft.generation.why}"]
     if draft.exclude_newer:
         lines.append(f"exclude-newer {draft.exclude_newer.value}: {draft.exclude_newer.why}")

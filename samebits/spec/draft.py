@@ -5,9 +5,11 @@ indexes offer. Pure: the edge (``samebits_app.cmd_init``) fetches, this decides.
                                      are left out (a macOS-only line), each with its reason
     wheel_pythons(pin, files, ...)   the Pythons with a wheel of a pinned release on every
                                      platform (its tags and requires-python), or why unknown
-    choose_python(...)               --python-version, the file's own Python, else the newest
-                                     of 3.10-3.13 with a wheel of every pin; NoWheelError names
-                                     each pin without one, with the Pythons that have wheels
+    choose_python(...)               --python-version, the file's own Python, else the Python
+                                     the author runs when every pin has a wheel for it, else
+                                     the newest of 3.9-3.13 with a wheel of every pin;
+                                     NoWheelError names each pin without one, with the Pythons
+                                     that have wheels
     newest_upload(...)               exclude-newer: one second after the newest upload among
                                      the files a pinned release offers for the chosen target
     pytorch_index(name, version)     a PyTorch local version's download.pytorch.org index
@@ -38,8 +40,10 @@ from samebits.foreign.simpleindex import IndexFile
 from samebits.foreign.sources import Left, Requested
 from samebits.foreign.target import Target
 
-PYTHONS = ("3.10", "3.11", "3.12", "3.13")  # what init chooses from, oldest first
-KNOWN_PYTHONS = ("3.7", "3.8", "3.9", *PYTHONS, "3.14")  # what an error lists wheels for
+# what init chooses from, oldest first: 3.9 only where no newer line has a wheel of every pin
+# (a 2022 paper's transformers==4.2.1 needs tokenizers 0.9.4, whose newest wheels are cp39)
+PYTHONS = ("3.9", "3.10", "3.11", "3.12", "3.13")
+KNOWN_PYTHONS = ("3.7", "3.8", *PYTHONS, "3.14")  # what an error lists wheels for
 TORCH_FAMILY = ("torch", "torchvision", "torchaudio")
 PYTORCH_LABEL = re.compile(r"^(cpu|cu\d{2,3}|rocm\d+(\.\d+)*)$")
 
@@ -196,8 +200,11 @@ class Choice:
 
 
 def choose_python(wheels: Sequence[PinWheels], *, requested: str | None, pinned: str | None,
-                  requires_python: str | None, where: str) -> Choice:
-    """``requested`` (--python-version), else the file's own (``pinned``), else the newest of
+                  requires_python: str | None, where: str,
+                  preferred: Choice | None = None) -> Choice:
+    """``requested`` (--python-version), else the file's own (``pinned``), else ``preferred``
+    (the line of the Python the author runs, ``why`` naming it) when it is one of PYTHONS and
+    every pin has a wheel for it (a paper's numbers came from that Python), else the newest of
     PYTHONS every pin has a wheel for; NoWheelError otherwise."""
     constraining = [w for w in wheels if w.state in ("wheels", "url")]
     given = requested or pinned
@@ -222,7 +229,22 @@ def choose_python(wheels: Sequence[PinWheels], *, requested: str | None, pinned:
             + "\n  ".join(f"{w.pin.text} ({w.pin.where}): {w.describe()}" for w in blocking),
             hint="pass --python-version X.Y (samebits locks CPython 3.9 and newer), or change "
             "the pins")
+    if preferred is not None and preferred.value in ok:
+        return Choice(value=preferred.value,
+                      why=f"{preferred.why}, and every pinned package has a wheel for it"
+                      if constraining else preferred.why)
     best = ok[-1]
+    if preferred is not None and preferred.value != best:
+        stops = [w.pin.text for w in constraining if preferred.value not in w.pythons]
+        if preferred.value not in PYTHONS:
+            why = f"samebits chooses from {span(PYTHONS)}"
+        elif preferred.value not in allowed:
+            why = f"requires-python {requires_python} excludes it"
+        else:
+            why = f"no wheel of {', '.join(stops[:3])}" + (
+                f" and {len(stops) - 3} more" if len(stops) > 3 else "")
+        return Choice(value=best, why=f"the newest of {span(allowed)} with a wheel of every "
+                      f"pinned package, not {preferred.why} ({why})")
     newer = [p for p in allowed if Version(p) > Version(best)]
     if not newer:
         return Choice(value=best, why=f"the newest of {span(allowed)} with a wheel of every "

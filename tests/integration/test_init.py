@@ -64,6 +64,21 @@ def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict]:
     return rc, json.loads(out)
 
 
+def author_env(folder: Path, line: str) -> Path:
+    """A venv of pyenv's Python ``line``: the environment an author ran the paper in, for
+    --from-prefix (so a test's choice does not depend on the Python running the tests)."""
+    import subprocess
+
+    from tests.fixtures.pythons import pyenv_python, skip_reason
+
+    python = pyenv_python(line)
+    if python is None:
+        pytest.skip(skip_reason(line))
+    subprocess.run([str(python), "-m", "venv", "--without-pip", str(folder)], check=True,
+                   timeout=120)
+    return folder
+
+
 @pytest.fixture
 def paper(tmp_path: Path) -> Path:
     (tmp_path / "paper").mkdir()
@@ -95,11 +110,12 @@ def test_init_writes_a_spec_that_locks(capsys: pytest.CaptureFixture[str], paper
     """Python 3.11 (numpy 1.24.4 has no cp312 wheel), exclude-newer one second after torch's
     upload, CUDA line and generation; `samebits lock` (real uv) keeps every pin and, at that
     instant, six 1.16.0 rather than the later 1.17.0."""
-    rc, doc = _init(capsys, paper, index, "--generation", "ampere")
+    env = author_env(paper / "env312", "3.12")
+    rc, doc = _init(capsys, paper, index, "--generation", "ampere", "--from-prefix", str(env))
     assert rc == 0, doc
-    assert doc["python"] == {"value": "3.11", "why": "the newest of 3.10, 3.11, 3.12, 3.13 "
-                             "with a wheel of every pinned package (3.12: no wheel of "
-                             "numpy==1.24.4)"}
+    assert doc["python"] == {"value": "3.11", "why": "the newest of 3.9, 3.10, 3.11, 3.12, "
+                             "3.13 with a wheel of every pinned package, not --from-prefix's "
+                             "Python (3.12) (no wheel of numpy==1.24.4)"}
     assert doc["exclude_newer"]["value"] == "2024-03-27T21:09:49Z"
     assert doc["generation"]["cuda"] == "12.1"
     spec = tomllib.loads((paper / "environments" / "kan.toml").read_text())
@@ -125,6 +141,51 @@ def test_init_writes_a_spec_that_locks(capsys: pytest.CaptureFixture[str], paper
     assert sorted(doc["pypi"]["requirements"]) == sorted(
         f"{p.name} @ {p.url}" for p in parse_lock(paper / "lockfiles" /
                                                    "kan.conda-lock.yml").packages)
+
+
+@pytest.mark.parametrize("line", ["3.10", "3.11"])
+def test_the_authors_python_first(capsys: pytest.CaptureFixture[str], paper: Path,
+                                  index: str, line: str) -> None:
+    """--from-prefix ENV whose Python has a wheel of every pin: that Python, not the newest
+    (3.11), and the text's first line says so."""
+    env = author_env(paper / f"env{line}", line)
+    rc = main(["init", "kan", "--from", str(paper / "paper" / "requirements.txt"), "--root",
+               str(paper), "--index", index, "--generation", "cpu", "--from-prefix", str(env)])
+    assert rc == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first == (f"python {line}: --from-prefix's Python ({line}), and every pinned package "
+                     "has a wheel for it")
+
+
+def test_the_python_running_init_is_the_default(capsys: pytest.CaptureFixture[str],
+                                                paper: Path, index: str) -> None:
+    """Without --from-prefix, the interpreter running samebits is the author's: chosen where
+    numpy 1.24.4 has its wheel (3.10, 3.11 in this index), else the newest that has, saying
+    why not it."""
+    rc, doc = _init(capsys, paper, index, "--generation", "cpu")
+    assert rc == 0, doc
+    line = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    runs = f"the Python you run ({line})"
+    if line in ("3.10", "3.11"):
+        assert doc["python"] == {"value": line, "why": f"{runs}, and every pinned package has "
+                                 "a wheel for it"}
+    else:
+        assert doc["python"]["value"] == "3.11"
+        assert doc["python"]["why"].endswith(f"not {runs} (no wheel of numpy==1.24.4)") or \
+            doc["python"]["why"].endswith(f"not {runs} (samebits chooses from 3.9, 3.10, "
+                                          "3.11, 3.12, 3.13)")
+
+
+def test_a_from_prefix_whose_python_does_not_run(capsys: pytest.CaptureFixture[str],
+                                                 paper: Path, index: str) -> None:
+    """--from-prefix naming a folder without a Python that runs: exit 2 saying so, nothing
+    written."""
+    rc, doc = _init(capsys, paper, index, "--generation", "cpu", "--from-prefix",
+                    str(paper / "paper"))
+    assert rc == 2
+    assert doc["error"]["message"].startswith(f"--from-prefix {paper / 'paper'}: "
+                                              f"{paper / 'paper' / 'bin' / 'python'} does not run")
+    assert not (paper / "environments").exists()
 
 
 def test_python_without_wheels(capsys: pytest.CaptureFixture[str], paper: Path,
@@ -275,8 +336,9 @@ def test_real_paper_inputs(capsys: pytest.CaptureFixture[str], tmp_path: Path, s
     """DINOv2's requirements.txt (extra indexes download.pytorch.org and pypi.nvidia.com),
     MiniGPT-4's environment.yml (Python 3.9 by the file) and FLUX's pyproject.toml (--extra):
     each becomes a spec that the spec reader accepts, with the file's own facts."""
+    env = author_env(tmp_path / "env313", "3.13")  # 3.13 where every pin has a wheel for it
     rc, doc = run(capsys, "init", "p", "--from", str(PAPERS / source), "--root",
-                  str(tmp_path), *args)
+                  str(tmp_path), "--from-prefix", str(env), *args)
     assert rc == 0, doc
     assert (doc["python"]["value"], doc["generation"]["value"], doc["generation"]["cuda"]) == \
         (python, generation, cuda)

@@ -21,6 +21,7 @@ from samebits.foreign.sources_files import (
 from samebits.foreign.target import Target
 from samebits.lock.model import Lock, LockedPackage
 from samebits.spec.draft import (
+    Choice,
     applicable,
     choose_python,
     newest_upload,
@@ -269,8 +270,32 @@ def test_python_is_newest_with_every_wheel() -> None:
                      {"numpy": NUMPY, "torch": TORCH, "six": PURE})
     got = choose_python(wheels, requested=None, pinned=None, requires_python=None,
                         where="linux-64")
-    assert (got.value, got.why) == ("3.11", "the newest of 3.10, 3.11, 3.12, 3.13 with a wheel "
-                                    "of every pinned package (3.12: no wheel of numpy==1.24.4)")
+    assert (got.value, got.why) == ("3.11", "the newest of 3.9, 3.10, 3.11, 3.12, 3.13 with a "
+                                    "wheel of every pinned package (3.12: no wheel of "
+                                    "numpy==1.24.4)")
+
+
+@pytest.mark.parametrize(("runs", "value", "why"), [
+    # the author's Python has a wheel of every pin: theirs, not the newest
+    ("3.10", "3.10", "the Python you run (3.10), and every pinned package has a "
+     "wheel for it"),
+    # it has not: the newest that has, and why not theirs
+    ("3.12", "3.11", "the newest of 3.9, 3.10, 3.11, 3.12, 3.13 with a wheel of every pinned "
+     "package, not the Python you run (3.12) (no wheel of numpy==1.24.4)"),
+    # one init does not choose from
+    ("3.8", "3.11", "the newest of 3.9, 3.10, 3.11, 3.12, 3.13 with a wheel of every pinned "
+     "package, not the Python you run (3.8) (samebits chooses from 3.9, 3.10, "
+     "3.11, 3.12, 3.13)"),
+])
+def test_python_prefers_the_one_the_author_runs(runs: str, value: str, why: str) -> None:
+    """A paper's numbers came from the author's Python: it is chosen when every pin has a
+    wheel for it, and the line says why another was chosen when not."""
+    wheels = _wheels("numpy==1.24.4\ntorch==2.2.2\nsix==1.16.0\n",
+                     {"numpy": NUMPY, "torch": TORCH, "six": PURE})
+    got = choose_python(wheels, requested=None, pinned=None, requires_python=None,
+                        where="linux-64", preferred=Choice(
+                            value=runs, why=f"the Python you run ({runs})"))
+    assert (got.value, got.why) == (value, why)
 
 
 TORCH_RANGE = [*TORCH, *(_f(f"torch-2.5.0-cp{v}-cp{v}-manylinux1_x86_64.whl",
@@ -304,15 +329,26 @@ def test_python_without_wheel_names_package_and_pythons() -> None:
                               "3.11)")
 
 
-def test_python_none_fits() -> None:
-    """No Python of 3.10-3.13 fits every pin: each blocking pin named."""
+def test_python_three_nine_where_nothing_newer_fits() -> None:
+    """numpy 1.19.5's newest wheels are cp39 (a 2021-22 paper's pins): Python 3.9, the reason
+    naming the pin that stops 3.10."""
     old = [_f("numpy-1.19.5-cp39-cp39-manylinux2010_x86_64.whl")]
+    wheels = _wheels("numpy==1.19.5\n", {"numpy": old})
+    got = choose_python(wheels, requested=None, pinned=None, requires_python=None, where="x")
+    assert (got.value, got.why) == ("3.9", "the newest of 3.9, 3.10, 3.11, 3.12, 3.13 with a "
+                                    "wheel of every pinned package (3.10: no wheel of "
+                                    "numpy==1.19.5)")
+
+
+def test_python_none_fits() -> None:
+    """No Python of 3.9-3.13 fits every pin: each blocking pin named."""
+    old = [_f("numpy-1.19.5-cp38-cp38-manylinux2010_x86_64.whl")]
     wheels = _wheels("numpy==1.19.5\n", {"numpy": old})
     with pytest.raises(NoWheelError) as err:
         choose_python(wheels, requested=None, pinned=None, requires_python=None, where="x")
-    assert err.value.message == ("no Python of 3.10-3.13 has a wheel of every pinned package "
+    assert err.value.message == ("no Python of 3.9-3.13 has a wheel of every pinned package "
                                  "for x:\n  numpy==1.19.5 (requirements.txt:1): wheels for "
-                                 "Python 3.9")
+                                 "Python 3.8")
 
 
 def test_sdist_only_and_requires_python() -> None:
