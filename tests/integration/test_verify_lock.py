@@ -77,6 +77,18 @@ TABLE = [
     ("pip archive hash is the lock's: the file name's tags are not the wheel's record",
      [pip("t", tags=("cp311-cp311-manylinux_2_28_x86_64",), sha256="cc")],
      [locked_pip("t", filename="t-1.0-cp311-cp311-manylinux_2_28_aarch64.whl")], []),
+    # maturin's WHEEL writes one compressed tag set (hf-xet, pydantic_core); pip keeps it: the
+    # set it means is the file name's two tags (a false package-build before)
+    ("pip WHEEL's compressed tag set is the file name's tags",
+     [pip("hf-xet", tags=("cp37-abi3-manylinux_2_17_x86_64.manylinux2014_x86_64",))],
+     [locked_pip("hf-xet", filename="hf_xet-1.0-cp37-abi3-manylinux_2_17_x86_64."
+                 "manylinux2014_x86_64.whl")], []),
+    ("pip WHEEL's compressed tag set of another platform is still drift",
+     [pip("t", tags=("cp37-abi3-manylinux_2_17_aarch64.manylinux2014_aarch64",))],
+     [locked_pip("t", filename="t-1.0-cp37-abi3-manylinux_2_17_x86_64.manylinux2014_x86_64."
+                 "whl")],
+     [("package-build", "t", "cp37-abi3-manylinux2014_x86_64 cp37-abi3-manylinux_2_17_x86_64",
+       "cp37-abi3-manylinux2014_aarch64 cp37-abi3-manylinux_2_17_aarch64")]),
     ("pip archive hash recorded by pip differs", [pip("t", sha256="dd")], [locked_pip("t")],
      [("package-hash", "t", "sha256 cc", "sha256 dd")]),
     ("pip archive hash not recorded is not a difference", [pip("t")], [locked_pip("t")], []),
@@ -102,6 +114,20 @@ ARCHIVE_TAGS = [
     ("the locked archive's WHEEL is the installed one whatever its file name says: a note",
      frozenset({"cp310-cp310-linux_x86_64"}), [], 1),
 ]
+
+
+def test_archive_wheel_with_a_compressed_tag_set() -> None:
+    """The locked archive's WHEEL read from the cache is expanded (read_wheel_tags); the
+    installed one, the same bytes, must be too: no finding, no note."""
+    from verify.env.lockcheck import read_wheel_tags
+
+    text = "Wheel-Version: 1.0\nTag: cp37-abi3-manylinux_2_17_x86_64.manylinux2014_x86_64\n"
+    checked = lock_check(
+        [pip("hf-xet", tags=("cp37-abi3-manylinux_2_17_x86_64.manylinux2014_x86_64",))],
+        [locked_pip("hf-xet", filename="hf_xet-1.0-cp37-abi3-manylinux_2_17_x86_64."
+                    "manylinux2014_x86_64.whl")],
+        archive_tags=lambda lp: read_wheel_tags(text))
+    assert (checked.findings, checked.notes) == ([], [])
 
 
 @pytest.mark.parametrize(("name", "own", "expected", "notes"), ARCHIVE_TAGS,

@@ -33,7 +33,7 @@ package is **unproven** (``unproven``): listed in the report, not drift.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import NamedTuple
 
 from samebits.lock.model import Lock, LockedPackage
@@ -97,7 +97,7 @@ def _compare(p: Package, lp: LockedPackage, archive_tags: ArchiveTags,
             if want and have and want.lower() != have.lower():
                 add("package-hash", f"{algo} {want}", f"{algo} {have}", f"archive {algo}")
         return out
-    have_tags = set(p.tags)
+    have_tags = set(expand_tags(p.tags))
     named = wheel_tags(lp.filename)
     same_archive = bool(lp.sha256 and p.sha256 and lp.sha256.lower() == p.sha256.lower())
     if have_tags and named and have_tags != named:
@@ -174,10 +174,24 @@ def _renamed_platform(named: set[str], have: set[str]) -> bool:
 
 def read_wheel_tags(text: str) -> frozenset[str]:
     """The ``Tag:`` lines of a ``WHEEL`` file (each may be a compressed tag set)."""
+    return expand_tags(line.split(":", 1)[1].strip() for line in text.splitlines()
+                       if line.startswith("Tag:"))
+
+
+def expand_tags(tags: Iterable[str]) -> frozenset[str]:
+    """Each tag of ``tags`` with its compressed sets expanded: maturin writes
+    ``Tag: cp37-abi3-manylinux_2_17_x86_64.manylinux2014_x86_64`` in a WHEEL, which is the two
+    tags a file name lists separately. Tags are compared as the sets they mean, never as text;
+    one that does not parse stays as written."""
     from packaging.tags import parse_tag
 
-    return frozenset(str(t) for line in text.splitlines() if line.startswith("Tag:")
-                     for t in parse_tag(line.split(":", 1)[1].strip()))
+    out: set[str] = set()
+    for tag in tags:
+        try:
+            out.update(str(t) for t in parse_tag(tag))
+        except ValueError:
+            out.add(tag)
+    return frozenset(out)
 
 
 def _key(manager: str, name: str) -> str:
