@@ -83,6 +83,27 @@ def test_fresh_venv_from_each_producer_is_identical(produced: dict[str, Path], v
     assert "pyvenv.cfg" in made_by
 
 
+@pytest.mark.parametrize("producer", ["uv", "virtualenv"])
+def test_a_venv_of_python_3_9_is_identical(producer_wheel: Path, vcache: Path, tmp_path: Path,
+                                           producer: str) -> None:
+    """uv venv and virtualenv write _virtualenv.py and .pth for a Python before 3.10 (a 2022
+    paper's 3.9): their scaffolding, identical (uv's two files were unowned DRIFT before)."""
+    from tests.fixtures.producers import make_uv, make_virtualenv
+    from tests.fixtures.pythons import pyenv_python, skip_reason
+
+    base = pyenv_python("3.9")
+    if base is None:
+        pytest.skip(skip_reason("3.9"))
+    make = make_uv if producer == "uv" else make_virtualenv
+    env = make(base, tmp_path / producer, producer_wheel)
+    assert (env / "lib/python3.9/site-packages/_virtualenv.pth").exists()
+    code, doc = verify(env, vcache)
+    assert (code, doc["identical"], doc["findings"]) == (0, True, [])
+    made_by = {e["path"] for e in doc["manifest"] if e["category"] == "scaffold"}
+    assert {"lib/python3.9/site-packages/_virtualenv.py",
+            "lib/python3.9/site-packages/_virtualenv.pth"} <= made_by
+
+
 def test_fresh_conda_prefix_from_rattler_build_is_identical(conda_produced: Path,
                                                              vcache: Path) -> None:
     """rattler-build packages (softlink, text and binary prefix placeholders, noarch python

@@ -11,8 +11,9 @@ Scaffolding has no record with a hash. What can be checked without a reference i
 
 - files with fixed contents (``.gitignore``: comments and ``*``; ``CACHEDIR.TAG``; uv's empty
   ``.lock``; virtualenv's ``_virtualenv.pth``), checked (``fixed_content``);
-- virtualenv's ``_virtualenv.py``, which runs at every start-up: its sha256 against the releases
-  this samebits knows (``KNOWN_VIRTUALENV_PY``); another release's is a note, not a finding;
+- virtualenv's ``_virtualenv.py`` (which uv writes too, for a Python before 3.10), which runs
+  at every start-up: its sha256 against the releases this samebits knows
+  (``KNOWN_VIRTUALENV_PY``); another release's is a note, not a finding;
 - everything else (activation scripts, ``pyvenv.cfg``): recorded in the environment digest,
   compared only against a reference report (``--against``).
 """
@@ -32,14 +33,18 @@ _VIRTUALENV = re.compile(
     r"|bin/(activate|activate\.csh|activate\.fish|activate\.nu|activate\.ps1|activate\.xsh"
     r"|activate_this\.py|activate\.bat|deactivate\.bat|deactivate\.csh|pydoc\.bat)"
     r"|lib/python3\.\d+/site-packages/_virtualenv\.(pth|py))$")
+# uv writes virtualenv's _virtualenv.py/.pth too, for Python before 3.10 only (its distutils
+# patch): a uv venv of a 2022 paper's Python 3.9 was DRIFT on two unowned files before
 _UV = re.compile(
     rf"^(pyvenv\.cfg|lib64|\.gitignore|\.lock|CACHEDIR\.TAG|{_PYTHON}"
     r"|bin/(activate|activate\.bat|activate\.csh|activate\.fish|activate\.nu|activate\.ps1"
-    r"|activate\.xsh|activate_this\.py|deactivate\.bat|pydoc\.bat))$")
+    r"|activate\.xsh|activate_this\.py|deactivate\.bat|pydoc\.bat)"
+    r"|lib/python3\.\d+/site-packages/_virtualenv\.(pth|py))$")
 
 # sha256 of virtualenv's _virtualenv.py (it runs at every start-up of the venv), by release.
 KNOWN_VIRTUALENV_PY: Mapping[str, str] = {
     "02943e192823d75212f206e1f2991ac572119882683a95dfbb7a1b913d7b14b5": "20.39.1",
+    "cfb3db86aaa53bb62b5ff764970bec2d71c9228590a0ebec57f6ec926cc0bf1a": "uv 0.13.9",
 }
 
 
