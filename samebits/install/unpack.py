@@ -7,9 +7,14 @@ archive against the lock:
    paths, links out of the root, device files, absurd sizes and zip bombs are refused;
 2. every member is written to the entry's ``tree/`` (read-only) while its sha256 and size are
    computed from the bytes read out of the archive;
-3. those hashes are checked against the archive's own record (a wheel's RECORD, as
-   ``pip --require-hashes`` and pypa/installer do; a conda package's ``info/paths.json``), so
-   a member that disagrees with its package's record never reaches a prefix;
+3. those hashes are checked against the archive's own record: a conda package's
+   ``info/paths.json`` (a member that disagrees never reaches a prefix), and a wheel's RECORD,
+   where a disagreement is a note naming the member, not a refusal. The archive itself is the
+   one the lock pins by sha256 (``fetch.prove``), so its bytes are exactly what was published;
+   a RECORD that lies about them is the publisher's slip, and pip and uv install such a wheel
+   without a word (PyPI's torch 1.12.1 and torchvision 0.13.1: their METADATA was edited after
+   RECORD was written). samebits writes the installed RECORD from the bytes it placed
+   (``wheels.plan_wheel``), so what verify env checks is what is there;
 4. the entry is sealed (``seal.seal_new``: every file's inode, as stat sees it now, with its
    sha256) and published (``cache.publish``) with the manifest of those hashes.
 
@@ -123,6 +128,11 @@ def _write(tree: Path, name: str, stream: IO[bytes], executable: bool,
 
 # -------------------------------------------------------------------------------- wheels
 
+# a wheel's RECORD that disagrees with the locked archive's bytes: named, the bytes placed
+RECORD_SLIP = ("the wheel's RECORD is wrong about it (the archive is the locked one: its bytes "
+               "are placed, and the installed RECORD says what they are)")
+
+
 def _unpack_wheel(path: Path, tree: Path, notes: list[str]) -> list[Member]:
     from installer.records import parse_record_file
     from installer.sources import WheelFile
@@ -157,20 +167,20 @@ def _unpack_wheel(path: Path, tree: Path, notes: list[str]) -> list[Member]:
             want, want_size = b"", -1
             if name != record_path and not signature:
                 if row is None:
-                    problems.append(f"{path.name}: {name}: not mentioned in RECORD")
+                    notes.append(f"{name}: {RECORD_SLIP}: not mentioned in it")
                 elif not row[1] or not row[2]:
-                    problems.append(f"{path.name}: {name}: no hash or size in RECORD")
+                    notes.append(f"{name}: {RECORD_SLIP}: no hash or size in it")
                 else:
                     try:
                         algo, want = record_hash(row[1]) or ("", b"")  # row[1] is not empty
                     except ValueError as exc:
-                        problems.append(f"{path.name}: {name}: RECORD hash {exc}")
+                        notes.append(f"{name}: {RECORD_SLIP}: its hash {exc}")
                         algo = None
                     want_size = int(row[2]) if row[2].isdigit() else -1
                     if algo is not None and (algo not in hashlib.algorithms_guaranteed
                                              or algo in ("md5", "sha1")):
-                        problems.append(f"{path.name}: {name}: RECORD hash {algo!r} is not "
-                                        "an accepted algorithm")
+                        notes.append(f"{name}: {RECORD_SLIP}: its hash {algo!r} is not an "
+                                     "accepted algorithm")
                         algo = None
             try:
                 with zf.open(info) as stream:
@@ -183,7 +193,8 @@ def _unpack_wheel(path: Path, tree: Path, notes: list[str]) -> list[Member]:
                 continue
             if algo is not None and (digest is None or bytes.fromhex(digest) != want
                                      or size != want_size):
-                problems.append(f"{path.name}: {name}: hash / size differ from RECORD")
+                notes.append(f"{name}: {RECORD_SLIP}: its hash / size ({row[1] if row else ''}"
+                             f", {want_size:,} bytes) are not the member's ({size:,} bytes)")
             members.append(Member(posixpath.normpath(name), "file", sha, size, executable))
     if problems:
         raise UnpackError(problems)

@@ -83,22 +83,25 @@ def test_a_good_wheel_unpacks_with_its_notes(tmp_path: Path) -> None:
 
 def test_every_record_lie_is_named(tmp_path: Path) -> None:
     """A member RECORD does not list, one without hash or size, one hashed with md5, one
-    whose bytes differ from its row: each named, nothing published."""
+    whose bytes differ from its row: each named in a note, and the archive's own bytes
+    unpacked (the archive is the one the lock pins; pip and uv install such a wheel)."""
     members = [*WHEEL_META, ("demo/a.py", b"a"), ("demo/b.py", b"b"), ("demo/c.py", b"c"),
                ("demo/d.py", b"d")]
     md5 = base64.urlsafe_b64encode(hashlib.md5(b"c").digest()).rstrip(b"=").decode()
+    wrong = _row("demo/d.py", b"not d")
     record = "\n".join([*(_row(n, d) for n, d in WHEEL_META), "demo/b.py,,",
-                        f"demo/c.py,md5={md5},1", _row("demo/d.py", b"not d"),
-                        f"{DIST}/RECORD,,"]) + "\n"
-    wheel = _wheel(tmp_path, members, record)
-    name = wheel.name
-    assert _problems(wheel, tmp_path) == [
-        f"{name}: demo/a.py: not mentioned in RECORD",
-        f"{name}: demo/b.py: no hash or size in RECORD",
-        f"{name}: demo/c.py: RECORD hash 'md5' is not an accepted algorithm",
-        f"{name}: demo/d.py: hash / size differ from RECORD"]
-    assert not (tmp_path / "cache" / "unpacked").exists() or not any(
-        p.name.startswith("demo") for p in (tmp_path / "cache" / "unpacked").iterdir())
+                        f"demo/c.py,md5={md5},1", wrong, f"{DIST}/RECORD,,"]) + "\n"
+    entry = _unpack(_wheel(tmp_path, members, record), tmp_path / "cache")
+    slip = "the wheel's RECORD is wrong about it (the archive is the locked one: its bytes " \
+           "are placed, and the installed RECORD says what they are)"
+    assert entry.notes == (
+        f"demo/a.py: {slip}: not mentioned in it",
+        f"demo/b.py: {slip}: no hash or size in it",
+        f"demo/c.py: {slip}: its hash 'md5' is not an accepted algorithm",
+        f"demo/d.py: {slip}: its hash / size ({wrong.split(',')[1]}, 5 bytes) are not the "
+        "member's (1 bytes)")
+    got = {m.path: (m.sha256, m.size) for m in entry.members}
+    assert got["demo/d.py"] == (hashlib.sha256(b"d").hexdigest(), 1)  # the archive's bytes
 
 
 def test_a_member_twice_is_named(tmp_path: Path) -> None:
@@ -229,22 +232,26 @@ def test_a_record_that_pads_its_base64_unpacks(tmp_path: Path) -> None:
     assert len(got) == 7  # six members and the RECORD
 
 
-@pytest.mark.parametrize(("row", "problem"), [
-    # padded, but of other bytes: still a lie
+@pytest.mark.parametrize(("row", "note"), [
+    # padded, but of other bytes: still named
     ("catboost/version.py,sha256=47DEQpj8HBSa-_TImW-5JCeuQeRkm5NMpJWZG3hSuFU=,18",
-     "catboost/version.py: hash / size differ from RECORD"),
+     "its hash / size (sha256=47DEQpj8HBSa-_TImW-5JCeuQeRkm5NMpJWZG3hSuFU=, 18 bytes) are not "
+     "the member's (18 bytes)"),
     # the right padded digest with a wrong size
     ("catboost/version.py,sha256=6TGDRMdxulJAbJLtMADbInJSxlqa-QPDo5hRjYk2Zzo=,19",
-     "catboost/version.py: hash / size differ from RECORD"),
+     "its hash / size (sha256=6TGDRMdxulJAbJLtMADbInJSxlqa-QPDo5hRjYk2Zzo=, 19 bytes) are not "
+     "the member's (18 bytes)"),
     # not base64 at all
     ("catboost/version.py,sha256=6TGDRMdx!!,18",
-     "catboost/version.py: RECORD hash not <algorithm>=<base64 digest>: 'sha256=6TGDRMdx!!'"),
+     "its hash not <algorithm>=<base64 digest>: 'sha256=6TGDRMdx!!'"),
 ])
-def test_a_padded_record_still_names_every_lie(tmp_path: Path, row: str, problem: str) -> None:
+def test_a_padded_record_still_names_every_lie(tmp_path: Path, row: str, note: str) -> None:
     rows = [r if not r.startswith("catboost/version.py,") else row
             for r in (CATBOOST / "RECORD.rows").read_text().splitlines()]
-    wheel = _catboost_wheel(tmp_path, record_rows=rows)
-    assert _problems(wheel, tmp_path) == [f"{wheel.name}: {problem}"]
+    entry = _unpack(_catboost_wheel(tmp_path, record_rows=rows), tmp_path / "cache")
+    assert [n for n in entry.notes if n.startswith("catboost/version.py: ")] == [
+        "catboost/version.py: the wheel's RECORD is wrong about it (the archive is the locked "
+        f"one: its bytes are placed, and the installed RECORD says what they are): {note}"]
 
 
 @pytest.mark.network

@@ -59,6 +59,7 @@ def check_env(prefix: Path, *, lockfile: Path | None = None, platform: str | Non
     from verify.env.lockcheck import lock_check, shared_writers, unproven
     from verify.env.manifest import build_manifest, prefix_kind
     from verify.env.overwritten import overwrite_notes
+    from verify.env.recordslip import archive_slips, cached_member_sha256
     from verify.env.scaffold import read_pyvenv_cfg
     from verify.env.startup import base_records, copied_interpreter_findings, startup_findings
     from verify.env.statmemo import StatMemo
@@ -127,6 +128,8 @@ def check_env(prefix: Path, *, lockfile: Path | None = None, platform: str | Non
                              archive_tags=cached_wheel_tags(cache))
         groups.append(checked.findings)
         notes.extend(checked.notes)
+        groups[0], slips = archive_slips(groups[0], packages, cached_member_sha256(cache))
+        notes.extend(slips)
     if reference is not None:
         groups.append(reference_findings(manifest, reference.entries))
         if reference.prefix and reference.prefix != str(prefix):
