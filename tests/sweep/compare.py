@@ -22,6 +22,12 @@ link target, except where the written rule below says what each installer writes
                  byte after the ``#!`` line
     folders      compared through what they hold: ``python -m venv`` makes an empty
                  ``include/pythonX.Y``, and no wheel can ship an empty folder
+    sdist builds a package the lock takes as an sdist (``built``) is built into a wheel by
+                 each installer with its own build environment (pip: the newest setuptools
+                 on the day; samebits: the locked build record), so the files of its RECORD
+                 may differ by the build tools (WHEEL's ``Generator:``, METADATA's version,
+                 compiled code): such a difference is kind ``sdist-build``, listed apart, not a
+                 divergence; a path only one side has is still one
 
 Every other difference is a ``Divergence``: a path only one side has, or other bytes.
 """
@@ -47,6 +53,7 @@ SCAFFOLDING = ("pyvenv.cfg", "lib64", "bin/Activate.ps1")
 class Divergence:
     path: str
     kind: str       # only-samebits | only-pip | bytes | type | mode | link | record
+    #                 | sdist-build (explained: each installer built the sdist itself)
     detail: str = ""
 
     def __str__(self) -> str:
@@ -137,9 +144,30 @@ def _holds_nothing(rel: str, tree: dict[str, os.stat_result]) -> bool:
                    for p, st in tree.items())
 
 
-def compare(ours: Path, pips: Path) -> list[Divergence]:
-    """Every divergence between samebits' prefix ``ours`` and pip's ``pips``, sorted by path."""
+def built_files(root: Path, tree: dict[str, os.stat_result], built: set[str]) -> set[str]:
+    """The prefix-relative paths the RECORDs of the packages in ``built`` (canonical names)
+    list, with their dist-info folders: the files each installer's own build made."""
+    out: set[str] = set()
+    for rel in tree:
+        parts = rel.rsplit("/", 2)
+        if len(parts) < 2 or not rel.endswith(".dist-info/RECORD"):
+            continue
+        info = parts[-2]
+        name = re.sub(r"[-_.]+", "-", info[:-len(".dist-info")].rsplit("-", 1)[0]).lower()
+        if name not in built:
+            continue
+        site = rel[:-len(f"{info}/RECORD")]
+        for row in csv.reader(io.StringIO((root / rel).read_text("utf-8", "replace"))):
+            if row and row[0]:
+                out.add(os.path.normpath(site + row[0]))
+    return out
+
+
+def compare(ours: Path, pips: Path, *, built: set[str] = frozenset()) -> list[Divergence]:
+    """Every divergence between samebits' prefix ``ours`` and pip's ``pips``, sorted by path
+    (``built``: the canonical names of the packages the lock takes as sdists)."""
     a, b = walk(ours), walk(pips)
+    by_build = built_files(ours, a, set(built)) | built_files(pips, b, set(built))
     out: list[Divergence] = []
     for rel in sorted(a.keys() - b.keys()):
         if not _holds_nothing(rel, a):
@@ -167,13 +195,15 @@ def compare(ours: Path, pips: Path) -> list[Divergence]:
         if rel.endswith(".dist-info/RECORD"):
             ra = _record_rows((ours / rel).read_bytes())
             rb = _record_rows((pips / rel).read_bytes())
-            if ra != rb:
+            if ra != rb and rel in by_build:
+                out.append(Divergence(rel, "sdist-build", "RECORD rows of the build"))
+            elif ra != rb:
                 only_a = sorted(r[0] for r in ra - rb)[:3]
                 only_b = sorted(r[0] for r in rb - ra)[:3]
                 out.append(Divergence(rel, "record", f"rows only samebits writes: {only_a}; "
                                       f"only pip: {only_b}"))
             continue
-        if rel.startswith("bin/") and sa.st_size < 1 << 16:
+        if rel.startswith("bin/") and sa.st_size < 1 << 16 and rel not in by_build:
             da, db = (ours / rel).read_bytes(), (pips / rel).read_bytes()
             xa, xb = _script(da, ours), _script(db, pips)
             if xa is not None or xb is not None:
@@ -186,5 +216,6 @@ def compare(ours: Path, pips: Path) -> list[Divergence]:
                 out.append(Divergence(rel, "bytes"))
             continue
         if sa.st_size != sb.st_size or _digest(ours / rel) != _digest(pips / rel):
-            out.append(Divergence(rel, "bytes", f"{sa.st_size} bytes against {sb.st_size}"))
+            out.append(Divergence(rel, "sdist-build" if rel in by_build else "bytes",
+                                  f"{sa.st_size} bytes against {sb.st_size}"))
     return out

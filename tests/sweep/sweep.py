@@ -13,7 +13,10 @@ commit and licence named), in ``build/sweep/NAME``, with the installed ``samebit
              the sweep's own venv) --python theirs/bin/python install -r FILE -c <the lock's
              linux-64 PyPI versions, name==version>, no pip configuration (PIP_CONFIG_FILE=
              /dev/null: no find-links, no extra index, no cap): pip resolves the authors' file,
-             picks its files and orders the installation itself
+             picks its files and orders the installation itself. The one thing pip is told is
+             the spec's glibc floor (2.28 by default), through PEP 600's ``_manylinux`` module
+             on its PYTHONPATH: a lock is made for a floor, not for this machine's glibc, and
+             without it pip takes a manylinux_2_31 wheel the lock rightly did not
     compare  the two trees file by file (``tests.sweep.compare``: its written rule)
     verify   samebits verify env --prefix theirs LOCK --platform linux-64: pip's environment
              against samebits' lock, which must be identical
@@ -22,12 +25,14 @@ A file pip cannot install from PyPI alone (an extra index such as download.pytor
 URL, a local version like ``+cu117``) is listed as such ("not PyPI alone"), never dropped. The
 pip side reads the authors' file with its ``-e``/local-path lines left out (they name the
 authors' own code, which is not here), as ``samebits init`` leaves them out; a pyproject's
-``[project] dependencies`` are given to pip as a requirements file. Each pair of environments
-is removed after its comparison; the caches (samebits' and pip's) are shared by the run and
-pruned when the disk runs short. The table goes to ``build/sweep/RESULTS.md`` (the committed
+``[project] dependencies`` are given to pip as a requirements file. Each file starts from
+empty caches of its own (samebits' XDG_CACHE_HOME and pip's PIP_CACHE_DIR under its folder), as
+on a fresh machine: nothing one file fetched or built helps another, and the pair of
+environments and the caches are removed after its comparison (PyPI answers at hundreds of MB/s
+here; the disk is what is short). The table goes to ``build/sweep/RESULTS.md`` (the committed
 ``tests/sweep/RESULTS.md`` is a full run's).
 
-    python -m tests.sweep.sweep [NAME ...] [--out build/sweep] [--keep] [--min-free-gb 20]
+    python -m tests.sweep.sweep [NAME ...] [--out build/sweep] [--keep] [--resume]
 """
 
 from __future__ import annotations
@@ -131,6 +136,17 @@ def pip_requirements(source: Path, dest: Path) -> Path:
     return dest.parent / source.name
 
 
+def built_from_sdists(lock: Path) -> set[str]:
+    """The canonical names of the linux-64 PyPI packages the lock takes as sdists: each
+    installer builds those with its own build environment."""
+    from packaging.utils import canonicalize_name
+
+    from samebits.lock.read import load_lock
+
+    return {str(canonicalize_name(p.name)) for p in load_lock(lock).pip("linux-64")
+            if p.filename.endswith((".tar.gz", ".zip"))}
+
+
 def lock_facts(lock: Path) -> tuple[str, list[tuple[str, str]]]:
     """(Python line, [(name, version)] of the linux-64 PyPI part) of a samebits lock."""
     from samebits.lock.read import load_lock
@@ -138,6 +154,27 @@ def lock_facts(lock: Path) -> tuple[str, list[tuple[str, str]]]:
     env = load_lock(lock)
     line = env.lock.custom.get("samebits.python", "?")
     return line, sorted((p.name, p.version) for p in env.pip("linux-64"))
+
+
+MANYLINUX = """\
+# PEP 600: packaging asks this module whether a manylinux_X_Y tag fits (the sweep's pip only)
+def manylinux_compatible(tag_major, tag_minor, tag_arch):
+    return (tag_major, tag_minor) <= ({major}, {minor})
+"""
+
+
+def glibc_floor(spec: Path) -> str:
+    """The spec's glibc floor for linux-64 (the lock's wheels were chosen for it)."""
+    doc = tomllib.loads(spec.read_text())
+    return str(((doc.get("platforms") or {}).get("linux-64") or {}).get("glibc") or "2.28")
+
+
+def manylinux_hook(folder: Path, glibc: str) -> Path:
+    """A folder holding ``_manylinux.py`` that caps manylinux tags at ``glibc``."""
+    major, minor = (int(x) for x in glibc.split(".")[:2])
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "_manylinux.py").write_text(MANYLINUX.format(major=major, minor=minor))
+    return folder
 
 
 def pip_env() -> dict[str, str]:
@@ -159,7 +196,7 @@ def tools(out: Path) -> Path:
     return pip
 
 
-def one(entry: dict, out: Path, pip: Path, *, keep: bool, min_free_gb: float) -> Row:
+def one(entry: dict, out: Path, pip: Path, *, keep: bool) -> Row:
     name = entry["name"]
     row = Row(name=name, repo=entry["repo"], kind=entry["path"].rsplit("/", 1)[-1],
               field=entry["field"], year=str(entry["year"]))
@@ -170,6 +207,9 @@ def one(entry: dict, out: Path, pip: Path, *, keep: bool, min_free_gb: float) ->
     source = HERE / "files" / name / row.kind
     text = source.read_text()
     print(f"{name} ({entry['repo']} @ {entry['commit'][:7]}): {row.kind}", flush=True)
+    # a fresh machine for each file: its own empty caches, removed with its environments
+    os.environ["XDG_CACHE_HOME"] = str(work / "cache")
+    os.environ["PIP_CACHE_DIR"] = str(work / "cache" / "pip")
     project, lock = work / "project", work / "project" / "lockfiles" / f"{name}.conda-lock.yml"
     ours, theirs = work / "ours", work / "theirs"
     init = [*samebits(), "init", name, "--from", str(source), "--root", str(project),
@@ -186,32 +226,35 @@ def one(entry: dict, out: Path, pip: Path, *, keep: bool, min_free_gb: float) ->
         row.reason = _first_error(said)
         if NOT_PYPI.search(text):
             row.reason = f"not PyPI alone: {row.reason}"
-        return _done(row, work, keep, lock, min_free_gb)
+        return _done(row, work, keep)
     line, pins = lock_facts(lock)
     row.python = line
     row.torch = next((v for n, v in pins if n == "torch"), "-")
     python = pyenv_python(line)
     if python is None:
         row.reason = f"no pyenv Python {line} here"
-        return _done(row, work, keep, lock, min_free_gb)
+        return _done(row, work, keep)
     code, said = run(row, "install", [*samebits(), "install", str(lock), "--target", str(ours),
                                       "--python", str(python), "--platform", "linux-64"],
                      log=log)
     if code != 0:
         row.reason = f"install: {_first_error(said)}"
-        return _done(row, work, keep, lock, min_free_gb)
+        return _done(row, work, keep)
     constraints = work / "constraints.txt"
     constraints.write_text("".join(f"{n}=={v}\n" for n, v in pins))
     requirements = pip_requirements(source, work / "pip" / row.kind.replace(".toml", ".txt"))
     subprocess.run([str(python), "-m", "venv", "--without-pip", str(theirs)], check=True)
+    glibc = glibc_floor(project / "environments" / f"{name}.toml")
+    hook = manylinux_hook(work / "manylinux", glibc)
     code, said = run(row, "pip", [str(pip), "--python", str(theirs / "bin" / "python"),
                                   "install", "-r", str(requirements), "-c", str(constraints)],
-                     log=log, env=pip_env(), cwd=requirements.parent)
+                     log=log, env={**pip_env(), "PYTHONPATH": str(hook)},
+                     cwd=requirements.parent)
     if code != 0:
         row.reason = f"pip: {_first_error(said)}"
-        return _done(row, work, keep, lock, min_free_gb)
+        return _done(row, work, keep)
     start = time.monotonic()
-    found = compare(ours, theirs)
+    found = compare(ours, theirs, built=built_from_sdists(lock))
     row.steps["compare"] = (1 if found else 0, time.monotonic() - start)
     row.divergences = [str(d) for d in found]
     (work / "divergences.txt").write_text("".join(f"{d}\n" for d in row.divergences))
@@ -219,12 +262,18 @@ def one(entry: dict, out: Path, pip: Path, *, keep: bool, min_free_gb: float) ->
     code, said = run(row, "verify", [*samebits(), "verify", "env", "--prefix", str(theirs),
                                      str(lock), "--platform", "linux-64"], log=log)
     reasons = []
+    built = [d for d in found if d.kind == "sdist-build"]
+    found = [d for d in found if d.kind != "sdist-build"]
+    row.steps["compare"] = (1 if found else 0, row.steps["compare"][1])
+    if built:
+        row.notes.append(f"{len(built)} file(s) of packages built from sdists differ by "
+                         f"their build (first: {built[0]})")
     if found:
         reasons.append(f"{len(found)} divergence(s): {_summary(found)}")
     if code != 0:
         reasons.append(f"verify env of pip's: {_first_error(said, verify=True)}")
     row.reason = "; ".join(reasons)
-    return _done(row, work, keep, lock, min_free_gb)
+    return _done(row, work, keep)
 
 
 def _first_error(text: str, *, verify: bool = False) -> str:
@@ -248,27 +297,12 @@ def _summary(found: list[Divergence]) -> str:
     return ", ".join(f"{n} {k}" for k, n in sorted(by.items())) + f" (first: {first})"
 
 
-def _done(row: Row, work: Path, keep: bool, lock: Path, min_free_gb: float) -> Row:
+def _done(row: Row, work: Path, keep: bool) -> Row:
     (work / "row.json").write_text(json.dumps(row.__dict__, indent=1, sort_keys=True))
     if not keep:
-        for sub in ("ours", "theirs"):
+        for sub in ("ours", "theirs", "cache"):
             shutil.rmtree(work / sub, ignore_errors=True)
-        _prune(min_free_gb)
     return row
-
-
-def _prune(min_free_gb: float) -> None:
-    """With less than ``min_free_gb`` free, empty pip's cache and samebits' archives."""
-    free = shutil.disk_usage(HERE).free / 2**30
-    if free >= min_free_gb:
-        return
-    from samebits.install import default_cache_dir
-
-    for folder in (default_cache_dir() / "archives", default_cache_dir() / "unpacked"):
-        shutil.rmtree(folder, ignore_errors=True)
-    subprocess.run([sys.executable, "-m", "pip", "cache", "purge"], capture_output=True,
-                   env=pip_env())
-    print(f"  (emptied the archive caches: {free:.0f} GB was free)", flush=True)
 
 
 def table(rows: list[Row]) -> str:
@@ -298,7 +332,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("names", nargs="*", help="files of files.toml (default: all)")
     parser.add_argument("--out", type=Path, default=Path("build/sweep"))
     parser.add_argument("--keep", action="store_true", help="keep both environments")
-    parser.add_argument("--min-free-gb", type=float, default=20.0)
+    parser.add_argument("--resume", action="store_true",
+                        help="take the rows of files already done (their row.json) as they are")
     args = parser.parse_args(argv)
     entries = tomllib.loads((HERE / "files.toml").read_text())["file"]
     unknown = set(args.names) - {e["name"] for e in entries}
@@ -307,14 +342,14 @@ def main(argv: list[str] | None = None) -> int:
     chosen = [e for e in entries if not args.names or e["name"] in args.names]
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
-    # the run's own caches: a first run starts from empty ones, as on a fresh machine; later
-    # files reuse what earlier ones fetched (torch's archives above all)
-    os.environ["XDG_CACHE_HOME"] = str(out / "cache")
-    os.environ["PIP_CACHE_DIR"] = str(out / "cache" / "pip")
     pip = tools(out)
     rows: list[Row] = []
     for entry in chosen:
-        rows.append(one(entry, out, pip, keep=args.keep, min_free_gb=args.min_free_gb))
+        done = out / entry["name"] / "row.json"
+        if args.resume and done.is_file():  # an interrupted run goes on where it stopped
+            rows.append(Row(**json.loads(done.read_text())))
+            continue
+        rows.append(one(entry, out, pip, keep=args.keep))
         (out / "RESULTS.md").write_text(table(rows) + f"\n{counts(rows)}\n")
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     print(f"\n{table(rows)}\n{counts(rows)}\nload average at the end: {load}")
