@@ -11,7 +11,12 @@ samebits/ and verify/. What it does, in order:
   explicit file, which checks every package's md5; the final stage copies /opt/env.
 - the PyPI part: pip installs the wheels of ``<platform>.requirements.txt`` (URL + sha256 each)
   with ``--require-hashes --no-deps --only-binary=:all:`` into a venv at /opt/env (the base's
-  Python) or into the conda prefix (its Python). Nothing is resolved.
+  Python) or into the conda prefix (its Python). Nothing is resolved. Where the lock records
+  paths two wheels write with different bytes (``samebits.lock.shared``: the last writer's
+  file stays, as pip installs them with their dependencies), ``--no-deps`` would leave pip's
+  order to the names alone; so the writers after the first go in later files,
+  ``<platform>.requirements-2.txt`` and on, each installed after the one before: every path
+  ends with the bytes the lock records. A lock without such paths renders as before.
 - the last step runs ``python -m verify env`` against the lock; a drift fails the build. The
   verifier runs from a throwaway venv that is removed in the same step, so the image holds only
   the locked environment. Its dependencies are installed by hash like everything else:
@@ -66,16 +71,58 @@ def _pip_line(p: LockedPackage) -> str:
     return f"{p.name} @ {p.url} --hash=sha256:{p.sha256}"
 
 
-def render_requirements(env: LockedEnv, platform: str) -> str:
-    """The PyPI part of ``platform`` as pip requirements: one URL and sha256 per wheel."""
+def pip_stages(env: LockedEnv, platform: str) -> list[list[LockedPackage]]:
+    """The PyPI part of ``platform`` in the order pip must place it for the lock's shared paths:
+    one stage without such a record; else each wheel in the stage of its longest run of
+    writers before it (a path's writers in pip's order: each after the ones before it)."""
+    from samebits.lock.shared import shared_of
+
+    packages = sorted(env.pip(platform), key=lambda p: p.name)
+    record = shared_of(env.lock.custom, platform, file=env.origin)
+    if record is None:
+        return [packages] if packages else []
+    after: dict[str, set[str]] = {}
+    for group in record.groups:
+        for i, later in enumerate(group.writers):
+            after.setdefault(later, set()).update(group.writers[:i])
+    rank: dict[str, int] = {}
+
+    def depth(name: str, seen: frozenset[str] = frozenset()) -> int:
+        if name not in rank:
+            rank[name] = 1 + max((depth(b, seen | {name}) for b in after.get(name, ())
+                                  if b not in seen), default=-1)
+        return rank[name]
+
+    stages: dict[int, list[LockedPackage]] = {}
+    for p in packages:
+        stages.setdefault(depth(p.name), []).append(p)
+    return [stages[k] for k in sorted(stages)]
+
+
+def stage_file(platform: str, stage: int) -> str:
+    """``<platform>.requirements.txt``, then ``<platform>.requirements-2.txt`` and on."""
+    return f"{platform}{REQUIREMENTS_SUFFIX}" if stage == 0 else \
+        f"{platform}.requirements-{stage + 1}.txt"
+
+
+def render_requirements(env: LockedEnv, platform: str, stage: int = 0) -> str:
+    """The PyPI part of ``platform`` (its ``stage``, ``pip_stages``) as pip requirements: one URL
+    and sha256 per wheel."""
     env.check_platform(platform)
+    stages = pip_stages(env, platform)
     lines = [
         f"# samebits: the PyPI part of {env.name} on {platform}, from {env.origin}",
         f"# (sha256 {env.digest}).",
         "# Every wheel by URL and hash; install with",
         "#   pip install --no-deps --require-hashes --only-binary=:all: -r THIS_FILE",
     ]
-    lines += [_pip_line(p) for p in sorted(env.pip(platform), key=lambda p: p.name)]
+    if len(stages) > 1:
+        order = ", ".join(stage_file(platform, k) for k in range(len(stages)))
+        lines += ["# Install the stages in this order, each after the one before: " + order,
+                  "# (a later stage's wheels write paths an earlier one's write too, and the "
+                  "lock records",
+                  "# the later one's bytes there: pip's order with dependencies)."]
+    lines += [_pip_line(p) for p in (stages[stage] if stages else [])]
     return "\n".join(lines) + "\n"
 
 
@@ -155,8 +202,9 @@ def render_containerfile(env: LockedEnv, *, base: str | None = None,
                      *env_lines]
     out.append("ENV " + " \\\n    ".join(env_lines))
     out.append(f"COPY {env.origin} /opt/samebits/lock.conda-lock.yml")
+    stages = {p: len(pip_stages(env, p)) for p in env.platforms if env.pip(p)}
     if has_pip:
-        reqs = " ".join(f"{d}/{p}{REQUIREMENTS_SUFFIX}" for p in env.platforms if env.pip(p))
+        reqs = " ".join(f"{d}/{stage_file(p, k)}" for p, n in stages.items() for k in range(n))
         out.append(f"COPY {reqs} /opt/samebits/")
     if has_conda:
         out.append(f"COPY --from=conda {prefix} {prefix}")
@@ -168,12 +216,21 @@ def render_containerfile(env: LockedEnv, *, base: str | None = None,
     if has_pip:
         pip = "install --no-cache-dir --no-deps --require-hashes --only-binary=:all: " \
               f"--no-compile -r /opt/samebits/$platform{REQUIREMENTS_SUFFIX}"
+        # the later stages (the lock's shared paths): each file, where this platform has it
+        later = [f"for f in /opt/samebits/$platform.requirements-{k + 1}.txt; do "
+                 f'if [ -e "$f" ]; then {{pip}} -r "$f"; fi; done'
+                 for k in range(1, max(stages.values(), default=1))]
+        stage = "install --no-cache-dir --no-deps --require-hashes --only-binary=:all: " \
+                "--no-compile"
         if has_conda:
             run += [f"{py} -m venv /tmp/pip", f"/tmp/pip/bin/python -m pip --python {py} {pip}",
-                    "rm -rf /tmp/pip"]
+                    *(s.format(pip=f"/tmp/pip/bin/python -m pip --python {py} {stage}")
+                      for s in later), "rm -rf /tmp/pip"]
         else:
             run += [f"{py} -m venv --without-pip {prefix}",
-                    f"{py} -m pip --python {prefix}/bin/python {pip}"]
+                    f"{py} -m pip --python {prefix}/bin/python {pip}",
+                    *(s.format(pip=f"{py} -m pip --python {prefix}/bin/python {stage}")
+                      for s in later)]
     out.append("; \\\n    ".join(run))
     out += [
         "# The check: verify env compares every installed file with the lock; drift fails the",
@@ -198,8 +255,8 @@ def containerfile_files(env: LockedEnv, *, base: str | None = None,
     files = {"Containerfile": render_containerfile(env, base=base, micromamba=micromamba,
                                                    prefix=prefix)}
     for p in env.platforms:
-        if env.pip(p):
-            files[f"{p}{REQUIREMENTS_SUFFIX}"] = render_requirements(env, p)
+        for k in range(len(pip_stages(env, p))):
+            files[stage_file(p, k)] = render_requirements(env, p, k)
         if env.conda(p):
             files[f"{p}{EXPLICIT_SUFFIX}"] = render_explicit(env, p)
     return files
