@@ -43,6 +43,7 @@ from samebits._io import atomic_writer, canonical_json
 from samebits.errors import InputError, LockfileError
 from samebits.lock.model import LockedPackage
 from samebits.lock.read import LockedEnv
+from samebits.lock.shared import stage_name
 from samebits.render.tarball import Entry, tar_pieces
 
 BUNDLE_FORMAT = 1
@@ -148,15 +149,30 @@ def stale_containers(env: LockedEnv, platforms: Sequence[str], found: Mapping[st
     return stale
 
 
-def offline_requirements(env: LockedEnv, platform: str) -> str:
-    """The PyPI part of ``platform`` as local archive paths with hashes (pip reads them
-    relative to the current folder: run pip in the bundle's root)."""
+def offline_files(env: LockedEnv, platform: str) -> list[str]:
+    """``offline/<platform>.requirements.txt``, and one more per later stage of the lock's
+    shared paths (``samebits.lock.shared.install_stages``), to install in that order."""
+    from samebits.render.containerfile import pip_stages
+
+    first = f"{OFFLINE}/{platform}.requirements.txt"
+    return [stage_name(first, k) for k in range(len(pip_stages(env, platform)))]
+
+
+def offline_requirements(env: LockedEnv, platform: str, stage: int = 0) -> str:
+    """The PyPI part of ``platform`` (its ``stage``) as local archive paths with hashes (pip
+    reads them relative to the current folder: run pip in the bundle's root)."""
+    from samebits.render.containerfile import pip_stages
+
+    stages = pip_stages(env, platform)
+    files = offline_files(env, platform)
     lines = [f"# samebits bundle: the PyPI part of {env.name} on {platform}, from {env.origin}",
              f"# (sha256 {env.digest}). From the bundle's root folder, with no network:",
-             "#   pip install --no-index --no-deps --require-hashes "
-             f"-r {OFFLINE}/{platform}.requirements.txt",
+             *(f"#   pip install --no-index --no-deps --require-hashes -r {f}" for f in files),
+             *(["# in this order: a later file's wheels write paths an earlier one's write "
+                "too, and the lock", "# records the later one's bytes there (pip's order)."]
+               if len(files) > 1 else []),
              *(f"{archive_path(p)} --hash=sha256:{p.sha256}"
-               for p in sorted(env.pip(platform), key=lambda p: p.name))]
+               for p in (stages[stage] if stages else []))]
     return "\n".join(lines) + "\n"
 
 
@@ -193,9 +209,11 @@ def readme(env: LockedEnv, platforms: Sequence[str], lock_name: str, root: str,
             "",
             "Without samebits, the PyPI part installs with pip from the extracted folder:",
             f"    python{env.python or '3'} -m venv /path/to/env && cd {root} &&",
-            "    /path/to/env/bin/pip install --no-index --no-deps --require-hashes \\",
-            f"        -r {OFFLINE}/{plat}.requirements.txt",
         ]
+        files = offline_files(env, plat)
+        for n, f in enumerate(files):
+            lines += ["    /path/to/env/bin/pip install --no-index --no-deps --require-hashes "
+                      "\\", f"        -r {f}" + (" &&" if n < len(files) - 1 else "")]
     lines += [
         "",
         f"containers/{env.name}/ holds the conda files (explicit list with md5s,",
@@ -233,9 +251,8 @@ def plan(env: LockedEnv, platforms: Sequence[str], *, lock_bytes: bytes,
     extra: dict[str, bytes] = {lock_name: lock_bytes}
     extra.update({f"containers/{env.name}/{n}": d for n, d in sorted(containers.items())})
     for plat in platforms:
-        if env.pip(plat):
-            extra[f"{OFFLINE}/{plat}.requirements.txt"] = offline_requirements(env,
-                                                                               plat).encode()
+        for stage, name in enumerate(offline_files(env, plat) if env.pip(plat) else []):
+            extra[name] = offline_requirements(env, plat, stage).encode()
     root = f"{env.slug}.bundle"
     text = readme(env, platforms, lock_name, root, archives).encode()
     listed = {README: text, **extra}

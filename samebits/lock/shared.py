@@ -266,3 +266,38 @@ def _read_all(spec: EnvironmentSpec, target: PlatformTarget, pip: Sequence[Locke
             hint="lock once without --offline where the index is reachable" if offline
             else "check the network, or raise --timeout")
     return got
+
+
+def install_stages(packages: Sequence[LockedPackage], record: SharedPaths | None
+                   ) -> list[list[LockedPackage]]:
+    """``packages`` (one platform's PyPI part, in the caller's order) in the stages an installer
+    that ignores dependencies (``pip --no-deps``, which orders by name alone) must place them
+    in, so that every shared path ends with the bytes ``record`` names: one stage without a
+    record; else each wheel in the stage of the longest run of writers before it (each
+    group's writers are in pip's order). The Containerfile and the bundle's offline
+    requirements write one file per stage."""
+    if record is None:
+        return [list(packages)] if packages else []
+    before: dict[str, set[str]] = {}
+    for group in record.groups:
+        for i, later in enumerate(group.writers):
+            before.setdefault(later, set()).update(group.writers[:i])
+    rank: dict[str, int] = {}
+
+    def depth(name: str, seen: frozenset[str]) -> int:
+        if name not in rank:
+            rank[name] = 1 + max((depth(b, seen | {name}) for b in before.get(name, ())
+                                  if b not in seen), default=-1)
+        return rank[name]
+
+    stages: dict[int, list[LockedPackage]] = {}
+    for p in packages:
+        stages.setdefault(depth(p.name, frozenset()), []).append(p)
+    return [stages[k] for k in sorted(stages)]
+
+
+def stage_name(first: str, stage: int) -> str:
+    """The file of ``stage``: ``first`` (``x.requirements.txt``), then
+    ``x.requirements-2.txt`` and on."""
+    stem, dot, suffix = first.rpartition(".")
+    return first if stage == 0 else f"{stem}-{stage + 1}{dot}{suffix}"

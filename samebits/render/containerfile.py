@@ -72,37 +72,19 @@ def _pip_line(p: LockedPackage) -> str:
 
 
 def pip_stages(env: LockedEnv, platform: str) -> list[list[LockedPackage]]:
-    """The PyPI part of ``platform`` in the order pip must place it for the lock's shared paths:
-    one stage without such a record; else each wheel in the stage of its longest run of
-    writers before it (a path's writers in pip's order: each after the ones before it)."""
-    from samebits.lock.shared import shared_of
+    """The PyPI part of ``platform`` in the stages pip must place it in
+    (``samebits.lock.shared.install_stages``): one stage for a lock without shared paths."""
+    from samebits.lock.shared import install_stages, shared_of
 
-    packages = sorted(env.pip(platform), key=lambda p: p.name)
-    record = shared_of(env.lock.custom, platform, file=env.origin)
-    if record is None:
-        return [packages] if packages else []
-    after: dict[str, set[str]] = {}
-    for group in record.groups:
-        for i, later in enumerate(group.writers):
-            after.setdefault(later, set()).update(group.writers[:i])
-    rank: dict[str, int] = {}
-
-    def depth(name: str, seen: frozenset[str] = frozenset()) -> int:
-        if name not in rank:
-            rank[name] = 1 + max((depth(b, seen | {name}) for b in after.get(name, ())
-                                  if b not in seen), default=-1)
-        return rank[name]
-
-    stages: dict[int, list[LockedPackage]] = {}
-    for p in packages:
-        stages.setdefault(depth(p.name), []).append(p)
-    return [stages[k] for k in sorted(stages)]
+    return install_stages(sorted(env.pip(platform), key=lambda p: p.name),
+                          shared_of(env.lock.custom, platform, file=env.origin))
 
 
 def stage_file(platform: str, stage: int) -> str:
     """``<platform>.requirements.txt``, then ``<platform>.requirements-2.txt`` and on."""
-    return f"{platform}{REQUIREMENTS_SUFFIX}" if stage == 0 else \
-        f"{platform}.requirements-{stage + 1}.txt"
+    from samebits.lock.shared import stage_name
+
+    return stage_name(f"{platform}{REQUIREMENTS_SUFFIX}", stage)
 
 
 def render_requirements(env: LockedEnv, platform: str, stage: int = 0) -> str:

@@ -89,6 +89,20 @@ TABLE = [
                  "whl")],
      [("package-build", "t", "cp37-abi3-manylinux2014_x86_64 cp37-abi3-manylinux_2_17_x86_64",
        "cp37-abi3-manylinux2014_aarch64 cp37-abi3-manylinux_2_17_aarch64")]),
+    # pip from a bundle's offline folder: direct_url.json names the local file, with the
+    # lock's sha256: the same archive, a note (package-url before)
+    ("pip another URL, the lock's archive sha256",
+     [Package(manager="pip", name="t", version="1.0", tags=("py3-none-any",), sha256="cc",
+              url="file:///bundle/archives/cc/t-1.0-py3-none-any.whl",
+              record="lib/python3.11/site-packages/t-1.0.dist-info/RECORD")],
+     [locked_pip("t")], []),
+    ("pip another URL and another archive", [Package(
+        manager="pip", name="t", version="1.0", tags=("py3-none-any",), sha256="dd",
+        url="file:///elsewhere/t-1.0-py3-none-any.whl",
+        record="lib/python3.11/site-packages/t-1.0.dist-info/RECORD")], [locked_pip("t")],
+     [("package-hash", "t", "sha256 cc", "sha256 dd"),
+      ("package-url", "t", "https://files/t-1.0-py3-none-any.whl",
+       "file:///elsewhere/t-1.0-py3-none-any.whl")]),
     ("pip archive hash recorded by pip differs", [pip("t", sha256="dd")], [locked_pip("t")],
      [("package-hash", "t", "sha256 cc", "sha256 dd")]),
     ("pip archive hash not recorded is not a difference", [pip("t")], [locked_pip("t")], []),

@@ -11,7 +11,10 @@
                       pip: the archive sha256 the installer recorded (PEP 610 direct_url.json,
                       ``archive_info.hashes.sha256`` or the legacy ``hash``) differs
     package-url       pip: the URL direct_url.json records differs from the lock's (fragments
-                      ignored): the wheel came from somewhere else
+                      ignored) and no recorded sha256 says it is the same archive: the wheel
+                      came from somewhere else. With the lock's sha256 recorded beside it
+                      (pip from a bundle's offline folder, a --find-links mirror) it is a
+                      note: the lock proves the bytes, not where they were fetched from
 
 A wheel's file name is not its record: PyPI's torch 2.0.0 and 2.2.2 files are named
 ``...-manylinux1_x86_64.whl`` while their ``WHEEL`` says ``Tag: ...-linux_x86_64``. So a pip
@@ -118,7 +121,12 @@ def _compare(p: Package, lp: LockedPackage, archive_tags: ArchiveTags,
     if lp.sha256 and p.sha256 and lp.sha256.lower() != p.sha256.lower():
         add("package-hash", f"sha256 {lp.sha256}", f"sha256 {p.sha256}", "archive sha256")
     if p.url and _unfragment(p.url) != _unfragment(lp.url):
-        add("package-url", _unfragment(lp.url), _unfragment(p.url), "direct_url.json")
+        if same_archive:  # where it was fetched from is not what the lock proves: its bytes are
+            notes.append(f"{p.name}: installed from {_unfragment(p.url)}, the lock names "
+                         f"{_unfragment(lp.url)} (direct_url.json); the archive's sha256 is "
+                         "the lock's")
+        else:
+            add("package-url", _unfragment(lp.url), _unfragment(p.url), "direct_url.json")
     return out
 
 

@@ -1,9 +1,10 @@
-"""A Containerfile installs the PyPI part with ``pip --no-deps``, where pip's order falls back
-to the names: for a path two wheels write with different bytes (sktime over scikit-base's
-``docs/``), the lock records the last writer pip would leave with dependencies, and the
-rendered Containerfile installs the writers in stages so that every path ends with those
-bytes. The stages' pip commands are run here, for real, into a venv that ``verify env`` then
-checks against the lock (no container daemon is needed for that part)."""
+"""A Containerfile and a bundle's offline requirements install the PyPI part with ``pip
+--no-deps``, where pip's order falls back to the names: for a path two wheels write with
+different bytes (sktime over scikit-base's ``docs/``), the lock records the last writer pip
+would leave with dependencies, and the rendered Containerfile and the bundle install the
+writers in stages so that every path ends with those bytes. The stages' pip commands are run
+here, for real, into a venv that ``verify env`` then checks against the lock (no container
+daemon is needed for that part)."""
 
 from __future__ import annotations
 
@@ -111,3 +112,33 @@ def test_a_lock_without_shared_paths_renders_one_file(tmp_path: Path) -> None:
     env = load_lock(lock, name="shared", root=tmp_path)
     assert sorted(containerfile_files(env)) == ["Containerfile", "linux-64.requirements.txt"]
     assert "requirements-2" not in containerfile_files(env)["Containerfile"]
+
+
+def test_the_bundles_offline_requirements_come_in_stages(tmp_path: Path) -> None:
+    """samebits bundle of the same lock: offline/linux-64.requirements.txt and -2.txt, the
+    README's pip commands in that order; run as written from the extracted bundle, the venv is
+    identical to the lock."""
+    import os
+    import tarfile
+
+    lock = lock_with_shared(tmp_path)
+    run = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "xdg")}
+    proc = subprocess.run([sys.executable, "-m", "samebits", "bundle", str(lock), "--platform",
+                           "linux-64", "--out", str(tmp_path / "b.tar")], capture_output=True,
+                          text=True, cwd=ROOT, env=run, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    with tarfile.open(tmp_path / "b.tar") as tf:
+        tf.extractall(tmp_path / "x", filter="data")
+    (root,) = (tmp_path / "x").iterdir()
+    readme = (root / "README.txt").read_text()
+    assert "-r offline/linux-64.requirements.txt &&" in readme
+    assert "-r offline/linux-64.requirements-2.txt" in readme
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    for f in ("offline/linux-64.requirements.txt", "offline/linux-64.requirements-2.txt"):
+        subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin/python"),
+                        "install", "-q", "--no-index", "--no-deps", "--require-hashes",
+                        "--no-compile", "--disable-pip-version-check", "-r", f],
+                       check=True, capture_output=True, timeout=300, cwd=root)
+    code, doc = verify(venv, lock)
+    assert (code, doc["identical"], doc["findings"]) == (0, True, []), doc["findings"]
