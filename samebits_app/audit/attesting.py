@@ -165,7 +165,9 @@ def _attest_env(where: envcheck.Located, lockfile: Path | None, platform: str,
 
         report = report_json(check_env(where.prefix, linkage=False))
     step = envcheck.weigh(report, {}, against="the lock" if lockfile else
-                          "its installers' records")
+                          "its installers' records",
+                          whole=envcheck.whole_list(where.prefix, lockfile, platform),
+                          lock_python=envcheck.lock_python(lockfile, read))
     if step.reasons:
         raise AttestDriftError(
             f"{where.prefix} is not " + (f"the environment of {lockfile}" if lockfile else

@@ -108,24 +108,66 @@ def verify_step(where: Located, lockfile: Path, platform: str,
         report = verify_env(where, lockfile, platform, read)
     except SamebitsError as exc:
         return failed("verify-env", f"verify env {where.prefix}: {exc.message}"), None
-    return weigh(report, attested), report
+    return weigh(report, attested, whole=whole_list(where.prefix, lockfile, platform),
+                 lock_python=lock_python(lockfile, read)), report
+
+
+def whole_list(prefix: Path, lockfile: Path | None, platform: str | None = None) -> str:
+    """The command that lists every finding, which a verdict cut short names."""
+    lock = f" {lockfile}" if lockfile else ""
+    plat = f" --platform {platform}" if lockfile and platform else ""
+    return f"samebits verify env --prefix {prefix}{lock}{plat}"
+
+
+def lock_python(lockfile: Path | None, read: ReadOptions | None = None) -> str | None:
+    """The Python line (X.Y) the lock was made for, or None (no lock, or none recorded)."""
+    if lockfile is None:
+        return None
+    from samebits.lock.read import load_lock
+
+    try:
+        return load_lock(lockfile, options=read).python
+    except SamebitsError:
+        return None
+
+
+def _python_mismatch(report: Mapping[str, Any], lock_line: str | None) -> str | None:
+    version = str((report.get("interpreter") or {}).get("version") or "")
+    line = ".".join(version.split(".")[:2])
+    if not lock_line or not line or line == ".".join(lock_line.split(".")[:2]):
+        return None
+    return (f"the environment is Python {line}, the lock is Python {lock_line}: its packages "
+            f"are the wheels of another Python (install the lock into a new environment: "
+            f"samebits install LOCK --target DIR)")
 
 
 def weigh(report: Mapping[str, Any], attested: Mapping[str, str], *,
-          against: str = "the lock") -> Step:
-    """Reasons and notes from a ``verify env`` report and the attestation's subjects."""
+          against: str = "the lock", whole: str | None = None,
+          lock_python: str | None = None) -> Step:
+    """Reasons and notes from a ``verify env`` report and the attestation's subjects.
+    ``whole``: the command that lists every finding, named where the reasons stop short;
+    ``lock_python``: the lock's Python line, whose mismatch is the first reason: it explains
+    every other one."""
     from verify.env.envreport import finding_line
 
     reasons: list[str] = []
     notes: list[str] = []
     findings = report.get("findings") or []
     if findings:
+        cause = _python_mismatch(report, lock_python)
+        if cause:
+            reasons.append(cause)
         lines = [finding_line(finding_of(f)).strip() for f in findings]
         more = len(lines) - MAX_REASONS
-        reasons.append(f"environment drift: {plural(len(findings), 'finding')} against {against}")
+        kinds: dict[str, int] = {}
+        for f in findings:
+            kinds[str(f.get("kind"))] = kinds.get(str(f.get("kind")), 0) + 1
+        reasons.append(f"environment drift: {plural(len(findings), 'finding')} against {against}"
+                       f" ({', '.join(f'{n} {k}' for k, n in sorted(kinds.items()))})")
         reasons.extend(f"drift: {line}" for line in lines[:MAX_REASONS])
         if more > 0:
-            reasons.append(f"drift: ... and {more} more (see the drift list)")
+            reasons.append(f"drift: ... and {more} more: {whole or 'samebits verify env'} "
+                           "lists every one")
     digests = report.get("digests") or {}
     mine, theirs = digests.get("packages"), attested.get("packages")
     if theirs and mine != theirs:

@@ -117,7 +117,7 @@ def test_tampered_file_is_named(audits: dict[str, Run]) -> None:
     doc = run.doc()
     assert doc["verdict"]["level"] == "not-reproduced"
     reasons = [r["text"] for r in doc["verdict"]["reasons"]]
-    assert reasons[0] == "environment drift: 1 finding against the lock"
+    assert reasons[0] == "environment drift: 1 finding against the lock (1 modified)"
     assert reasons[1].startswith(f"drift: modified        {TAMPERED} [conda:vfa-1.0-h0_0]")
     assert {r["cause"] for r in doc["verdict"]["reasons"]} == {"environment"}
     assert [f["path"] for f in doc["drift"]["findings"]] == [TAMPERED]
