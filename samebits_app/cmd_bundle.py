@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from samebits.cli import options
-from samebits.errors import EXIT_DIFFERENT, EXIT_OK, UsageError
+from samebits.errors import EXIT_DIFFERENT, EXIT_OK, UsageError, plural
 from samebits.lock.read import LockedEnv
 from samebits.project import Project
 from samebits.ui import Output
@@ -99,7 +99,7 @@ def run_write(args: argparse.Namespace, out: Output) -> int:
                          containers=project.root / "containers" / env.name, note=out.info,
                          sources=own_sources(project, env))
     total = bundle.archive_bytes
-    out.info(f"bundle: {len(bundle.archives)} archives, {total:,} bytes -> {dest}")
+    out.info(f"bundle: {plural(len(bundle.archives), 'archive')}, {total:,} bytes -> {dest}")
     with out.progress(f"bundle {env.name}", total=total) as advance:
         result = write_bundle(bundle, dest, advance=lambda n: advance(n))
     payload: dict[str, Any] = {
@@ -109,7 +109,7 @@ def run_write(args: argparse.Namespace, out: Output) -> int:
         "archives": result.archives, "archive_bytes": result.archive_bytes,
         "files": sorted(bundle.files), "root": bundle.root}
     out.emit(payload, "\n".join([
-        f"{dest}: {env.name} for {', '.join(platforms)}: {result.archives} archives "
+        f"{dest}: {env.name} for {', '.join(platforms)}: {plural(result.archives, 'archive')} "
         f"({result.archive_bytes:,} bytes), the lock, {len(bundle.files) - 1} other files",
         f"sha256 {result.sha256} ({result.size:,} bytes)",
         f"check: samebits bundle check {dest}",
@@ -130,7 +130,7 @@ def run_check(path: Path, out: Output) -> int:
                "lockfile": lock, "files": result.files, "archives": result.archives,
                "samebits": m.get("samebits")}
     head = (f"{path}: {m.get('environment')} for {', '.join(map(str, m['platforms']))}, lock "
-            f"{lock['path']} (sha256 {lock.get('sha256')}), {result.archives} archives, "
+            f"{lock['path']} (sha256 {lock.get('sha256')}), {plural(result.archives, 'archive')}, "
             f"{result.files} files")
     if result.ok:
         text = f"{head}\nok: every hash checks and every archive the lock installs is there"
@@ -155,6 +155,6 @@ def unpack_for_install(bundle: Path, name: str | None, *, project: Project, out:
     with out.progress(f"unpack {bundle.name}", total=size) as advance:
         result = unpack(bundle, cache, platform, advance=lambda n: advance(n))
     assert result.lockfile is not None
-    out.info(f"{bundle}: {result.archives} archives checked; {result.lockfile.name} and the "
-             f"{platform} archives unpacked into {cache}")
+    out.info(f"{bundle}: {plural(result.archives, 'archive')} checked; "
+             f"{result.lockfile.name} and the {platform} archives unpacked into {cache}")
     return locked_env(str(result.lockfile), project)

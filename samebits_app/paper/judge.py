@@ -301,10 +301,27 @@ def declaration_changes(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]
     da = {o.get("output"): {k: o.get(k) for k in DECL_KEYS} for o in a.get("outputs") or ()}
     db = {o.get("output"): {k: o.get(k) for k in DECL_KEYS} for o in b.get("outputs") or ()}
     for label in sorted({*da, *db}, key=str):
-        if da.get(label) != db.get(label):
-            out.append(f"output {label}: declared as {db.get(label)} (attested: "
-                       f"{da.get(label)})")
+        x, y = da.get(label), db.get(label)
+        if x is None or y is None:
+            out.append(f"output {label}: " + ("not declared in the attestation" if x is None
+                                               else "no longer declared"))
+        elif x != y:
+            out += [f"output {label}: {k} = {_toml(y.get(k))} (attested: {_toml(x.get(k))})"
+                    for k in DECL_KEYS if x.get(k) != y.get(k)]
     return out
+
+
+def _toml(value: Any) -> str:
+    """A manifest value as the manifest writes it: ``0.001``, ``"tensors"``, unset."""
+    if value is None:
+        return "unset"
+    if isinstance(value, str):
+        return f'"{value}"'
+    if isinstance(value, Mapping):
+        return "{ " + ", ".join(f"{k} = {_toml(v)}" for k, v in value.items()) + " }"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    return repr(value).lower() if isinstance(value, bool) else str(value)
 
 
 def inherited_changes(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:

@@ -345,9 +345,11 @@ def check_paper(manifest: PaperManifest | None, paper: Mapping[str, Any] | None,
         mine = check.tree
         files = mine.paths
         n = len(attested.files)
+        rule = attested.rule if attested.rule == mine.rule else \
+            f"the authors' tree: {attested.rule}; this folder's: {mine.rule}"
         summary = (f"{len(check.differences)} of {plural(n, 'file')} of the authors' tree "
                    "differ" if check.differences else
-                   f"{plural(n, 'file')}, each the authors' sha256 ({attested.rule})")
+                   f"{plural(n, 'file')}, each the authors' sha256 ({rule})")
         code = make_step("code", summary,
                          [cause("code", d, covers=("paper:*",)) for d in check.differences],
                          notes=check.notes)

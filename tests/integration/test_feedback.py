@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import pty
+import re
 import select
 import subprocess
 import sys
@@ -78,7 +79,8 @@ def test_verify_env_piped_lines(pristine: Installed, tmp_path: Path) -> None:
     assert piped.returncode == 0, piped.stderr
     lines = piped.stderr.splitlines()
     assert len(lines) == 2
-    assert lines[0].startswith("hashing ") and lines[0].endswith(f" of {pristine.prefix} (MB) ...")
+    assert re.fullmatch(rf"hashing [\d,]+ files of {re.escape(str(pristine.prefix))} "
+                        r"\([\d,]+ MB\) \.\.\.", lines[0]), lines[0]
     assert lines[1] == "resolving every ELF file's shared libraries ..."
     quiet = run("verify", "env", "--prefix", str(pristine.prefix), "--quiet", cwd=tmp_path)
     assert (quiet.returncode, quiet.stderr) == (0, "")

@@ -95,8 +95,9 @@ def test_reviewer_cannot_loosen_the_tolerance() -> None:
     b = record(metrics_out({"acc": 0.5}, sha="b", rtol=1.0))
     v = judge_command("train", a, b, class_facts=())
     assert v.level == "diverged"
-    assert v.changes[0].startswith("train: the command is not the one the authors ran: output "
-                                   "m.json: declared as {")
+    # the one key that changed, as the manifest writes it (a raw dict of every key before)
+    assert v.changes[0] == ("train: the command is not the one the authors ran: output "
+                            "m.json: rtol = 1.0 (attested: 0.001)")
     assert "acc = 0.5, the authors' 0.9" in v.reasons[0]
 
 

@@ -218,7 +218,7 @@ def build_manifest(prefix: Path, *, jobs: int | None = None, elf: bool = True,
             for pos in who if isinstance(who, list) else (who,):
                 entries[pos] = make(pos, h)
 
-        what = f"hashing {len(users):,} files of {prefix} (MB)"
+        what = f"hashing {len(users):,} files of {prefix} ({total / 1e6:,.0f} MB)"
         bar = progress(what, total / 1e6) if progress else \
             nullcontext(lambda n=1: None)
         with bar as advance:

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from samebits.errors import plural
 from samebits.spec.gpus import Registry, registry
 from verify.kernels.coverage import CcDecision, Coverage, decide, generation_decisions
 from verify.kernels.driverfloor import driver_check
@@ -136,12 +137,15 @@ def library_lines(d: Mapping[str, Any]) -> list[str]:
         out.append(f"  ✘ {lib['path']} [{lib.get('package') or '?'}] carries "
                    f"{', '.join(lib['carries']) or 'nothing'}")
     for lib in d["jit"]:
-        out.append(f"  JIT {lib['path']} [{lib.get('package') or '?'}]: {lib['jit_fatbins']} "
-                   f"fatbins by {lib['ptx'].replace('/', ' PTX ISA ')}")
+        out.append(f"  JIT {lib['path']} [{lib.get('package') or '?'}]: "
+                   f"{plural(lib['jit_fatbins'], 'fatbin')} by "
+                   f"{lib['ptx'].replace('/', ' PTX ISA ')}")
     for lib in d["partial"]:
         if lib.get("blocked_by_driver"):
             out.append(f"  ! {lib['path']} [{lib.get('package') or '?'}]: "
-                       f"{lib['blocked_by_driver']} fatbins hold only PTX newer than the driver")
+                       f"{plural(lib['blocked_by_driver'], 'fatbin')} "
+                       f"{'holds' if lib['blocked_by_driver'] == 1 else 'hold'} only PTX newer "
+                       "than the driver")
     return out
 
 
