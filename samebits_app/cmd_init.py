@@ -74,8 +74,8 @@ def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
         "part), a pyproject.toml ([project] dependencies, --extra groups) or a lock samebits "
         "reads. Markers and extras are kept. The Python is the one you run (or --from-prefix "
         "ENV's) when every pinned release has a wheel for it, else the newest of "
-        f"{PYTHONS[0]}-{PYTHONS[-1]} that has (PEP 691 tags and requires-python); exclude-newer is one second after the newest pinned release's "
-        "upload; a CUDA build of torch gives the CUDA line, and the generation when only one "
+        f"{PYTHONS[0]}-{PYTHONS[-1]} that has (PEP 691 tags and requires-python); exclude-newer "
+        "is one second after the newest pinned release's upload; a CUDA build of torch gives the CUDA line, and the generation when only one "
         "fits. Then: samebits lock NAME.",
         epilog="exit codes: 0 written, 2 bad input or a choice to make (the message says "
         "which flag), 4 an index did not answer")
