@@ -75,8 +75,8 @@ def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
         "reads. Markers and extras are kept. The Python is the one you run (or --from-prefix "
         "ENV's) when every pinned release has a wheel for it, else the newest of "
         f"{PYTHONS[0]}-{PYTHONS[-1]} that has (PEP 691 tags and requires-python); exclude-newer "
-        "is one second after the newest pinned release's upload; a CUDA build of torch gives the CUDA line, and the generation when only one "
-        "fits. Then: samebits lock NAME.",
+        "is one second after the newest pinned release's upload; a CUDA build of torch gives "
+        "the CUDA line, and the generation when only one fits. Then: samebits lock NAME.",
         epilog="exit codes: 0 written, 2 bad input or a choice to make (the message says "
         "which flag), 4 an index did not answer")
     p.add_argument("name", metavar="NAME", help="the environment id to write "

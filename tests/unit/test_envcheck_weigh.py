@@ -4,7 +4,7 @@ say where the whole list is (issue 45: attest against an environment of another 
 
 from __future__ import annotations
 
-from samebits_app.audit.envcheck import whole_list, weigh
+from samebits_app.audit.envcheck import weigh, whole_list
 
 
 def _report(version: str, n: int) -> dict:
