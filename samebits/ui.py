@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import json
 import sys
 import threading
@@ -253,6 +254,41 @@ def run_cli(parser: argparse.ArgumentParser, argv: Sequence[str]) -> int:
         return 130
     except BrokenPipeError:
         return EXIT_BAD_INPUT
+    except OSError as exc:
+        said = system_error(exc)
+        if said is None:
+            raise
+        out.error(said)
+        return said.exit_code
+
+
+# What the machine refuses, whichever command met it: said as an error with its fix, never a
+# traceback (a full disk ended `samebits check` in one, exit 1, which means "does not run").
+SYSTEM_HINTS = {
+    errno.ENOSPC: "the disk is full: free space, or give the command a folder on a disk with "
+                  "room (--cache-dir for the archives, --target or --out for what it writes), "
+                  "and run it again",
+    errno.EDQUOT: "the disk quota is used up: free space, or give the command a folder on a "
+                  "disk with room (--cache-dir, --target, --out), and run it again",
+    errno.EACCES: "no permission there: run as a user who may, or give the command a folder "
+                  "you own (--cache-dir, --target, --out, --lockfiles)",
+    errno.EPERM: "not permitted there: run as a user who may, or give the command a folder you "
+                 "own (--cache-dir, --target, --out, --lockfiles)",
+    errno.EROFS: "a read-only file system: give the command a writable folder (--cache-dir, "
+                 "--target, --out, --lockfiles)",
+}
+
+
+def system_error(exc: OSError) -> SamebitsError | None:
+    """``exc`` as the error a user reads, when it is the machine refusing (``SYSTEM_HINTS``);
+    None for anything else, which stays a bug to see whole."""
+    from samebits.errors import InputError
+
+    hint = SYSTEM_HINTS.get(exc.errno or 0)
+    if hint is None:
+        return None
+    where = exc.filename or "a file"
+    return InputError(f"{where}: {exc.strerror or exc}", hint=hint)
 
 
 def asks_json(argv: Sequence[str]) -> bool:

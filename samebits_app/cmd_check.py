@@ -7,9 +7,13 @@
     samebits check hopper --write       the same for one lock
     samebits check --all --check        exit 1 when one of those is missing or names another lock
 
-A lock's archives are fetched into the cache (hash-checked) and read without installing
-(``samebits_app.lockcoverage``); a prefix is read in place (``verify.kernels.codescan``). The
-decisions are ``verify.kernels.coverage``'s, the documents ``verify.kernels.report``'s.
+A lock whose coverage table beside it (``lockfiles/<env>.coverage.json``, written by
+``--write``) is fresh, i.e. names this lock's sha256, is answered from that table: nothing is
+downloaded. Otherwise (or with ``--package``) the archives of the platforms asked (``--platform``,
+default this machine's where the lock has it) are fetched into the cache, hash-checked, their
+size said first, and read without installing (``samebits_app.lockcoverage``); a prefix is read
+in place (``verify.kernels.codescan``). The decisions are ``verify.kernels.coverage``'s, the
+documents ``verify.kernels.report``'s.
 """
 
 from __future__ import annotations
@@ -166,12 +170,20 @@ def _check_locks(envs: list, args: argparse.Namespace, gpu: Any, driver: str | N
             text.append(f"{coverage_paths(env.path)[0]}: unchanged (lock sha256 "
                         f"{env.digest[:12]})")
             continue
-        platforms = [env.check_platform(p) for p in args.platform or env.platforms]
+        platforms = [env.check_platform(p) for p in args.platform or (
+            env.platforms if args.write else _default_platforms(env))]
+        table = None if args.write or args.package else committed_coverage(env)
         covs = {}
         for plat in platforms:
+            if table is not None and plat in table:
+                covs[plat] = table[plat]
+                continue
             covs[plat], _ = lock_coverage(env, plat, cache, packages=args.package,
                                           progress=out.info,
                                           sources=own_sources(project, env))
+        if table is not None and all(p in table for p in platforms):
+            text.append(f"{coverage_paths(env.path)[0]}: the coverage read for this lock "
+                        f"(sha256 {env.digest[:12]}), nothing downloaded")
         entry: dict[str, Any] = {"lockfile": str(env.path), "lock_sha256": env.digest,
                                  "platforms": {}}
         for plat, cov in covs.items():
@@ -199,6 +211,34 @@ def _check_locks(envs: list, args: argparse.Namespace, gpu: Any, driver: str | N
         result["runs"] = runs
     out.emit(result, "\n".join(text))
     return EXIT_OK if runs else EXIT_DIFFERENT
+
+
+def _default_platforms(env: Any) -> list[str]:
+    """This machine's platform where the lock has it, else every platform of the lock."""
+    from samebits.host import host_platform
+
+    here = host_platform()
+    return [here] if here in env.platforms else list(env.platforms)
+
+
+def committed_coverage(env: Any) -> dict[str, Any] | None:
+    """platform -> ``Coverage`` from the table beside ``env``'s lock when it is fresh (this
+    lock's sha256, this reader's format: ``coverage_state``); None otherwise, and the archives
+    are read instead."""
+    from verify.kernels.coverage import Coverage, LibraryCode
+    from verify.kernels.cudastack import CudaStack
+
+    if coverage_state(env) != "fresh":
+        return None
+    doc = read_json(coverage_paths(env.path)[0], what="coverage file")
+    try:
+        return {plat: Coverage(libraries=tuple(LibraryCode.from_dict(lib)
+                                               for lib in d["libraries"]),
+                               stack=CudaStack.from_dict(d["stack"]),
+                               elf_files=int(d.get("elf_files", 0)))
+                for plat, d in doc["platforms"].items()}
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 def coverage_state(env: Any) -> str:

@@ -15,6 +15,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from samebits._io import atomic_write, canonical_json
+from samebits.errors import plural
 from samebits.install import fetch_all
 from samebits.install.sources import NO_SOURCES, Sources
 from samebits.lock.model import LockedPackage
@@ -74,14 +75,14 @@ def lock_coverage(env: LockedEnv, platform: str, cache: Path, *,
             todo.append(p)
     if todo:
         if progress:
-            progress(f"fetching {len(todo)} archives of {env.name} ({platform})")
+            progress(f"fetching {plural(len(todo), 'archive')} of {env.name} ({platform})")
         fetched = {f.package.name: f.path
                    for f in fetch_all(todo, cache, sources=sources, say=progress)}
         tmp = cache / "coverage" / "tmp"
         tmp.mkdir(parents=True, exist_ok=True)
         jobs_ = [(str(fetched[p.name]), _label(p), str(tmp)) for p in todo]
         if progress:
-            progress(f"reading the device code of {len(todo)} archives")
+            progress(f"reading the device code of {plural(len(todo), 'archive')}")
         with ProcessPoolExecutor(max_workers=max(1, min(jobs, len(todo)))) as pool:
             for p, doc in zip(todo, pool.map(_scan, jobs_), strict=True):
                 atomic_write(_cache_file(cache, p), canonical_json(

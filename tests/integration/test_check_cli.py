@@ -277,3 +277,52 @@ def test_audit_preflight_names_what_the_lock_runs_on(tmp_path: Path) -> None:
                                 Runtime(), "cuda:0")
     assert step.status == "failed"
     assert step.reasons == ("preflight: this GPU (sm_70): no sm_70 in libfake.so",)
+
+
+def test_a_fresh_table_answers_without_downloading(project: Path, tmp_path: Path) -> None:
+    """With its coverage table fresh beside the lock, check answers from it (issue 45: the
+    admin's first command downloaded 2.7 GB per platform the table already answered), and
+    the answer is the one the archives give; a stale table is not used."""
+    from tests.fixtures.programs import no_network
+
+    cache = str(tmp_path / "cache")
+    read = samebits("check", "gpu", "--gpu", "V100", "--json", "--cache-dir", cache,
+                    cwd=project)
+    assert samebits("check", "gpu", "--write", "--cache-dir", cache, cwd=project).returncode == 0
+    offline = subprocess.run([*no_network(), sys.executable, "-m", "samebits", "check", "gpu",
+                              "--gpu", "V100", "--json", "--cache-dir", str(tmp_path / "empty")],
+                             cwd=project, capture_output=True, text=True, timeout=300)
+    assert (offline.returncode, read.returncode) == (1, 1), offline.stderr
+    assert json.loads(offline.stdout) == json.loads(read.stdout)
+    assert not (tmp_path / "empty" / "archives").exists()
+    lock = project / "lockfiles" / "gpu.conda-lock.yml"
+    lock.write_text(lock.read_text() + "\n")  # the table now names another lock: read again
+    stale = subprocess.run([*no_network(), sys.executable, "-m", "samebits", "check", "gpu",
+                            "--gpu", "V100", "--cache-dir", str(tmp_path / "empty2")],
+                           cwd=project, capture_output=True, text=True, timeout=300)
+    assert stale.returncode == 1, stale.stdout + stale.stderr
+    assert "fetching 1 archive of gpu (linux-64)" in stale.stderr  # (the wheel is a file://)
+    assert list((tmp_path / "empty2" / "archives").glob("*/fakecuda-1.0-*.whl"))
+
+
+@pytest.mark.parametrize(("driver", "rc", "line"), [
+    ("580.65.06", 0, "  driver 580.65.06 provides CUDA 13.0; the runtime is 13.0"),
+    ("535.104", 1, "  driver 535.104 provides CUDA 12.2; the CUDA 13.0 runtime needs >= "
+                   "580.65.06"),
+])
+def test_the_admin_tutorials_check(tmp_path: Path, driver: str, rc: int, line: str) -> None:
+    """The cluster-admin tutorial's first command, on the committed hopper lock with no network
+    and an empty cache: a driver that runs it and one that does not, each said."""
+    from tests.fixtures.programs import no_network
+
+    res = subprocess.run([*no_network(), sys.executable, "-m", "samebits", "check", "hopper",
+                          "--gpu", "H100", "--driver", driver, "--platform", "linux-64",
+                          "--cache-dir", str(tmp_path / "cache")], cwd=ROOT,
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == rc, res.stderr
+    lines = res.stdout.splitlines()
+    assert lines[0].startswith("lockfiles/hopper.coverage.json: the coverage read for this "
+                               "lock (sha256 ")
+    assert lines[1] == ("H100 on lockfiles/hopper.conda-lock.yml linux-64: "
+                        + ("RUNS" if rc == 0 else "DOES NOT RUN"))
+    assert lines[2] == line
