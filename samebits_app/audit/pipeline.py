@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -150,9 +150,7 @@ def run_audit(req: AuditRequest, *, runtime_for: RuntimeFactory | None = None,
         from verify.env.manifest import prefix_kind
 
         prefix_kind(Path(req.prefix).absolute())  # InputError: not an environment
-    if req.outputs is not None and not (Path(req.outputs) / "outputs.json").is_file():
-        raise UsageError(f"--outputs {req.outputs}: no outputs.json there",
-                         hint="the authors write it with `samebits attest --save-outputs DIR`")
+    outputs, outputs_note = _authors_outputs(req.outputs)
     if authors.paper is not None:
         from samebits_app.paper.session import authors_commands
 
@@ -235,7 +233,7 @@ def run_audit(req: AuditRequest, *, runtime_for: RuntimeFactory | None = None,
     paper_at = len(steps)
     progress("workloads")
     names = tuple(n for n in select(None) if n in authors.workloads)
-    save = Path(req.out) / OUTPUTS if req.outputs is not None else None
+    save = Path(req.out) / OUTPUTS if outputs is not None else None
     measured = fingerprints = None
     try:
         measured, fingerprints = run_suite(runtime, device=device, settings=settings,
@@ -252,8 +250,10 @@ def run_audit(req: AuditRequest, *, runtime_for: RuntimeFactory | None = None,
             measured, device=device, environment=(report or {}).get("digests"),
             lock=lock_info(req.lockfile, lock), fingerprints=fingerprints),
             source=REVIEWER_ATTESTATION)
-        step, comparison, level = compare_step(authors, reviewer, runtime, req.outputs,
+        step, comparison, level = compare_step(authors, reviewer, runtime, outputs,
                                                save, bounds)
+        if outputs_note is not None:
+            step = replace(step, notes=(*step.notes, outputs_note))
         steps.append(step)
     records = None
     if run is not None:
@@ -415,6 +415,23 @@ def workloads_step(measured: Measured, device: str, authors: Attestation) -> Ste
     return Step(name="workloads", status="ok", notes=notes,
                 summary=f"{plural(len(measured.workloads), 'workload')} on {device} under the "
                 f"authors' settings ({authors.settings.get('profile')}): {what}")
+
+
+def _authors_outputs(given: Path | None) -> tuple[Path | None, str | None]:
+    """(the authors' saved workload outputs, a note): ``--outputs DIR`` as attest saves a paper's
+    outputs by default (``outputs/commands/...``, no ``outputs.json``) holds none of the
+    workloads' tensors; it is said, and the workloads are compared without them."""
+    if given is None:
+        return None, None
+    if not Path(given).is_dir():
+        raise UsageError(f"--outputs {given}: no such folder",
+                         hint="the authors' outputs folder: `samebits attest --save-outputs DIR` "
+                         "writes the workloads' outputs there")
+    if (Path(given) / "outputs.json").is_file():
+        return Path(given), None
+    return None, (f"--outputs {given} holds no workload outputs (no outputs.json: `samebits "
+                  "attest --save-outputs DIR` writes them), so each workload's difference is "
+                  "bounded by its fingerprints alone, not by the authors' tensors")
 
 
 def compare_step(authors: Attestation, reviewer: Attestation, runtime: Runtime,

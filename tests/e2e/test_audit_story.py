@@ -282,6 +282,22 @@ def test_same_paper_is_bit_identical(authored: Authored, tmp_path: Path) -> None
     assert code.summary == "3 files, each the authors' sha256 (every file under the paper folder)"
 
 
+def test_outputs_as_attest_saves_them_by_default(authored: Authored, tmp_path: Path) -> None:
+    """--outputs naming the paper's outputs folder as attest writes it by default (the
+    commands' outputs, no workload outputs.json): the audit runs and says what is missing
+    (issue 45: it stopped with `no outputs.json there`, and the shipped example has none)."""
+    outputs = tmp_path / "outputs" / "commands"
+    outputs.mkdir(parents=True)
+    a = audit(authored.folder, authored.installed.prefix, tmp_path / "out",
+              outputs=tmp_path / "outputs")
+    assert a.verdict.level == "bit-identical", a.verdict
+    compare = next(s for s in a.steps if s.name == "compare")
+    assert compare.notes[-1] == (
+        f"--outputs {tmp_path / 'outputs'} holds no workload outputs (no outputs.json: "
+        "`samebits attest --save-outputs DIR` writes them), so each workload's difference is "
+        "bounded by its fingerprints alone, not by the authors' tensors")
+
+
 def test_code_change_is_the_first_reason(authored: Authored, tmp_path: Path) -> None:
     """One character of train.py changed: not reproduced; the first reason names train.py and
     the line, and the divergences of both commands are listed under it, not beside it."""
