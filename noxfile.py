@@ -354,10 +354,13 @@ def docs(session: nox.Session) -> None:
     anchor or snippet, or a page left out of the nav, fails it) into build/docs. The CLI
     reference, docs/reference/cli/, is written from samebits_app.cli.build_parser() by
     docs/gen_cli.py, a hook of mkdocs.yml, before every build; `mkdocs serve` for a live
-    preview."""
+    preview. Then docs/check_layout.py: no code block of the built pages is cut off at a
+    1280 px window (headless Chromium)."""
     session.install("-e", ".", "mkdocs-material==9.8.2")
     session.run("mkdocs", "build", "--strict", "--site-dir", "build/docs",
                 env={"NO_MKDOCS_2_WARNING": "1"})  # Material's notice about its successor
+    # every code block fits the content column at 1280 px (Chromium; skipped, said, without)
+    session.run("python", "docs/check_layout.py", "build/docs")
 
 VERIFIER_EXCLUDE_NEWER = "2026-12-01T00:00:00Z"
 VERIFIER_LOCK = r"""
