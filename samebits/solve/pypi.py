@@ -27,7 +27,7 @@ from urllib.request import url2pathname
 from packaging.utils import canonicalize_name
 
 from samebits._io import compact_json
-from samebits.errors import ToolError, UnreachableError, UnsatisfiableError
+from samebits.errors import SamebitsError, ToolError, UnreachableError, UnsatisfiableError
 from samebits.foreign.target import Target
 from samebits.lock.builds import UnplaceableError
 from samebits.lock.model import LockedPackage
@@ -80,7 +80,7 @@ def uv_command(spec: EnvironmentSpec, target: PlatformTarget, *, fmt: str, out: 
                extra: tuple[str, ...] = ()) -> list[str]:
     cmd = [
         uv_binary(), "pip", "compile", "-",
-        "--python", sys.executable,  # skips uv's interpreter discovery; only the version counts
+        "--python", spec_interpreter(spec.python),  # skips uv's discovery (see there)
         "--python-version", spec.python,
         "--python-platform", target.uv_platform,
         "--no-config", "--no-header", "--quiet", "--color", "never",
@@ -97,6 +97,21 @@ def uv_command(spec: EnvironmentSpec, target: PlatformTarget, *, fmt: str, out: 
     if offline:
         cmd.append("--offline")
     return [*cmd, *extra]
+
+
+@functools.cache
+def spec_interpreter(python: str) -> str:
+    """The interpreter uv is given: one of the spec's Python line where one runs here, else
+    this one. uv resolves for ``--python-version`` whatever it runs, but it builds an sdist to
+    read metadata the index does not publish, on that interpreter: basicsr 1.4.2's build needs
+    torch, which had no wheel for the running 3.11, so a 3.10 spec failed to lock
+    (``No solution found when resolving: ... torch``) where pip on 3.10 installs it."""
+    from samebits.install.build import build_interpreter
+
+    try:
+        return build_interpreter(".".join(python.split(".")[:2]))
+    except SamebitsError:
+        return sys.executable
 
 
 async def _run(cmd: list[str], stdin: str, *, timeout: float) -> None:
@@ -269,6 +284,13 @@ def _translate(text: str, spec: EnvironmentSpec, target: PlatformTarget, *,
     where = where or (f"{spec.file}: [pypi] requirements on {target.platform} "
                       f"(Python {spec.python}, {target.uv_platform})")
     text = re.sub(r"^\s*(×|error:)\s*", "", text)
+    if ("No solution found" in text or "unsatisfiable" in text) and (
+            "Failed to build" in text or "build-system.requires" in text):
+        # an sdist uv built to read its metadata, whose own build requirements did not resolve
+        return UnsatisfiableError(f"{where} cannot be satisfied:\n{text}",
+                                  hint="an sdist's build environment did not resolve while uv "
+                                  "read its metadata: pin a version of it that has a wheel, or "
+                                  "pass the Python its build needs (--python-version at init)")
     if "No solution found" in text or "unsatisfiable" in text:
         return UnsatisfiableError(f"{where} cannot be satisfied:\n{text}",
                                   hint="relax a pin in [pypi] requirements")

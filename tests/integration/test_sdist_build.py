@@ -269,3 +269,27 @@ def test_real_sdist_only_package_from_pypi(tmp_path: Path, instant: str) -> None
     res = p.run("install", "env", "--target", str(root / "env"), "--no-bytecode", "--python",
                 sys.executable, cache="fresh")
     assert res.returncode == 0, res.stderr
+
+
+def test_an_sdist_whose_build_needs_a_wheel_of_the_specs_python(tmp_path: Path) -> None:
+    """uv builds an sdist for its metadata on the interpreter it is given: basicsr 1.4.2's
+    build needs torch, which had no wheel for the Python running samebits, and a spec of
+    another Python failed to lock (issue 41's corpus: Real-ESRGAN). The spec's own line is
+    given to uv: a build requirement with a wheel for that Python alone locks."""
+    from tests.fixtures.fakewheels import Wheel, wheel_bytes_to
+    from tests.fixtures.pythons import pyenv_python, skip_reason
+
+    other = "3.10" if PY != "3.10" else "3.12"
+    if pyenv_python(other) is None:
+        pytest.skip(skip_reason(other))
+    tag = f"cp{other.replace('.', '')}"
+    p = Project(tmp_path, Sdist("needsabi", "1.0", requires=("tinyback==1.0", "abionly==1.0")))
+    wheel_bytes_to(p.index, Wheel(name="abionly", version="1.0", tag=f"{tag}-none-any"))
+    (p.root / "environments" / "env.toml").write_text(SPEC.format(
+        py=other, instant=INSTANT, platforms=LINUX_64, index=p.index.as_uri(),
+        reqs='"needsabi==1.0"'))
+    res = p.run("lock")
+    assert res.returncode == 0, res.stderr
+    (record,) = p.builds().values()
+    assert [r.name for r in record.requires] == ["abionly", "tinyback"]
+    assert record.python == other
