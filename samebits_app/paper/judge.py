@@ -215,8 +215,9 @@ def _tensors(a: Mapping[str, Any], b: Mapping[str, Any], decl: Mapping[str, Any]
         if worst is not None and "mismatch" not in worst:
             head += (f"; largest |Δ| in {worst['name'] or '(the array)'} at index "
                      f"{worst['index']}: {fmt(num(worst['authors']))} -> "
-                     f"{fmt(num(worst['reviewer']))} (|Δ| {fmt(num(worst['max_abs']))}, rel "
-                     f"{fmt(num(worst['max_rel']))}, {worst['max_ulp']} ulp)")
+                     f"{fmt(num(worst['reviewer']))} (|Δ| {fmt(num(worst['max_abs']))}; the "
+                     f"tensor's largest: rel {fmt(num(worst['max_rel']))}, "
+                     f"{worst['max_ulp']} ulp)")
         if bad or lacking:
             names = ", ".join(f"{r['name'] or '(the array)'}"
                               + (f" ({r['mismatch']})" if "mismatch" in r else

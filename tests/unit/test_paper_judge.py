@@ -195,9 +195,10 @@ def test_tensors_with_the_worker_comparison() -> None:
             "beyond": 0}
     v = judge_output(tensor_out({}, "x"), tensor_out({}, "y"),
                      {"tensors": [same, row], "only_authors": [], "only_reviewer": []})
+    # rel and ulp are the tensor's largest, not the element's: said so
     assert v.summary == ("model.pt: 2 tensor(s), 1 differ; largest |Δ| in head.weight at index "
-                         "[2, 5]: 2 -> 2.5 (|Δ| 0.5, rel 0.25, 4194304 ulp); beyond rtol 0, "
-                         "atol 0.001: head.weight (1 of 32 beyond)")
+                         "[2, 5]: 2 -> 2.5 (|Δ| 0.5; the tensor's largest: rel 0.25, 4194304 "
+                         "ulp); beyond rtol 0, atol 0.001: head.weight (1 of 32 beyond)")
 
 
 @pytest.mark.parametrize(("fb", "bound"), [
