@@ -11,7 +11,8 @@
              environment: uv installs the static ones, asks the backend
              (``get_requires_for_build_wheel``) and installs what it asks for, all from there
     build    ``uv build --wheel`` of the tree on a Python of the recorded line, with the
-             recorded ``SOURCE_DATE_EPOCH``, umask 022, ``TZ=UTC``, ``PYTHONHASHSEED=0``, no
+             recorded ``SOURCE_DATE_EPOCH`` (also the date the build reads:
+             ``samebits.install.buildclock``), umask 022, ``TZ=UTC``, ``PYTHONHASHSEED=0``, no
              uv configuration and no uv cache
 
 ``built_wheel`` (install) takes the wheel from the archive cache, where it is filed under its
@@ -37,6 +38,7 @@ from pathlib import Path
 
 from samebits.archives import link_problem, path_problem
 from samebits.errors import InputError, ToolError, clip
+from samebits.install.buildclock import clock_environment
 from samebits.install.fetch import (
     Fetched,
     Fetcher,
@@ -183,7 +185,7 @@ def build_tree(tree: Path, *, python: str, requires: Requirements, epoch: int,
            "--find-links", str(links), "--build-constraints", str(constraints),
            "--require-hashes", "--no-create-gitignore", "--no-python-downloads",
            "--quiet", "--color", "never"]
-    env = {**build_environment(), "SOURCE_DATE_EPOCH": str(epoch)}
+    env = {**build_environment(), "SOURCE_DATE_EPOCH": str(epoch), **clock_environment(work)}
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=work,
                               timeout=BUILD_TIMEOUT, umask=0o022, check=False)

@@ -47,6 +47,7 @@ from samebits.install.build import (
     build_environment,
     constraints_text,
 )
+from samebits.install.buildclock import clock_environment
 from samebits.lock.builds import BuildRequirement
 
 HOOK = "get_requires_for_build_wheel"
@@ -82,7 +83,7 @@ def dynamic_requires(tree: Path, system: BuildSystem, *, python: str,
     ``tree`` in a venv (under ``work``, a new empty folder) of exactly ``requires``."""
     venv = _venv(work, python=python, requires=requires)
     return run_hook(tree, system, python=str(venv / "bin" / "python"), epoch=epoch,
-                    timeout=timeout)
+                    timeout=timeout, clock=clock_environment(work))
 
 
 def _venv(work: Path, *, python: str, requires: Requirements) -> Path:
@@ -116,7 +117,8 @@ def _venv(work: Path, *, python: str, requires: Requirements) -> Path:
 
 
 def run_hook(tree: Path, system: BuildSystem, *, python: str, epoch: int,
-             timeout: float = HOOK_TIMEOUT) -> tuple[str, ...]:
+             timeout: float = HOOK_TIMEOUT,
+             clock: Mapping[str, str] | None = None) -> tuple[str, ...]:
     """``get_requires_for_build_wheel`` of ``system``'s backend on ``tree``, run by
     ``python`` (whose environment holds the backend)."""
     from pyproject_hooks import BackendUnavailable, BuildBackendHookCaller, BuildBackendWarning
@@ -124,7 +126,8 @@ def run_hook(tree: Path, system: BuildSystem, *, python: str, epoch: int,
     what = f"{system.backend}'s {HOOK} of {tree.name}"
     caller = BuildBackendHookCaller(
         str(tree), system.backend, backend_path=list(system.backend_path) or None,
-        runner=_runner(what, hook_environment(epoch), timeout), python_executable=python)
+        runner=_runner(what, {**hook_environment(epoch), **(clock or {})}, timeout),
+        python_executable=python)
     try:
         with warnings.catch_warnings():  # the backend's own, re-raised here: not ours to show
             warnings.simplefilter("ignore", BuildBackendWarning)

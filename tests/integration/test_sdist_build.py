@@ -293,3 +293,19 @@ def test_an_sdist_whose_build_needs_a_wheel_of_the_specs_python(tmp_path: Path) 
     (record,) = p.builds().values()
     assert [r.name for r in record.requires] == ["abionly", "tinyback"]
     assert record.python == other
+
+
+def test_a_build_that_stamps_its_date_is_reproducible(tmp_path: Path) -> None:
+    """A backend that writes time.asctime() into the wheel (basicsr 1.4.2's setup.py, a
+    second between the builds): the date it reads is SOURCE_DATE_EPOCH, so the two builds
+    agree and the lock records it (it was 'two builds ... gave different wheels'); install
+    from another cache builds the same bytes."""
+    p = Project(tmp_path, Sdist("tinypkg", "1.0", stamp_time=True))
+    p.spec('"tinypkg==1.0"')
+    res = p.run("lock")
+    assert res.returncode == 0, res.stderr
+    (record,) = p.builds().values()
+    site = f"lib/python{PY}/site-packages/tinypkg/_stamp.py"
+    _install(p, tmp_path / "env", tmp_path / "other-cache")  # built again, checked by hash
+    assert (tmp_path / "env" / site).read_text() == "# TIME: Fri Jan  2 03:04:06 2026\n"
+    assert record.source_date_epoch == EPOCH
