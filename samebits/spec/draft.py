@@ -58,7 +58,8 @@ def holds(req: Requested, target: Target) -> bool:
 def applicable(reqs: Sequence[Requested], targets: Sequence[Target],
                ) -> tuple[tuple[Requested, ...], tuple[Left, ...]]:
     """(the requirements whose marker holds on at least one target, the others left out);
-    SourceError when one package is still asked for twice."""
+    two lines of one package with the same marker become one (``merged``); SourceError when
+    one package is still asked for twice."""
     kept, left = [], []
     where = ", ".join(sorted({t.platform for t in targets}))
     for r in reqs:
@@ -70,16 +71,38 @@ def applicable(reqs: Sequence[Requested], targets: Sequence[Target],
     by_name: dict[str, Requested] = {}
     problems = []
     for r in kept:
-        if r.name in by_name:
-            first = by_name[r.name]
-            problems.append(Problem(file=r.where.split(":")[0], key=r.where, value=r.text,
-                                    message=f"{r.name} is already asked for at {first.where} "
-                                    f"({first.text}): a spec takes one requirement per package"))
-        by_name.setdefault(r.name, r)
+        first = by_name.get(r.name)
+        if first is None:
+            by_name[r.name] = r
+            continue
+        both = merged(first, r)
+        if both is not None:  # as pip takes them: every line's specifiers, all their extras
+            by_name[r.name] = both
+            continue
+        problems.append(Problem(file=r.where.split(":")[0], key=r.where, value=r.text,
+                                message=f"{r.name} is already asked for at {first.where} "
+                                f"({first.text}): a spec takes one requirement per package"))
     if problems:
         raise SourceError(problems, hint="keep one line per package (markers that tell the "
                           "lines apart on Linux cannot be carried into one spec)")
-    return tuple(kept), tuple(left)
+    return tuple(by_name.values()), tuple(left)
+
+
+def merged(a: Requested, b: Requested) -> Requested | None:
+    """Two lines asking for one package as pip takes them, one requirement: both lines'
+    specifiers (all must hold) and extras (TinyLlama's ``lightning==2.1.2`` and
+    ``lightning[app]``: ``lightning[app]==2.1.2``); None where one names a URL or their markers
+    differ (which line applies would depend on the machine)."""
+    ra, rb = Requirement(a.text), Requirement(b.text)
+    if a.url or b.url or ra.url or rb.url or str(ra.marker) != str(rb.marker):
+        return None
+    both = Requirement(a.text)
+    both.extras = ra.extras | rb.extras
+    both.specifier = ra.specifier & rb.specifier
+    pins = [sp.version for sp in both.specifier if sp.operator in ("==", "===")
+            and "*" not in sp.version]
+    return Requested(text=str(both), name=a.name, pinned=pins[0] if len(set(pins)) == 1
+                     else a.pinned or b.pinned, where=f"{a.where}, {b.where}")
 
 
 # ------------------------------------------------------------------ wheels and Pythons

@@ -423,7 +423,7 @@ def test_pytorch_index(name: str, version: str, index: str | None) -> None:
 
 def test_markers_false_on_linux_are_left_out() -> None:
     """LLMs-from-scratch style: one line per platform; the macOS line is left out, the other
-    kept with its marker; two lines that both hold are an error."""
+    kept with its marker; two lines with other markers that both hold are an error."""
     text = ("torch>=2.2.2,<2.6; sys_platform == 'darwin' and platform_machine == 'x86_64'\n"
             "torch>=2.2.2; sys_platform != 'darwin' or platform_machine != 'x86_64'\n")
     reqs = read_requirements(text, source="r.txt").pypi
@@ -432,4 +432,23 @@ def test_markers_false_on_linux_are_left_out() -> None:
     assert [r.where for r in kept] == ["r.txt:2"]
     assert [x.where for x in left] == ["r.txt:1"]
     with pytest.raises(SourceError):
-        applicable(read_requirements("torch>=2\ntorch<3\n", source="r.txt").pypi, targets)
+        applicable(read_requirements("torch>=2; python_version >= '3.8'\n"
+                                     "torch<3; sys_platform == 'linux'\n", source="r.txt").pypi,
+                   targets)
+
+
+@pytest.mark.parametrize(("text", "merged", "pinned"), [
+    # TinyLlama's requirements.txt, as pip takes it (init refused it before)
+    ("lightning==2.1.2\nlightning[app]\n", "lightning[app]==2.1.2", "2.1.2"),
+    ("sentencepiece\nsentencepiece==0.1.99\n", "sentencepiece==0.1.99", "0.1.99"),
+    ("torch>=2\ntorch<3\n", "torch<3,>=2", None),
+    ("numpy<2; python_version >= '3.8'\nnumpy>=1.20; python_version >= '3.8'\n",
+     'numpy<2,>=1.20; python_version >= "3.8"', None),
+])
+def test_lines_of_one_package_merge_as_pip_takes_them(text: str, merged: str,
+                                                      pinned: str | None) -> None:
+    """Two lines of one package with the same marker: one requirement with every line's
+    specifiers and extras, both lines named."""
+    targets = [Target(platform="linux-64", python="3.12", glibc="2.28")]
+    (got,), _ = applicable(read_requirements(text, source="r.txt").pypi, targets)
+    assert (got.text, got.pinned, got.where) == (merged, pinned, "r.txt:1, r.txt:2")
