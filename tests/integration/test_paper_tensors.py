@@ -149,3 +149,40 @@ def test_state_dict_with_one_changed_element(tmp_path: Path) -> None:
     assert v.level == "beyond-tolerance"
     assert "largest |Δ| in head.weight at index [2, 7]" in v.summary
     assert v.summary.endswith("beyond rtol 0, atol 1e-06: head.weight (1 of 48 beyond)")
+
+
+class _Evil:
+    """Unpickles as a call of os.system: what a hostile .pt file does to torch.load."""
+
+    def __reduce__(self):  # type: ignore[no-untyped-def]
+        import os
+
+        return (os.system, ("echo pwned",))
+
+
+@pytest.mark.parametrize("zipped", [True, False], ids=["zip format", "legacy format"])
+def test_the_weights_only_rule_without_weights_only(tmp_path: Path, zipped: bool) -> None:
+    """torch before 1.13 has no weights_only (Tune-A-Video's torch 1.12.1: attest stopped with
+    a TypeError); the same rule by a pickle module of ours: a state dict, its OrderedDict,
+    parameters and dtypes load, in either of torch.save's formats; any other global is
+    refused by name and nothing runs."""
+    import collections
+    import pickle
+
+    from verify.gpu.errorstats.tensorfiles import weights_only_pickle
+
+    state = collections.OrderedDict(w=torch.nn.Parameter(torch.arange(6.0).reshape(2, 3)),
+                                    b=torch.ones(2, dtype=torch.float16), n=3, d=torch.float64)
+    good = tmp_path / "good.pt"
+    torch.save(state, good, _use_new_zipfile_serialization=zipped)
+    got = torch.load(good, map_location="cpu", weights_only=False,
+                     pickle_module=weights_only_pickle())
+    assert torch.equal(got["w"], state["w"]) and got["b"].dtype == torch.float16
+    assert (got["n"], got["d"]) == (3, torch.float64)
+    evil = tmp_path / "evil.pt"
+    torch.save({"x": torch.ones(1), "boom": _Evil()}, evil,
+               _use_new_zipfile_serialization=zipped)
+    with pytest.raises(pickle.UnpicklingError, match="refused to load the global "
+                       r"(posix|os)\.system"):
+        torch.load(evil, map_location="cpu", weights_only=False,
+                   pickle_module=weights_only_pickle())

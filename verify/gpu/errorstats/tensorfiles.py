@@ -7,7 +7,8 @@
     .npy           NumPy's format 1.0-3.0: magic, a Python-literal header (descr,
                    fortran_order, shape), the raw bytes (C or Fortran order, either byte order)
     .npz           a zip of ``.npy`` members (stored or deflated), named without ``.npy``
-    .pt .pth .ckpt torch.load(weights_only=True): nested dicts, lists and tuples of tensors
+    .pt .pth .ckpt torch.load(weights_only=True) (before torch 1.13, which lacks it, the same
+                   rule by ``weights_only_pickle``): nested dicts, lists and tuples of tensors
                    flattened into dotted names ("model.layer1.weight", "optim.state.0.exp_avg");
                    numbers become 0-d tensors (int64, float64, bool); other leaves (strings,
                    None) are skipped
@@ -171,18 +172,61 @@ def read_npz(path: Path) -> dict[str, Any]:
 
 
 def read_torch(path: Path) -> dict[str, Any]:
+    import inspect
     import pickle
 
     import torch
 
+    # torch 1.13 brought weights_only; before it, the same rule by a pickle module of ours
+    # (a paper of torch 1.12, Tune-A-Video's, writes .pt files too)
+    own = "weights_only" in inspect.signature(torch.load).parameters
+    how = "torch.load(weights_only=True)" if own else "torch.load(tensors and containers only)"
     try:
-        obj = torch.load(path, map_location="cpu", weights_only=True)
-    except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError) as exc:
+        obj = (torch.load(path, map_location="cpu", weights_only=True) if own else
+               torch.load(path, map_location="cpu", pickle_module=weights_only_pickle()))
+    except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError, TypeError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise InputError(f"{path}: torch.load(weights_only=True) failed: {first[:200]}") from None
+        raise InputError(f"{path}: {how} failed: {first[:200]}") from None
     out: dict[str, Any] = {}
     _flatten(obj, "", out)
     return out
+
+
+# What a checkpoint of tensors may name (the globals torch 1.13's weights_only unpickler
+# allows for the same files): containers, tensors and parameters as torch rebuilds them, and
+# torch's dtypes, devices and sizes. Storage classes torch resolves itself before asking.
+_SAFE_GLOBALS = {("collections", "OrderedDict"), ("builtins", "set"), ("builtins", "frozenset"),
+                 ("torch._utils", "_rebuild_tensor_v2"), ("torch._utils", "_rebuild_parameter"),
+                 ("torch._utils", "_rebuild_parameter_with_state"), ("torch", "Size"),
+                 ("torch", "device")}
+
+
+def weights_only_pickle() -> Any:
+    """A pickle module for ``torch.load(pickle_module=...)`` that unpickles what
+    ``_SAFE_GLOBALS`` names and torch's dtypes, and refuses any other global by name: a
+    paper's ``.pt`` file is untrusted and must not run code when it is read."""
+    import pickle
+    import types
+
+    import torch
+
+    class Unpickler(pickle.Unpickler):
+        def find_class(self, module: str, name: str) -> Any:
+            if (module, name) in _SAFE_GLOBALS or (
+                    module == "torch" and isinstance(getattr(torch, name, None), torch.dtype)):
+                return super().find_class(module, name)
+            raise pickle.UnpicklingError(f"refused to load the global {module}.{name} (only "
+                                         "tensors and containers are read)")
+
+    def load(file: Any, **kwargs: Any) -> Any:
+        return Unpickler(file, **kwargs).load()
+
+    mod = types.ModuleType("samebits_weights_only")
+    mod.Unpickler = Unpickler  # type: ignore[attr-defined]
+    mod.load = load  # type: ignore[attr-defined]
+    mod.UnpicklingError = pickle.UnpicklingError  # type: ignore[attr-defined]
+    mod.__version__ = pickle.format_version  # type: ignore[attr-defined]
+    return mod
 
 
 def _flatten(obj: Any, prefix: str, out: dict[str, Any]) -> None:
