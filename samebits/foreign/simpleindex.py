@@ -36,6 +36,7 @@ class IndexFile:
     sha256: str | None
     upload_time: str | None = None      # PEP 700 ``upload-time`` (JSON; HTML data-upload-time)
     requires_python: str | None = None  # PEP 503 data-requires-python / JSON requires-python
+    yanked: bool = False                # PEP 592: a resolver takes it only when pinned by ==
 
 
 def is_folder(index: str) -> bool:
@@ -100,7 +101,8 @@ def _json_files(url: str, body: bytes) -> list[IndexFile]:
         out.append(IndexFile(filename=f["filename"], url=urljoin(url, str(f.get("url", ""))),
                              sha256=hashes.get("sha256"),
                              upload_time=_text(f.get("upload-time")),
-                             requires_python=_text(f.get("requires-python"))))
+                             requires_python=_text(f.get("requires-python")),
+                             yanked=f.get("yanked") not in (None, False)))
     return out
 
 
@@ -130,7 +132,8 @@ def _page_files(url: str, html: str) -> list[IndexFile]:
         sha = frag[7:] if frag.startswith("sha256=") else None
         out.append(IndexFile(filename=unquote(bare.rsplit("/", 1)[-1]), url=bare, sha256=sha,
                              upload_time=_text(link.get("data-upload-time")),
-                             requires_python=_text(link.get("data-requires-python"))))
+                             requires_python=_text(link.get("data-requires-python")),
+                             yanked="data-yanked" in link))
     return out
 
 

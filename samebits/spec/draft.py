@@ -181,9 +181,12 @@ def wheel_pythons(pin: Requested, files: Sequence[IndexFile], *, platforms: Sequ
 def range_pythons(req: Requested, files: Sequence[IndexFile], *, platforms: Sequence[str],
                   glibc: str, before: dt.datetime | None) -> PinWheels | None:
     """For a requirement that pins no release (``torch>=2.3.0``, ``numpy``): the Pythons for
-    which some release it allows, uploaded before ``before`` (the spec's exclude-newer), has a
-    wheel on every platform; None when nothing can be said (no release matches, or one is
-    sdist-only: it builds on any Python)."""
+    which some release it allows, uploaded before ``before`` (the spec's exclude-newer) and not
+    yanked (PEP 592: a resolver takes a yanked release only when it is pinned), has a wheel on
+    every platform; None when nothing can be said (no release matches, or one is sdist-only:
+    it builds on any Python). torchvision's yanked sdist-only 0.1.6 made an unpinned
+    ``torchvision`` of 2023 say nothing, and init chose Python 3.11, which none of its wheels
+    of that time fit."""
     from packaging.requirements import InvalidRequirement, Requirement
 
     try:
@@ -194,7 +197,7 @@ def range_pythons(req: Requested, files: Sequence[IndexFile], *, platforms: Sequ
     for f in files:
         got = file_version(f.filename)
         if got is None or got[0] != req.name or got[1].is_prerelease \
-                or not spec.contains(got[1]):
+                or not spec.contains(got[1]) or f.yanked:
             continue
         uploaded = parse_upload_time(f.upload_time)
         if before is not None and (uploaded is None or uploaded >= before):

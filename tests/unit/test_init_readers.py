@@ -452,3 +452,38 @@ def test_lines_of_one_package_merge_as_pip_takes_them(text: str, merged: str,
     targets = [Target(platform="linux-64", python="3.12", glibc="2.28")]
     (got,), _ = applicable(read_requirements(text, source="r.txt").pypi, targets)
     assert (got.text, got.pinned, got.where) == (merged, pinned, "r.txt:1, r.txt:2")
+
+
+def test_a_yanked_release_says_nothing_of_a_range() -> None:
+    """torchvision's yanked, sdist-only 0.1.6 made an unpinned `torchvision` of 2023 say
+    nothing (an sdist builds anywhere), and init chose 3.11, which no wheel of that time fits
+    (Autoformer, in the sweep); a resolver takes a yanked release only when pinned."""
+    import dataclasses
+    import datetime as dt
+
+    (req,) = read_requirements("torchvision\n", source="requirements.txt").pypi
+    files = [dataclasses.replace(_f("torchvision-0.1.6.tar.gz", "2017-01-19T00:00:00Z"),
+                                 yanked=True),
+             *(_f(f"torchvision-0.14.1-cp{v}-cp{v}-manylinux1_x86_64.whl",
+                  "2022-12-15T00:00:00Z", ">=3.7") for v in ("39", "310"))]
+    cut = dt.datetime(2023, 2, 28, tzinfo=dt.timezone.utc)
+    got = range_pythons(req, files, platforms=("linux-64",), glibc="2.28", before=cut)
+    assert got is not None and got.pythons == ("3.9", "3.10")
+    yanked_kept = [dataclasses.replace(f, yanked=False) for f in files]
+    assert range_pythons(req, yanked_kept, platforms=("linux-64",), glibc="2.28",
+                         before=cut) is None  # what the reader saw before
+
+
+def test_the_index_says_which_files_are_yanked() -> None:
+    """PEP 592 in PEP 691 JSON (false, true or a reason) and in PEP 503 HTML (data-yanked)."""
+    import json as _json
+
+    from samebits.foreign.simpleindex import _json_files, _page_files
+
+    doc = {"files": [{"filename": f"t-{v}.tar.gz", "url": f"t-{v}.tar.gz", "yanked": y}
+                     for v, y in (("1", False), ("2", True), ("3", "broken"))]}
+    got = _json_files("https://i/simple/t/", _json.dumps(doc).encode())
+    assert [f.yanked for f in got] == [False, True, True]
+    html = ('<a href="t-1.tar.gz">t-1.tar.gz</a>'
+            '<a href="t-2.tar.gz" data-yanked="">t-2.tar.gz</a>')
+    assert [f.yanked for f in _page_files("https://i/simple/t/", html)] == [False, True]
