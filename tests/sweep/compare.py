@@ -13,7 +13,10 @@ link target, except where the written rule below says what each installer writes
                  installed it and how it was asked for (pip writes ``REQUESTED`` for a
                  requirement of the file; samebits names the locked URL in ``direct_url.json``)
     RECORD       compared as the set of its rows (path, the digest's bytes, size) without the
-                 rows of the files above; a console script's row by its path alone
+                 rows of the files above; a console script's row by its path alone. A row
+                 that differs because the wheel's own RECORD is wrong about a file (the same
+                 bytes in both trees; samebits writes the row of what it placed, pip copies
+                 the wheel's: torch 1.12.1's METADATA) is kind ``record-slip``, explained
     scripts      a console script in ``bin/`` (a file whose first line is ``#!`` and the
                  prefix's interpreter) is written by each installer from the wheel's
                  ``entry_points.txt`` with its own template (pip's distlib, samebits' and
@@ -47,13 +50,15 @@ from samebits.archives import record_hash
 
 INSTALLER_FILES = ("INSTALLER", "REQUESTED", "direct_url.json")
 SCAFFOLDING = ("pyvenv.cfg", "lib64", "bin/Activate.ps1")
+# differences the rule explains, listed apart from divergences
+EXPLAINED = ("sdist-build", "record-slip")
 
 
 @dataclass(frozen=True, slots=True)
 class Divergence:
     path: str
     kind: str       # only-samebits | only-pip | bytes | type | mode | link | record
-    #                 | sdist-build (explained: each installer built the sdist itself)
+    #                 | sdist-build, record-slip: explained (EXPLAINED)
     detail: str = ""
 
     def __str__(self) -> str:
@@ -135,6 +140,26 @@ def _record_rows(data: bytes) -> set[tuple[str, bytes, str]]:
     return rows
 
 
+def _record_slips(ra: set[tuple[str, bytes, str]], rb: set[tuple[str, bytes, str]],
+                  ours: Path, pips: Path, record: str) -> list[str] | None:
+    """The paths where the two RECORDs differ, when each is a wheel's own RECORD slip: the
+    file is the same bytes in both trees and samebits' row is those bytes (pip copied the
+    wheel's wrong row: torch 1.12.1's METADATA); None when any difference is another."""
+    site = record.rsplit("/", 2)[0]
+    paths = sorted({r[0] for r in ra ^ rb})
+    mine = {r[0]: r for r in ra}
+    for path in paths:
+        a, b = ours / site / path, pips / site / path
+        try:
+            same = a.read_bytes() == b.read_bytes()
+        except OSError:
+            return None
+        row = mine.get(path)
+        if not same or row is None or row[1] != hashlib.sha256(a.read_bytes()).digest():
+            return None
+    return paths
+
+
 def _holds_nothing(rel: str, tree: dict[str, os.stat_result]) -> bool:
     """A folder with no file or link below it (the rule's exceptions aside)."""
     if not stat.S_ISDIR(tree[rel].st_mode):
@@ -195,8 +220,11 @@ def compare(ours: Path, pips: Path, *, built: set[str] = frozenset()) -> list[Di
         if rel.endswith(".dist-info/RECORD"):
             ra = _record_rows((ours / rel).read_bytes())
             rb = _record_rows((pips / rel).read_bytes())
+            slips = _record_slips(ra, rb, ours, pips, rel)
             if ra != rb and rel in by_build:
                 out.append(Divergence(rel, "sdist-build", "RECORD rows of the build"))
+            elif ra != rb and slips is not None:
+                out.append(Divergence(rel, "record-slip", ", ".join(slips)))
             elif ra != rb:
                 only_a = sorted(r[0] for r in ra - rb)[:3]
                 only_b = sorted(r[0] for r in rb - ra)[:3]

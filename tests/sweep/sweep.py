@@ -48,7 +48,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.sweep.compare import Divergence, compare
+from tests.sweep.compare import EXPLAINED, Divergence, compare
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -57,6 +57,7 @@ else:  # pragma: no cover
 
 HERE = Path(__file__).resolve().parent
 PIP = "pip==26.3"  # the pip every file is installed with (2026-11-02), recorded in the table
+PIP_39 = "pip==26.0.1"  # for a Python 3.9 environment: the newest pip that runs there
 STEPS = ("init", "lock", "install", "pip", "compare", "verify")
 LIMITS = {"init": 600, "lock": 1200, "install": 2400, "pip": 2400, "compare": 600,
           "verify": 1200}
@@ -186,13 +187,14 @@ def pip_env() -> dict[str, str]:
             "PIP_NO_INPUT": "1"}
 
 
-def tools(out: Path) -> Path:
-    """The sweep's own venv holding PIP (made once, reused)."""
-    venv = out / "tools"
+def tools(out: Path, release: str = PIP) -> Path:
+    """The sweep's own venv holding ``release`` of pip (made once, reused): pip 26.1 and
+    later run on Python 3.10 and later only, also where they install (``--python``)."""
+    venv = out / ("tools" if release == PIP else "tools-" + release.split("==")[1])
     pip = venv / "bin" / "pip"
     if not pip.exists():
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-        subprocess.run([str(pip), "install", "-q", PIP], check=True, env=pip_env())
+        subprocess.run([str(pip), "install", "-q", release], check=True, env=pip_env())
     return pip
 
 
@@ -246,6 +248,9 @@ def one(entry: dict, out: Path, pip: Path, *, keep: bool) -> Row:
     subprocess.run([str(python), "-m", "venv", "--without-pip", str(theirs)], check=True)
     glibc = glibc_floor(project / "environments" / f"{name}.toml")
     hook = manylinux_hook(work / "manylinux", glibc)
+    if tuple(int(x) for x in line.split(".")[:2]) < (3, 10):
+        pip = tools(out, PIP_39)
+        row.notes.append(f"pip: {PIP_39} (pip 26.1 and later need Python 3.10)")
     code, said = run(row, "pip", [str(pip), "--python", str(theirs / "bin" / "python"),
                                   "install", "-r", str(requirements), "-c", str(constraints)],
                      log=log, env={**pip_env(), "PYTHONPATH": str(hook)},
@@ -263,11 +268,15 @@ def one(entry: dict, out: Path, pip: Path, *, keep: bool) -> Row:
                                      str(lock), "--platform", "linux-64"], log=log)
     reasons = []
     built = [d for d in found if d.kind == "sdist-build"]
-    found = [d for d in found if d.kind != "sdist-build"]
+    slips = [d for d in found if d.kind == "record-slip"]
+    found = [d for d in found if d.kind not in EXPLAINED]
     row.steps["compare"] = (1 if found else 0, row.steps["compare"][1])
     if built:
         row.notes.append(f"{len(built)} file(s) of packages built from sdists differ by "
                          f"their build (first: {built[0]})")
+    if slips:
+        row.notes.append(f"{len(slips)} RECORD(s) with the wheel's own slip, which pip copies "
+                         f"(first: {slips[0]})")
     if found:
         reasons.append(f"{len(found)} divergence(s): {_summary(found)}")
     if code != 0:
