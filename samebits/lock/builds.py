@@ -42,7 +42,7 @@ sdist with a build of it recorded (never a VCS checkout); a conda package a ``.c
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -121,17 +121,8 @@ class BuildRecord:
         """The record at ``key``; a LockfileError naming the file, key and value if it is
         not one this samebits wrote."""
         platform, _, name = key.removeprefix(BUILD_PREFIX).partition(".")
-
-        def bad(message: str) -> LockfileError:
-            return LockfileError([Problem(file=file, key=f"metadata.custom_metadata.{key}",
-                                          value=text, message=message)], hint=RELOCK)
-
-        try:
-            doc = json.loads(text)
-        except ValueError:
-            raise bad("not JSON") from None
-        if not isinstance(doc, dict) or doc.get("format") != BUILD_FORMAT:
-            raise bad(f"not a build record of format {BUILD_FORMAT}")
+        doc, bad = record_doc(key, text, file=file, what="build record", fmt=BUILD_FORMAT,
+                              hint=RELOCK)
         try:
             requires = tuple(BuildRequirement(name=str(n), version=str(v), url=str(u),
                                               sha256=_hex(s)) for n, v, u, s in doc["requires"])
@@ -146,6 +137,24 @@ class BuildRecord:
                        dynamic=tuple(dynamic), frontend=str(doc.get("frontend", "")))
         except (KeyError, TypeError, ValueError) as exc:
             raise bad(f"incomplete build record ({type(exc).__name__}: {exc})") from None
+
+
+def record_doc(key: str, text: str, *, file: str, what: str, fmt: int, hint: str
+               ) -> tuple[dict[str, Any], Callable[[str], LockfileError]]:
+    """A samebits record kept in ``metadata.custom_metadata`` (a build, the shared paths):
+    (its JSON document, how to refuse it), after the checks every record takes: JSON, an
+    object, this format. The error names the file, the key and the value."""
+    def bad(message: str) -> LockfileError:
+        return LockfileError([Problem(file=file, key=f"metadata.custom_metadata.{key}",
+                                      value=text, message=message)], hint=hint)
+
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        raise bad("not JSON") from None
+    if not isinstance(doc, dict) or doc.get("format") != fmt:
+        raise bad(f"not a {what} of format {fmt}")
+    return doc, bad
 
 
 def _hex(value: object) -> str:

@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from samebits.errors import InputError, LockfileError, Problem, UnreachableError, plural
+from samebits.errors import InputError, UnreachableError, plural
 from samebits.lock.model import META, LockedPackage
 from samebits.lock.pipordering import PIP_VERSION, Dist, pip_order
 
@@ -98,16 +98,10 @@ class SharedPaths:
     def from_text(cls, key: str, text: str, *, file: str) -> SharedPaths:
         """The record at ``key``; a LockfileError naming the file, key and value if it is not
         one this samebits wrote."""
-        def bad(message: str) -> LockfileError:
-            return LockfileError([Problem(file=file, key=f"metadata.custom_metadata.{key}",
-                                          value=text, message=message)], hint=RELOCK)
+        from samebits.lock.builds import record_doc
 
-        try:
-            doc = json.loads(text)
-        except ValueError:
-            raise bad("not JSON") from None
-        if not isinstance(doc, dict) or doc.get("format") != SHARED_FORMAT:
-            raise bad(f"not a shared-paths record of format {SHARED_FORMAT}")
+        doc, bad = record_doc(key, text, file=file, what="shared-paths record",
+                              fmt=SHARED_FORMAT, hint=RELOCK)
         try:
             groups = tuple(SharedGroup(writers=_strings(g["writers"]),
                                        paths=_strings(g["paths"])) for g in doc["shared"])

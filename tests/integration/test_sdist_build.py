@@ -11,7 +11,6 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
-import os
 import socket
 import subprocess
 import sys
@@ -22,7 +21,7 @@ import pytest
 
 from samebits.lock.builds import BuildRecord, builds_of
 from samebits.lock.model import parse_lock
-from tests.fixtures.fakesdists import BACKEND_WHEEL, Sdist, write_index
+from tests.fixtures.fakesdists import BACKEND_WHEEL, Sdist, SpecFolder, write_index
 
 PY = f"{sys.version_info[0]}.{sys.version_info[1]}"
 INSTANT = "2026-01-02T03:04:06Z"  # even: a zip entry holds 2-second steps
@@ -40,7 +39,7 @@ LINUX_64 = '[platforms.linux-64]\nglibc = "2.28"'
 BOTH = LINUX_64 + '\n[platforms.linux-aarch64]\nglibc = "2.28"'
 
 
-class Project:
+class Project(SpecFolder):
     def __init__(self, root: Path, *sdists: Sdist) -> None:
         self.root = root
         self.index = write_index(root / "index", *sdists)
@@ -50,16 +49,6 @@ class Project:
         (self.root / "environments" / f"{name}.toml").write_text(SPEC.format(
             py=PY, instant=INSTANT, platforms=platforms, index=self.index.as_uri(),
             reqs=reqs))
-
-    def run(self, *args: str, cache: str = "cache", **env: str
-            ) -> subprocess.CompletedProcess[str]:
-        environ = {**os.environ, "XDG_CACHE_HOME": str(self.root / cache), **env}
-        return subprocess.run([sys.executable, "-m", "samebits", *args], cwd=self.root,
-                              capture_output=True, text=True, timeout=300, env=environ)
-
-    @property
-    def lockfile(self) -> Path:
-        return self.root / "lockfiles" / "env.conda-lock.yml"
 
     def builds(self) -> dict[tuple[str, str], BuildRecord]:
         return builds_of(parse_lock(self.lockfile).custom, file=str(self.lockfile))

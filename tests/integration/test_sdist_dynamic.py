@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -23,7 +21,7 @@ import pytest
 from samebits.lock.builds import BuildRecord, builds_of
 from samebits.lock.model import parse_lock
 from tests.fixtures.dynsdists import DYNBACK_WHEEL, EXTRA_WHEEL, DynSdist, write_dyn_index
-from tests.fixtures.fakesdists import BACKEND_WHEEL
+from tests.fixtures.fakesdists import BACKEND_WHEEL, SpecFolder
 
 PY = f"{sys.version_info[0]}.{sys.version_info[1]}"
 SPEC = """\
@@ -37,7 +35,7 @@ glibc = "2.28"
 """
 
 
-class Project:
+class Project(SpecFolder):
     """A project folder: environments/env.toml, a find-links index, its own cache."""
 
     def __init__(self, root: Path, *sdists: DynSdist, index: bool = True,
@@ -49,16 +47,6 @@ class Project:
         (root / "environments").mkdir()
         (root / "environments" / "env.toml").write_text(
             SPEC.format(py=PY, instant=instant, index=line, reqs=reqs))
-
-    def run(self, *args: str, cache: str = "cache", **env: str
-            ) -> subprocess.CompletedProcess[str]:
-        environ = {**os.environ, "XDG_CACHE_HOME": str(self.root / cache), **env}
-        return subprocess.run([sys.executable, "-m", "samebits", *args], cwd=self.root,
-                              capture_output=True, text=True, timeout=600, env=environ)
-
-    @property
-    def lockfile(self) -> Path:
-        return self.root / "lockfiles" / "env.conda-lock.yml"
 
     def record(self) -> BuildRecord:
         (record,) = builds_of(parse_lock(self.lockfile).custom,
