@@ -53,6 +53,7 @@ def child(folder: Path, fleet_args: list[str]) -> int:
     """One rank of the fleet, timed: rank 0 records its aggregation and the gathered
     records; every rank its peak RSS."""
     import verify.fleet.cmd_fleet as cmd
+    import verify.fleet.judge as judge
     import verify.fleet.run as run
     from verify.cli import main as verify_main
 
@@ -67,14 +68,16 @@ def child(folder: Path, fleet_args: list[str]) -> int:
                 spent[name] = spent.get(name, 0.0) + time.perf_counter() - t
         return wrapper
 
-    for name in ("analyse", "render_html", "format_report", "canonical_json"):
-        setattr(cmd, name, timed(name, getattr(cmd, name)))
+    for module, name in ((judge, "analyse"), (cmd, "render_html"), (cmd, "format_report"),
+                         (cmd, "canonical_json")):
+        setattr(module, name, timed(name, getattr(module, name)))
     real_run_rank = run.run_rank
 
     def run_rank(**kwargs: Any) -> Any:
         outcome = real_run_rank(**kwargs)
         if outcome is not None:
-            (folder / "records.json").write_text(json.dumps(list(outcome.records)))
+            (folder / "records.json").write_text(json.dumps(judge.with_statements(
+                outcome.records)))
         return outcome
 
     run.run_rank = run_rank

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fixtures.slurm_cluster import SlurmCluster, missing_tools
+from tests.fixtures.slurm_cluster import SlurmCluster, require_slurm
 
 ROOT = Path(__file__).resolve().parents[2]
 ONLY = "gemm_fp32,sum_fp32"
@@ -20,14 +20,7 @@ ONLY = "gemm_fp32,sum_fp32"
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
-    missing = missing_tools()
-    if missing:
-        if os.environ.get("CI"):  # .ci/run installs slurm-wlm and munge
-            pytest.fail(f"Slurm is not installed here: {', '.join(missing)}")
-        pytest.skip(f"needs slurm-wlm and munge (apt-get install slurm-wlm munge): "
-                    f"{', '.join(missing)}")
-    if os.geteuid() != 0:
-        pytest.skip("the one-node cluster runs its daemons as root")
+    require_slurm()
     got = SlurmCluster.start(tmp_path_factory.mktemp("slurm"))
     yield got
     got.stop()

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.fixtures.install import locked_wheel, wheel, write_lock
-from tests.fixtures.slurm_cluster import SlurmCluster, missing_tools
+from tests.fixtures.slurm_cluster import SlurmCluster, require_slurm
 
 pytestmark = pytest.mark.slow  # three installs, a cluster, jobs with a prolog: about a minute
 
@@ -39,13 +39,7 @@ def _install(lock: Path, target: Path, cache: Path, wheels: Path) -> None:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SlurmCluster, Path]]:
-    missing = missing_tools()
-    if missing:
-        if os.environ.get("CI"):
-            pytest.fail(f"Slurm is not installed here: {', '.join(missing)}")
-        pytest.skip(f"needs slurm-wlm and munge: {', '.join(missing)}")
-    if os.geteuid() != 0:
-        pytest.skip("the cluster runs its daemons as root")
+    require_slurm()
     base = tmp_path_factory.mktemp("slurm-node")
     w1 = wheel(base / "wheels", "alpha", "1.0", {"alpha/__init__.py": b"A = 1\n",
                                                  "alpha/data.bin": bytes(range(256)) * 16})

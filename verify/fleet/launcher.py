@@ -19,6 +19,10 @@ then Open MPI's, then PMI's. PMIx alone puts only a process's rank in its enviro
 (PMIX_RANK, PMIX_NAMESPACE; the job's size is a PMIx query), so a rank that has only those is
 told which variables its launcher does set (srun --mpi=pmix sets Slurm's). Nothing set: a
 UsageError naming what each launcher would set.
+
+A rank started by ``samebits verify fleet --prefix ENV -- LAUNCHER`` imports this module in the
+environment under test's own interpreter (``verify.gpu.launch.IN_ENV``): the standard library
+only, Python 3.8 or later.
 """
 
 from __future__ import annotations
@@ -26,8 +30,8 @@ from __future__ import annotations
 import re
 import subprocess
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 
+from samebits._compat import dataclass
 from samebits.errors import UsageError
 
 DEFAULT_PORT = 29500
@@ -101,6 +105,17 @@ def _scontrol_hostnames(expr: str) -> list[str]:
     return proc.stdout.split() if proc.returncode == 0 else []
 
 
+def launcher_name(environ: Mapping[str, str]) -> str | None:
+    """Which launcher's variables ``environ`` holds, in ``rendezvous``'s order ("torchrun",
+    "slurm", "openmpi", "pmi"), or None."""
+    if "RANK" in environ and "WORLD_SIZE" in environ:
+        return "torchrun"
+    if "SLURM_PROCID" in environ and "SLURM_NTASKS" in environ:
+        return "slurm"
+    return next((launcher for launcher, _, _, rank, size, _, _ in MPI_LAUNCHERS
+                 if rank in environ and size in environ), None)
+
+
 def rendezvous(environ: Mapping[str, str], *,
                hostnames: Callable[[str], list[str]] = _scontrol_hostnames) -> Rendezvous:
     """This rank's place in its group, from what its launcher set (module docstring)."""
@@ -143,7 +158,7 @@ def rendezvous(environ: Mapping[str, str], *,
             if "MASTER_ADDR" not in env:
                 raise UsageError(f"verify fleet under {program}: MASTER_ADDR is not set "
                                  f"({family} names no rendezvous host)",
-                                 hint=f"{hint} ... python -m verify fleet")
+                                 hint=f"samebits verify fleet --prefix ENV -- {hint}")
             local = next((k for k in locals_ if k in env), None)
             return Rendezvous(launcher=launcher, rank=number(rank), world_size=number(size),
                               local_rank=number(local) if local else 0,
@@ -159,5 +174,7 @@ def rendezvous(environ: Mapping[str, str], *,
     raise UsageError("verify fleet runs under a launcher: none of torchrun's RANK/WORLD_SIZE, "
                      "Slurm's SLURM_PROCID/SLURM_NTASKS, Open MPI's OMPI_COMM_WORLD_RANK or "
                      "PMI's PMI_RANK/PMI_SIZE is set",
-                     hint="torchrun --nproc-per-node N -m verify fleet --out fleet.json, or "
-                     "srun -N NODES -n TASKS python -m verify fleet --out fleet.json")
+                     hint="torchrun --nproc-per-node N -m verify fleet --out fleet.json where "
+                     "samebits is installed beside torch; else samebits verify fleet --prefix "
+                     "ENV --out fleet.json -- torchrun --nproc-per-node N (or -- srun -N NODES "
+                     "-n TASKS), which starts the ranks in ENV")

@@ -2,15 +2,24 @@
 
 Launched by torchrun, a Kubernetes job (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR,
 MASTER_PORT), srun alone or mpirun (``verify.fleet.launcher``: the ranks and the rendezvous host
-from their own variables). Each rank probes its machine and runs its preflight,
-runs the workload suite on its own device (``cuda:LOCAL_RANK`` when torch sees GPUs, else the
-CPU) and the collective workload (NCCL on GPUs, gloo on CPUs). Records travel as JSON through
-the process group's store (``Exchange``), rank by rank with a deadline: a hung rank is named in
-a partial report, and no numpy is needed. Rank 0 turns the records into the report
-(``verify.fleet.report.analyse``).
+from their own variables). Each rank probes its machine and checks in (its facts, its device,
+its prefix); rank 0 has the check-ins judged (``judge``: the preflight of every rank, run where
+samebits' own dependencies are) and refuses the group when a rank cannot give meaningful bits.
+Then each rank runs the workload suite on its own device (``cuda:LOCAL_RANK`` when torch sees
+GPUs, else the CPU) and the collective workload (NCCL on GPUs, gloo on CPUs). Records travel as
+JSON through the process group's store (``Exchange``), rank by rank with a deadline: a hung rank
+is named in a partial report, and no numpy is needed. Rank 0 returns the ``Outcome``: the raw
+records, which ``verify.fleet.judge`` turns into statements and the report.
 
-The environment digest is computed once per host (by local rank 0) and shared, so eight ranks
-on one node do not hash the same prefix eight times.
+The environment digest is computed once per host (by local rank 0, ``env_digest``) and shared,
+so eight ranks on one node do not hash the same prefix eight times.
+
+Two callers: ``verify fleet`` as a rank (samebits' own process, beside torch: the preflight and
+``verify env``'s digest in-process) and the rank program ``python -m verify.fleet``, which
+``samebits verify fleet --prefix ENV -- LAUNCHER`` starts in the environment under test (the
+launcher judges the check-ins, ``verify.fleet.handoff``; the digest is ``verify.fleet.tree``).
+So this module runs in that environment's interpreter too (``verify.gpu.launch.IN_ENV``): the
+standard library and torch only, Python 3.8 or later.
 """
 
 from __future__ import annotations
@@ -22,12 +31,11 @@ import os
 import socket
 import sys
 import time
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
-from samebits.errors import UsageError
-from verify.gpu.attest import build_statement
+from samebits._compat import dataclass
+from samebits.errors import InputError, UsageError, quote
 from verify.gpu.facts import Facts, detect
 from verify.gpu.workloads import run_suite, tensor_bytes
 from verify.gpu.workloads.catalog import SUITE_VERSION
@@ -100,12 +108,6 @@ def collectives(device: str, rank: int, world: int) -> dict[str, Any]:
     return out
 
 
-def _env_digests(prefix: str) -> dict[str, str]:
-    from verify.env.digest import prefix_digests
-
-    return dict(prefix_digests(Path(prefix)))
-
-
 # ------------------------------------------------------------------ moving JSON between ranks
 
 KEY = "samebits/fleet/"
@@ -151,19 +153,50 @@ def _default_store() -> Any:
     return tdist.distributed_c10d._get_default_store()
 
 
+OUTCOME_FORMAT = 1
+# what a rank's check-in carries beyond what the report shows of it (refused_report)
+CHECKIN_ONLY = ("facts", "prefix", "requested")
+
+if TYPE_CHECKING:  # an alias for annotations only: Python 3.8 cannot subscript Callable
+    # rank 0's judge: the check-ins (each with its rank's facts, device, prefix) -> rank ->
+    # the preflight's problems on that rank ({"check", "message", "hint"} each)
+    Judge = Callable[[Sequence[Mapping[str, Any]]], Mapping[int, Sequence[Mapping[str, str]]]]
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Outcome:
     """What rank 0 reports: the records of the ranks that reported and those that did not, or
-    (``refused``) why the group did not run."""
+    (``refused``) why the group did not run. Its JSON form is what the rank program hands the
+    launcher (``to_dict``, ``from_dict``: format ``OUTCOME_FORMAT``)."""
 
     records: tuple[dict[str, Any], ...] = ()
     missing: tuple[dict[str, Any], ...] = ()
     refused: dict[str, Any] | None = None
     checkins: tuple[dict[str, Any], ...] = ()
     backend: str = "gloo"
+    world_size: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"format": OUTCOME_FORMAT, "records": list(self.records),
+                "missing": list(self.missing), "refused": self.refused,
+                "checkins": list(self.checkins), "backend": self.backend,
+                "world_size": self.world_size}
+
+    @classmethod
+    def from_dict(cls, doc: Any, *, where: str) -> Outcome:
+        fmt = doc.get("format") if isinstance(doc, dict) else None
+        if fmt != OUTCOME_FORMAT:
+            raise InputError(f"{where}: format = {quote(fmt)}: not a fleet outcome (format "
+                             f"{OUTCOME_FORMAT})")
+        try:
+            return cls(records=tuple(doc["records"]), missing=tuple(doc["missing"]),
+                       refused=doc["refused"], checkins=tuple(doc["checkins"]),
+                       backend=str(doc["backend"]), world_size=int(doc["world_size"]))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InputError(f"{where}: malformed fleet outcome: {exc!r}") from None
 
 
-def _missing(ranks: list[int], checkins: list[dict[str, Any]], what: str,
+def _missing(ranks: list[int], checkins: Sequence[Mapping[str, Any]], what: str,
              timeout: float) -> list[dict[str, Any]]:
     known = {int(c["rank"]): c for c in checkins}
     return [{"rank": r, "host": known.get(r, {}).get("host"),
@@ -171,25 +204,38 @@ def _missing(ranks: list[int], checkins: list[dict[str, Any]], what: str,
              "reason": f"no {what} within {timeout:g} s: hung or crashed"} for r in ranks]
 
 
-def run_rank(*, device_request: str = "auto", only: list[str] | None = None,
-             skip_env_digest: bool = False, rank_timeout: float = 600,
-             lockfile: Path | None = None) -> Outcome | None:
+def _judged(checkins: Sequence[Mapping[str, Any]], judge: Judge) -> list[dict[str, Any]]:
+    """The check-ins as the report shows them, each with its rank's preflight problems."""
+    problems = judge(checkins)
+    return [{**{k: v for k, v in c.items() if k not in CHECKIN_ONLY},
+             "preflight": [dict(p) for p in problems.get(int(c["rank"]), ())]}
+            for c in checkins]
+
+
+def run_rank(*, judge: Judge, env_digest: Callable[[str], Mapping[str, str]] | None = None,
+             device_request: str = "auto", only: list[str] | None = None,
+             rank_timeout: float = 600, me: RankEnv | None = None) -> Outcome | None:
     """This rank's part. Rank 0 returns the ``Outcome``; the other ranks return None.
 
-    1. check in (host, device, GPU UUID, this rank's preflight); rank 0 refuses the group when
-       a preflight failed, two ranks share a GPU or a rank did not check in
-    2. the environment digest, once per host (local rank 0)
+    1. check in (host, device, GPU UUID, this rank's facts and prefix); rank 0 has the
+       check-ins judged (``judge``: every rank's preflight) and refuses the group when a
+       preflight failed, two ranks share a GPU or a rank did not check in
+    2. the environment digest, once per host (local rank 0: ``env_digest(sys.prefix)``; None:
+       the host's name stands in)
     3. the workload suite; its record goes to rank 0, which waits ``rank_timeout`` seconds
        per missing rank after its own
     4. the collectives, when every rank reported (the process group times out after
        ``rank_timeout`` too)
+
+    A record holds what the rank's statement is made of (facts, settings, workloads, suite
+    version, environment digests), not the statement: ``verify.fleet.judge.with_statements``
+    makes it where samebits' own code runs.
     """
     import torch.distributed as tdist
 
     from verify.fleet.checkin import refusal
-    from verify.gpu.preflight import LockNeeds, check
 
-    me = RankEnv.from_environ()
+    me = me or RankEnv.from_environ()
     facts = detect()
     device = pick_device(facts, me.local_rank, device_request)
     backend = "nccl" if device.startswith("cuda") else "gloo"
@@ -204,39 +250,37 @@ def run_rank(*, device_request: str = "auto", only: list[str] | None = None,
     slow = 3 * rank_timeout  # how long the others wait for rank 0's decisions
     try:
         gpu = facts.gpu(int(device.split(":")[1])) if device.startswith("cuda") else None
-        needs = LockNeeds.read(lockfile) if lockfile else None
-        problems = check(facts, device=device, requested=device_request, lock=needs,
-                         prefix=sys.prefix)
         checkin = {"rank": me.rank, "local_rank": me.local_rank, "host": me.host,
                    "device": device, "gpu_uuid": gpu.uuid if gpu else None,
-                   "preflight": [p.to_json() for p in problems]}
+                   "requested": device_request, "prefix": sys.prefix,
+                   "facts": facts.to_dict()}
         ex.put(f"checkin/{me.rank}", checkin)
         if me.rank == 0:
             checkins, late = ex.gather("checkin", me.world_size, rank_timeout)
-            why = refusal(checkins, _missing(late, checkins, "check-in", rank_timeout))
+            judged = _judged(checkins, judge)
+            why = refusal(judged, _missing(late, checkins, "check-in", rank_timeout))
             ex.put("go/checkin", {"go": why is None})
             if why is not None:
-                return Outcome(refused=why, checkins=tuple(checkins), backend=backend)
+                return Outcome(refused=why, checkins=tuple(judged), backend=backend,
+                               world_size=me.world_size)
         else:
             go = ex.get("go/checkin", slow)
             if not go or not go["go"]:
                 return None
         env_digests = None
-        if not skip_env_digest:
+        if env_digest is not None:
             if me.local_rank == 0:
-                ex.put(f"env/{me.host}", _env_digests(sys.prefix))
+                ex.put(f"env/{me.host}", dict(env_digest(sys.prefix)))
             env_digests = ex.get(f"env/{me.host}", rank_timeout)
         suite = run_suite(facts, device=device, settings=DETERMINISTIC, only=only)
-        statement = build_statement(
-            facts=facts, device=device, settings=suite.settings,
-            workloads={n: r.to_dict() for n, r in suite.results.items()},
-            suite_version=SUITE_VERSION,
-            environment=env_digests or {"host": hashlib.sha256(me.host.encode()).hexdigest()})
         record = {
             "rank": me.rank, "local_rank": me.local_rank, "host": me.host, "device": device,
             "gpu_uuid": gpu.uuid if gpu else None, "backend": backend,
             "collective_env": {k: os.environ[k] for k in COLLECTIVE_ENV if k in os.environ},
-            "statement": statement,
+            "facts": facts.to_dict(), "settings": dict(suite.settings),
+            "workloads": {n: r.to_dict() for n, r in suite.results.items()},
+            "suite_version": SUITE_VERSION,
+            "environment": env_digests or {"host": hashlib.sha256(me.host.encode()).hexdigest()},
         }
         ex.put(f"record/{me.rank}", record)
         if me.rank == 0:
@@ -244,8 +288,9 @@ def run_rank(*, device_request: str = "auto", only: list[str] | None = None,
             ex.put("go/collectives", {"go": not late})
             if late:
                 checkins, _ = ex.gather("checkin", me.world_size, 0)
-                return Outcome(records=tuple(records), backend=backend, missing=tuple(
-                    _missing(late, checkins, "workload record", rank_timeout)))
+                return Outcome(records=tuple(records), backend=backend,
+                               world_size=me.world_size, missing=tuple(
+                                   _missing(late, checkins, "workload record", rank_timeout)))
         else:
             go = ex.get("go/collectives", slow)
             if not go or not go["go"]:
@@ -258,10 +303,10 @@ def run_rank(*, device_request: str = "auto", only: list[str] | None = None,
         if me.rank != 0:
             return None
         colls, late = ex.gather("collectives", me.world_size, rank_timeout)
-        by_rank = dict(zip([r for r in range(me.world_size) if r not in late], colls,
-                           strict=True))
+        present = [r for r in range(me.world_size) if r not in late]  # in gather's order
+        by_rank = {r: colls[i] for i, r in enumerate(present)}
         out = [{**rec, "collectives": by_rank.get(int(rec["rank"]), {})} for rec in records]
-        return Outcome(records=tuple(out), backend=backend, missing=tuple(
-            _missing(late, [], "collective result", rank_timeout)))
+        return Outcome(records=tuple(out), backend=backend, world_size=me.world_size,
+                       missing=tuple(_missing(late, [], "collective result", rank_timeout)))
     finally:
         tdist.destroy_process_group()

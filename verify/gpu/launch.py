@@ -4,6 +4,9 @@
                                       ``samebits attest|audit``)
     python -m verify.gpu.errorstats ...   error statistics, tensor records and fingerprints
     python -m verify.node.canaryrun ...   the node canary (``samebits verify node``)
+    python -m verify.fleet ...            a fleet's rank (``samebits verify fleet --prefix ENV
+                                      -- LAUNCHER``: ``verify.fleet.start`` zips the same
+                                      list into the one file every rank runs)
 
 run in the environment ``samebits.childenv.child_environ`` makes of the caller's (no
 PYTHONPATH, no user site, no LD_PRELOAD, ...), from a scratch folder (``shim``) that holds the
@@ -13,7 +16,8 @@ caller's, while its PYTHONPATH stays what the caller kept (unset, by default) an
 records say so. The audited environment needs torch, and nothing else.
 
 ``IN_ENV`` is the one list of what runs in the audited environment's own interpreter, which
-may be any Python from 3.8 (torch 1.13's): the modules the three workers import, at any depth
+may be any Python from 3.8 (torch 1.13's): the modules the workers and a fleet's rank import,
+at any depth
 (``tests/integration/test_inenv_pythons.py`` compiles and imports each with real 3.8 and 3.9
 interpreters, and checks that none imports a module of ours outside the list). The shim links
 each of those files, and only those, into the scratch folder, so a worker that reaches for
@@ -50,6 +54,8 @@ IN_ENV: tuple[str, ...] = (
     "verify.gpu.workloads.rng", "verify.gpu.workloads.scatter", "verify.gpu.workloads.settings",
     "verify.gpu.workloads.training",
     "verify.node", "verify.node.canaryrun",
+    "verify.fleet", "verify.fleet.__main__", "verify.fleet.checkin", "verify.fleet.handoff",
+    "verify.fleet.launcher", "verify.fleet.rankopts", "verify.fleet.run", "verify.fleet.tree",
 )
 
 
