@@ -13,7 +13,10 @@
     build    ``uv build --wheel`` of the tree on a Python of the recorded line, with the
              recorded ``SOURCE_DATE_EPOCH`` (also the date the build reads:
              ``samebits.install.buildclock``), umask 022, ``TZ=UTC``, ``PYTHONHASHSEED=0``, no
-             uv configuration and no uv cache
+             uv configuration and no uv cache; none of the caller's compiler settings
+             (``COMPILER_VARS``), and compilers told to write the build folder as ``/build``
+             and no debug info (``path_environment``), so a C extension built in another
+             folder or on another machine with the same compiler is the same bytes
 
 ``built_wheel`` (install) takes the wheel from the archive cache, where it is filed under its
 own sha256, when it is there and still of that hash; otherwise it builds it and files it there
@@ -157,13 +160,37 @@ def constraints_text(requires: Sequence[BuildRequirement]) -> str:
                    for r in sorted(requires, key=lambda r: r.name))
 
 
+# the caller's compiler settings would reach a build unrecorded: the build uses the compiler
+# on PATH with its defaults and the Python's own (sysconfig) flags, and samebits' flags below
+COMPILER_VARS = ("CC", "CXX", "CPP", "LDSHARED", "LDCXXSHARED", "AR", "ARFLAGS", "CFLAGS",
+                 "CXXFLAGS", "CPPFLAGS", "LDFLAGS", "OPT", "RUSTFLAGS", "CARGO_BUILD_RUSTFLAGS",
+                 "CARGO_ENCODED_RUSTFLAGS")
+BUILD_ROOT = "/build"  # what the build folder is called in a compiled file
+
+
 def build_environment() -> dict[str, str]:
-    """The environment uv and the backend run in: this one without uv's or pip's settings,
-    with the clock zone and hash seed fixed."""
+    """The environment uv and the backend run in: this one without uv's or pip's settings
+    or the caller's compiler settings (``COMPILER_VARS``), with the clock zone and hash seed
+    fixed."""
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("UV_", "PIP_", "SOURCE_DATE_EPOCH", "PYTHON"))}
+           if not k.startswith(("UV_", "PIP_", "SOURCE_DATE_EPOCH", "PYTHON"))
+           and k not in COMPILER_VARS}
     env.update(TZ="UTC", PYTHONHASHSEED="0", NO_COLOR="1", LC_ALL="C.UTF-8")
     return env
+
+
+def path_environment(work: Path) -> dict[str, str]:
+    """What keeps the build's folder out of compiled files: every temporary file under
+    ``work`` (``TMPDIR``: uv's build environment too), and ``work`` written as ``/build`` in
+    what a C, C++ or Rust compiler writes (``-ffile-prefix-map``: debug info and
+    ``__FILE__``; ``--remap-path-prefix``), no debug info at all (``-g0``: it names the
+    headers of the build environment, a random folder)."""
+    tmp = work / "tmp"
+    tmp.mkdir(exist_ok=True)
+    roots = dict.fromkeys((str(work), str(work.resolve())))
+    c = " ".join([*(f"-ffile-prefix-map={r}={BUILD_ROOT}" for r in roots), "-g0"])
+    rust = " ".join(f"--remap-path-prefix={r}={BUILD_ROOT}" for r in roots)
+    return {"TMPDIR": str(tmp), "CFLAGS": c, "CXXFLAGS": c, "RUSTFLAGS": rust}
 
 
 def build_tree(tree: Path, *, python: str, requires: Requirements, epoch: int,
@@ -184,8 +211,9 @@ def build_tree(tree: Path, *, python: str, requires: Requirements, epoch: int,
            "--python", python, "--no-config", "--no-cache", "--no-index",
            "--find-links", str(links), "--build-constraints", str(constraints),
            "--require-hashes", "--no-create-gitignore", "--no-python-downloads",
-           "--quiet", "--color", "never"]
-    env = {**build_environment(), "SOURCE_DATE_EPOCH": str(epoch), **clock_environment(work)}
+           "--color", "never"]
+    env = {**build_environment(), "SOURCE_DATE_EPOCH": str(epoch), **clock_environment(work),
+           **path_environment(work)}
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=work,
                               timeout=BUILD_TIMEOUT, umask=0o022, check=False)

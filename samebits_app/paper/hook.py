@@ -6,8 +6,11 @@ start-up; it imports nothing heavy itself, but waits for the command to import t
 before the command's next line runs, sets the settings the attestation's suite ran under
 (``torch.use_deterministic_algorithms``, cuDNN's deterministic and benchmark flags, the
 float32 matmul precision, cuDNN TF32) and writes torch's readback of them next to itself, for
-the attestation. A process that never imports torch is left alone. An environment's own
-``sitecustomize`` still runs: the generated one runs it after installing the hook.
+the attestation. A torch before 1.12 has no matmul precision: its TF32 switch is set as the
+precision would set it, and the readback says the precision is unavailable
+(``verify.gpu.workloads.settings.apply`` does the same). A process that never imports torch
+is left alone. An environment's own ``sitecustomize`` still runs: the generated one runs it
+after installing the hook.
 
 ``source(settings, readback_path)`` is pure: the file's text, byte-stable per input.
 """
@@ -29,22 +32,44 @@ SETTINGS = {settings}
 READBACK = {readback}
 
 
+def _api(torch, name):
+    try:
+        return getattr(torch, name, None)
+    except AssertionError:
+        return None
+
+
+def _ask(torch, name):
+    got = _api(torch, name)
+    if got is None:
+        return "unavailable (torch %s has no torch.%s)" % (torch.__version__, name)
+    return got()
+
+
 def _apply(torch):
     import json
     import os
 
+    import torch.backends.cuda
     import torch.backends.cudnn
 
-    torch.use_deterministic_algorithms(SETTINGS["deterministic_algorithms"])
+    deterministic = _api(torch, "use_deterministic_algorithms")  # torch 1.8
+    if deterministic is not None:
+        deterministic(SETTINGS["deterministic_algorithms"])
     torch.backends.cudnn.deterministic = SETTINGS["cudnn_deterministic"]
     torch.backends.cudnn.benchmark = SETTINGS["cudnn_benchmark"]
-    torch.set_float32_matmul_precision(SETTINGS["float32_matmul_precision"])
+    precision = _api(torch, "set_float32_matmul_precision")  # torch 1.12
+    if precision is not None:
+        precision(SETTINGS["float32_matmul_precision"])
+    else:  # what set_float32_matmul_precision sets
+        torch.backends.cuda.matmul.allow_tf32 = SETTINGS["float32_matmul_precision"] != "highest"
     torch.backends.cudnn.allow_tf32 = SETTINGS["cudnn_allow_tf32"]
     seen = {{
-        "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
+        "deterministic_algorithms": _ask(torch, "are_deterministic_algorithms_enabled"),
         "cudnn_deterministic": bool(torch.backends.cudnn.deterministic),
         "cudnn_benchmark": bool(torch.backends.cudnn.benchmark),
-        "float32_matmul_precision": torch.get_float32_matmul_precision(),
+        "float32_matmul_precision": _ask(torch, "get_float32_matmul_precision"),
+        "cuda_matmul_allow_tf32": bool(torch.backends.cuda.matmul.allow_tf32),
         "cudnn_allow_tf32": bool(torch.backends.cudnn.allow_tf32),
         "cublas_workspace_config": os.environ.get("CUBLAS_WORKSPACE_CONFIG"),
     }}

@@ -34,6 +34,7 @@ from samebits_app.audit.verdict import Level, Reason, Step, cause, divergence, s
 from samebits_app.audit.verdict import step as make_step
 from samebits_app.paper import inputs as inputs_mod
 from samebits_app.paper import tree as tree_mod
+from samebits_app.paper.failures import failure_hint
 from samebits_app.paper.judge import CommandVerdict, judge_command
 from samebits_app.paper.manifest import PaperManifest
 from samebits_app.paper.runner import Host, prepare_workdir, run_command, saved_path
@@ -152,9 +153,11 @@ def attest_problems(records: Mapping[str, Mapping[str, Any]]) -> list[str]:
     for name, rec in records.items():
         if rec.get("status") != "ok":
             tail = [str(t) for t in rec.get("tail") or ()] or ["no output"]
+            hint = failure_hint(tail)
             out.append(f"{name}: `{' '.join(rec['run'])}` {rec.get('status')} "
                        f"(exit {rec.get('exit_code')}); its last lines:\n"
-                       + "\n".join(f"    {t}" for t in tail))
+                       + "\n".join(f"    {t}" for t in tail)
+                       + (f"\n  hint: {hint}" if hint else ""))
             continue
         for o in rec.get("outputs") or ():
             if o.get("missing"):

@@ -107,6 +107,76 @@ def test_readback_on_torch_1_13() -> None:
     assert got["cublas_workspace_source"] == "no CUDA in use"
 
 
+def torch_1_11() -> types.SimpleNamespace:
+    """torch 1.11 as the settings see it: no float32 matmul precision (1.12), TF32 matmul on
+    by default, deterministic algorithms (1.8) off."""
+    state = {"det": False}
+    got = old_torch("1.11.0+cu113")
+    del got.get_float32_matmul_precision
+    got.backends.cuda.matmul = types.SimpleNamespace(allow_tf32=True)
+    got.use_deterministic_algorithms = lambda on: state.update(det=on)
+    got.are_deterministic_algorithms_enabled = lambda: state["det"]
+    return got
+
+
+@pytest.mark.parametrize(("precision", "tf32"), [("highest", False), ("high", True)])
+def test_settings_on_torch_before_1_12(precision: str, tf32: bool) -> None:
+    """Without set_float32_matmul_precision the workloads set its one switch as it would
+    (TF32 matmul off for "highest") and record the precision as unavailable, not crash."""
+    from dataclasses import replace
+
+    from verify.gpu.workloads.settings import DETERMINISTIC, apply, readback
+
+    old = torch_1_11()
+    apply(replace(DETERMINISTIC, float32_matmul_precision=precision), environ={}, torch=old)
+    got = readback(old)
+    assert (got["deterministic_algorithms"], got["cuda_matmul_allow_tf32"]) == (True, tf32)
+    assert got["float32_matmul_precision"] == ("unavailable (torch 1.11.0+cu113 has no "
+                                               "torch.get_float32_matmul_precision)")
+
+
+OLD_TORCH_PACKAGE = {
+    "__init__.py": "__version__ = '1.11.0+cu113'\n_det = [False]\n"
+                   "def use_deterministic_algorithms(on):\n    _det[0] = on\n"
+                   "def are_deterministic_algorithms_enabled():\n    return _det[0]\n"
+                   "import torch.backends\n",
+    "backends/__init__.py": "",
+    "backends/cudnn.py": "deterministic = False\nbenchmark = True\nallow_tf32 = True\n",
+    "backends/cuda.py": "class _Matmul:\n    allow_tf32 = True\n"
+                        "    def __getattr__(self, name):\n"
+                        "        raise AssertionError('Unknown attribute ' + name)\n"
+                        "matmul = _Matmul()\n",
+}
+
+
+def test_paper_hook_on_torch_before_1_12(tmp_path: Path) -> None:
+    """A paper command importing a torch 1.11 (shaped as its wheel: no matmul precision, a
+    matmul object raising AssertionError for what it lacks) runs: the hook turns TF32 matmul
+    off as "highest" would and records the precision as unavailable."""
+    from samebits_app.paper import hook
+    from verify.gpu.workloads.settings import DETERMINISTIC
+
+    for rel, text in OLD_TORCH_PACKAGE.items():
+        (tmp_path / "site" / "torch" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "site" / "torch" / rel).write_text(text)
+    (tmp_path / "hook").mkdir()
+    readback = tmp_path / hook.READBACK
+    (tmp_path / "hook" / "sitecustomize.py").write_text(
+        hook.source(DETERMINISTIC.to_dict(), str(readback)))
+    env = {"PATH": os.environ.get("PATH", ""),
+           "PYTHONPATH": f"{tmp_path / 'hook'}:{tmp_path / 'site'}"}
+    proc = subprocess.run([sys.executable, "-c", "import torch; "
+                           "print(torch.backends.cuda.matmul.allow_tf32)"],
+                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60)
+    assert (proc.returncode, proc.stderr, proc.stdout) == (0, "", "False\n")
+    assert json.loads(readback.read_text()) == {
+        "cublas_workspace_config": None, "cuda_matmul_allow_tf32": False,
+        "cudnn_allow_tf32": False, "cudnn_benchmark": False, "cudnn_deterministic": True,
+        "deterministic_algorithms": True,
+        "float32_matmul_precision": "unavailable (torch 1.11.0+cu113 has no "
+                                    "torch.get_float32_matmul_precision)"}
+
+
 FLAGS_2_0 = ("enable_flash", "enable_math", "enable_mem_efficient")
 
 

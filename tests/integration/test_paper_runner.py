@@ -106,7 +106,8 @@ def test_settings_hook(tmp_path: Path, deterministic: bool) -> None:
     assert rec["settings"] == (SETTINGS if deterministic else None)
     if deterministic:
         assert rec["torch_settings"] == {
-            "cublas_workspace_config": ":4096:8", "cudnn_allow_tf32": False,
+            "cublas_workspace_config": ":4096:8", "cuda_matmul_allow_tf32": False,
+            "cudnn_allow_tf32": False,
             "cudnn_benchmark": False, "cudnn_deterministic": True,
             "deterministic_algorithms": True, "float32_matmul_precision": "highest"}
     else:

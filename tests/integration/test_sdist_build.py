@@ -298,3 +298,51 @@ def test_a_build_that_stamps_its_date_is_reproducible(tmp_path: Path) -> None:
     _install(p, tmp_path / "env", tmp_path / "other-cache")  # built again, checked by hash
     assert (tmp_path / "env" / site).read_text() == "# TIME: Fri Jan  2 03:04:06 2026\n"
     assert record.source_date_epoch == EPOCH
+
+
+@pytest.mark.network
+@pytest.mark.slow
+def test_a_c_extension_sdist_builds_the_same_bytes_in_any_folder(tmp_path: Path) -> None:
+    """pesq 0.0.4 (BigVGAN's metric) is an sdist only: Cython and C, compiled against the
+    numpy headers of its build environment. Built in two folders by the lock and in a third
+    by an install with an empty cache, it is the same wheel: the folders are written as
+    /build and the build environment's random one is in no debug info. The caller's CFLAGS
+    (``-O0``: other code if it reached the compiler) do not reach the build."""
+    root = tmp_path
+    (root / "environments").mkdir()
+    (root / "environments" / "env.toml").write_text(
+        f'generation = "cpu"\npython = "{PY}"\nexclude-newer = "2023-01-01T00:00:00Z"\n'
+        f'{LINUX_64}\n[pypi]\nrequirements = ["pesq==0.0.4"]\n')
+    p = Project.__new__(Project)
+    p.root = root
+    assert (res := p.run("lock")).returncode == 0, res.stderr
+    (record,) = p.builds().values()
+    assert record.wheel == f"pesq-0.0.4-cp{PY.replace('.', '')}-cp{PY.replace('.', '')}" \
+        "-linux_x86_64.whl"
+    assert {"cython", "numpy"} <= {r.name for r in record.requires}
+    res = p.run("install", "env", "--target", str(root / "env"), "--no-bytecode", "--python",
+                sys.executable, "--json", cache="fresh", CFLAGS="-O0 -DSAMEBITS_CALLER=1",
+                LDFLAGS="-Wl,--build-id=uuid")
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["verify"]["identical"] is True
+
+
+def test_a_failed_build_shows_the_backends_own_words(tmp_path: Path) -> None:
+    """A backend that fails (tokenizers' setuptools-rust without Rust) is named with the last
+    lines it wrote, not only uv's summary."""
+    from samebits.install.build import BuildFailed, build_tree
+
+    tree = tmp_path / "needsrust-1.0"
+    (tree / "_build").mkdir(parents=True)
+    (tree / "pyproject.toml").write_text('[build-system]\nrequires = []\nbuild-backend = '
+                                         '"rustback"\nbackend-path = ["_build"]\n')
+    (tree / "_build" / "rustback.py").write_text(
+        "import sys\n\n\ndef build_wheel(wheel_directory, config_settings=None, "
+        "metadata_directory=None):\n"
+        "    print('error: can\\'t find Rust compiler', file=sys.stderr)\n"
+        "    raise SystemExit(1)\n")
+    with pytest.raises(BuildFailed) as err:
+        build_tree(tree, python=sys.executable, requires=[], epoch=315532800,
+                   work=tmp_path / "work")
+    assert "uv build of needsrust-1.0 failed (exit " in err.value.message
+    assert "error: can't find Rust compiler" in err.value.message

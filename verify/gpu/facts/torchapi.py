@@ -20,7 +20,9 @@ Where each API appeared (read off PyPI's 1.13.1, 2.0.1, 2.2.2 and the 2.13.0 whe
                                                           object raises AssertionError)
     fp16 GEMM and convolution kernels on a CPU     after 2.0 (2.0.1: "not implemented for
                                                           'Half'"; 2.2.2 has them)
-    torch.get_float32_matmul_precision             1.12
+    torch.get_float32_matmul_precision             1.12  (before: torch.backends.cuda.matmul
+                                                          .allow_tf32 alone, 1.7)
+    torch.use_deterministic_algorithms             1.8
     torch.is_deterministic_algorithms_warn_only_enabled  1.11
     torch.load(weights_only=True)                  1.13  (the floor: paper tensors)
 """

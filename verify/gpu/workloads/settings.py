@@ -98,19 +98,28 @@ def knob(base: Settings, name: str) -> Settings:
     return replace(base, profile=f"{base.profile}+{name}", **KNOBS[name])
 
 
-def apply(settings: Settings, *, environ: Any = None) -> None:
-    """Set torch's global state to ``settings``. Call before the first CUDA GEMM."""
-    import torch
+def apply(settings: Settings, *, environ: Any = None, torch: Any = None) -> None:
+    """Set torch's global state (``torch``: the module, by default the one imported) to
+    ``settings``. Call before the first CUDA GEMM. A torch before 1.12 has no float32 matmul
+    precision: its one switch, ``torch.backends.cuda.matmul.allow_tf32``, is what
+    ``set_float32_matmul_precision`` sets (off for ``highest``); one before 1.8 has no
+    ``use_deterministic_algorithms`` and is left as it is. ``readback`` records the truth."""
+    if torch is None:
+        import torch
 
     environ = os.environ if environ is None else environ
     if settings.cublas_workspace_config is None:
         environ.pop("CUBLAS_WORKSPACE_CONFIG", None)
     else:
         environ["CUBLAS_WORKSPACE_CONFIG"] = settings.cublas_workspace_config
-    torch.use_deterministic_algorithms(settings.deterministic_algorithms)
+    if (deterministic := find(torch, "torch.use_deterministic_algorithms")) is not None:
+        deterministic(settings.deterministic_algorithms)
     torch.backends.cudnn.deterministic = settings.cudnn_deterministic
     torch.backends.cudnn.benchmark = settings.cudnn_benchmark
-    torch.set_float32_matmul_precision(settings.float32_matmul_precision)
+    if (precision := find(torch, "torch.set_float32_matmul_precision")) is not None:
+        precision(settings.float32_matmul_precision)
+    else:
+        torch.backends.cuda.matmul.allow_tf32 = settings.float32_matmul_precision != "highest"
     torch.backends.cudnn.allow_tf32 = settings.cudnn_allow_tf32
 
 
