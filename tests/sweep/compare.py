@@ -30,7 +30,15 @@ link target, except where the written rule below says what each installer writes
                  on the day; samebits: the locked build record), so the files of its RECORD
                  may differ by the build tools (WHEEL's ``Generator:``, METADATA's version,
                  compiled code): such a difference is kind ``sdist-build``, listed apart, not a
-                 divergence; a path only one side has is still one
+                 divergence; a path only one side has is still one, except where that
+                 build's METADATA is the cause: a requirement samebits' build of a package
+                 declares and pip's (today's setuptools) does not, as Python's own reader
+                 (``email.parser``: pip's and importlib.metadata's) reads each, brings the
+                 package it names and what only that needs into samebits' tree alone. Those
+                 paths are kind ``build-requires``, explained: sklearn 0.0's multi-line
+                 Author-email ends setuptools 80's METADATA headers before its
+                 ``Requires-Dist: scikit-learn`` (setuptools 65, of the lock's day, writes that
+                 line first), so pip installs no scikit-learn where the authors' pip did
 
 Every other difference is a ``Divergence``: a path only one side has, or other bytes.
 """
@@ -38,6 +46,7 @@ Every other difference is a ``Divergence``: a path only one side has, or other b
 from __future__ import annotations
 
 import csv
+import email.parser
 import hashlib
 import io
 import os
@@ -51,14 +60,14 @@ from samebits.archives import record_hash
 INSTALLER_FILES = ("INSTALLER", "REQUESTED", "direct_url.json")
 SCAFFOLDING = ("pyvenv.cfg", "lib64", "bin/Activate.ps1")
 # differences the rule explains, listed apart from divergences
-EXPLAINED = ("sdist-build", "record-slip")
+EXPLAINED = ("sdist-build", "record-slip", "build-requires")
 
 
 @dataclass(frozen=True, slots=True)
 class Divergence:
     path: str
     kind: str       # only-samebits | only-pip | bytes | type | mode | link | record
-    #                 | sdist-build, record-slip: explained (EXPLAINED)
+    #                 | sdist-build, record-slip, build-requires: explained (EXPLAINED)
     detail: str = ""
 
     def __str__(self) -> str:
@@ -188,14 +197,78 @@ def built_files(root: Path, tree: dict[str, os.stat_result], built: set[str]) ->
     return out
 
 
+def canonical(name: str) -> str:
+    """PEP 503's form of a distribution name."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _dists(root: Path, tree: dict[str, os.stat_result]) -> dict[str, str]:
+    """Canonical name -> its ``.dist-info`` folder (prefix-relative) of every installed
+    distribution under ``root``."""
+    return {canonical(rel.rsplit("/", 1)[-1][:-len(".dist-info")].rsplit("-", 1)[0]): rel
+            for rel, st in tree.items()
+            if rel.endswith(".dist-info") and stat.S_ISDIR(st.st_mode)}
+
+
+def _requires(root: Path, info: str) -> set[str]:
+    """The names a distribution's METADATA requires, as Python's own reader reads them (a
+    line that ends the headers ends them: what follows is the description)."""
+    try:
+        text = (root / info / "METADATA").read_text("utf-8", "replace")
+    except OSError:
+        return set()
+    got = email.parser.Parser().parsestr(text, headersonly=True).get_all("Requires-Dist")
+    return {canonical(re.split(r"[\s;(<>=!~\[]", r.strip(), maxsplit=1)[0])
+            for r in got or ()}
+
+
+def build_requires(ours: Path, pips: Path, a: dict[str, os.stat_result],
+                   b: dict[str, os.stat_result], built: set[str]) -> dict[str, str]:
+    """The paths only samebits' tree has because a package built from an sdist declares a
+    requirement in samebits' build and not in pip's: path -> why."""
+    da, db = _dists(ours, a), _dists(pips, b)
+    lost: dict[str, str] = {}
+    for name in sorted(built & da.keys() & db.keys()):
+        for req in sorted(_requires(ours, da[name]) - _requires(pips, db[name])):
+            lost.setdefault(req, f"{name}: pip's build of it does not require {req}")
+    queue = [n for n in lost if n in da and n not in db]
+    seen = set(queue)
+    while queue:  # and what only those need
+        cur = queue.pop()
+        for req in _requires(ours, da[cur]):
+            if req in da and req not in db and req not in seen:
+                seen.add(req)
+                lost.setdefault(req, lost[cur])
+                queue.append(req)
+    out: dict[str, str] = {}
+    for name in seen:
+        info = da[name]
+        site = info.rsplit("/", 1)[0] + "/"
+        out[info] = lost[name]
+        try:
+            rows = (ours / info / "RECORD").read_text("utf-8", "replace")
+        except OSError:
+            continue
+        for row in csv.reader(io.StringIO(rows)):
+            if row and row[0]:
+                path = os.path.normpath(site + row[0])
+                out[path] = lost[name]
+                while (path := path.rsplit("/", 1)[0]) + "/" != site and "/" in path:
+                    out.setdefault(path, lost[name])
+    return out
+
+
 def compare(ours: Path, pips: Path, *, built: set[str] = frozenset()) -> list[Divergence]:
     """Every divergence between samebits' prefix ``ours`` and pip's ``pips``, sorted by path
     (``built``: the canonical names of the packages the lock takes as sdists)."""
     a, b = walk(ours), walk(pips)
     by_build = built_files(ours, a, set(built)) | built_files(pips, b, set(built))
+    required = build_requires(ours, pips, a, b, set(built))
     out: list[Divergence] = []
     for rel in sorted(a.keys() - b.keys()):
-        if not _holds_nothing(rel, a):
+        if rel in required:
+            out.append(Divergence(rel, "build-requires", required[rel]))
+        elif not _holds_nothing(rel, a):
             out.append(Divergence(rel, "only-samebits"))
     for rel in sorted(b.keys() - a.keys()):
         if not _holds_nothing(rel, b):

@@ -1,0 +1,69 @@
+"""The sweep's written rule (tests/sweep/compare.py) on small trees: what it explains and what
+stays a divergence. The METADATA files are the real ones two setuptools write for sklearn 0.0
+(tests/data/sweep/sklearn-0.0/README.md)."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from tests.sweep.compare import compare
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "sweep" / "sklearn-0.0"
+SITE = "lib/python3.10/site-packages"
+
+
+def dist(root: Path, name: str, version: str, files: dict[str, bytes],
+         metadata: bytes | None = None) -> None:
+    """An installed distribution: its files, METADATA and a RECORD of them."""
+    info = f"{name.replace('-', '_')}-{version}.dist-info"
+    files = {**files, f"{info}/METADATA": metadata if metadata is not None else
+             f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n".encode()}
+    rows = []
+    for rel, data in files.items():
+        (root / SITE / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / SITE / rel).write_bytes(data)
+        rows.append(f"{rel},sha256={hashlib.sha256(data).hexdigest()},{len(data)}\n")
+    (root / SITE / info / "RECORD").write_text("".join(rows) + f"{info}/RECORD,,\n")
+
+
+@pytest.fixture
+def trees(tmp_path: Path) -> tuple[Path, Path]:
+    """samebits' tree with sklearn 0.0 built by setuptools 65 and what it requires; pip's with
+    it built by setuptools 80 and nothing else; one stray file on samebits' side."""
+    ours, pips = tmp_path / "ours", tmp_path / "pip"
+    stub = {"wheel-platform-tag-is-broken-on-empty-wheels-see-issue-141.py": b""}
+    dist(ours, "sklearn", "0.0", stub, (DATA / "METADATA.setuptools-65.4.1").read_bytes())
+    dist(pips, "sklearn", "0.0", stub, (DATA / "METADATA.setuptools-80.9.0").read_bytes())
+    dist(ours, "scikit-learn", "1.1.2", {"sklearn/__init__.py": b"import joblib\n"},
+         b"Metadata-Version: 2.1\nName: scikit-learn\nVersion: 1.1.2\n"
+         b"Requires-Dist: joblib (>=1.0.0)\nRequires-Dist: numpy>=1.17.3\n")
+    dist(ours, "joblib", "1.2.0", {"joblib/__init__.py": b""})
+    (ours / SITE / "stray.py").write_bytes(b"")
+    return ours, pips
+
+
+def test_a_requirement_only_samebits_build_declares_is_explained(
+        trees: tuple[Path, Path]) -> None:
+    """scikit-learn (sklearn 0.0's requirement in setuptools 65's METADATA, not read in 80's)
+    and joblib (which only it needs) are build-requires; the build's METADATA and RECORD
+    sdist-build; a
+    file no such reason covers stays only-samebits."""
+    kinds = {d.path: (d.kind, d.detail) for d in compare(*trees, built={"sklearn"})}
+    why = "sklearn: pip's build of it does not require scikit-learn"
+    for path in ("scikit_learn-1.1.2.dist-info", "scikit_learn-1.1.2.dist-info/RECORD",
+                 "sklearn", "sklearn/__init__.py", "joblib", "joblib/__init__.py",
+                 "joblib-1.2.0.dist-info/METADATA"):
+        assert kinds.pop(f"{SITE}/{path}") == ("build-requires", why), path
+    for path in ("METADATA", "RECORD"):
+        assert kinds.pop(f"{SITE}/sklearn-0.0.dist-info/{path}")[0] == "sdist-build"
+    assert kinds.pop(f"{SITE}/stray.py") == ("only-samebits", "")
+    assert all(kind == "build-requires" for kind, _ in kinds.values()), kinds
+
+
+def test_without_an_sdist_build_nothing_is_explained(trees: tuple[Path, Path]) -> None:
+    """sklearn not built from an sdist: the same trees are plain divergences."""
+    kinds = {d.kind for d in compare(*trees, built=set())}
+    assert kinds == {"only-samebits", "bytes", "record"}
