@@ -33,6 +33,7 @@ def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
     options.add_cache_dir(opts, what="the archives `samebits install` uses; what it lacks is "
                           "fetched")
     opts.add_argument("--replace", action="store_true", help="overwrite an existing --out")
+    options.add_sources(opts)
     options.add_project(opts)
     options.deprecated(opts, "--check", dest="check_file", type=Path, metavar="FILE",
                        instead="write `samebits bundle check FILE`")
@@ -86,7 +87,7 @@ def run_write(args: argparse.Namespace, out: Output) -> int:
     from samebits.bundle.make import write_bundle
     from samebits.bundle.prep import prepare
     from samebits_app.cmd_render import locked_env
-    from samebits_app.sourceflags import own_sources
+    from samebits_app.sourceflags import own_sources, sources_for
 
     project = options.project_of(args)
     env = locked_env(args.lock, project)
@@ -97,7 +98,8 @@ def run_write(args: argparse.Namespace, out: Output) -> int:
     with out.progress("fetching what the cache lacks", total=None):
         bundle = prepare(env, platforms, cache=options.cache_of(args),
                          containers=project.root / "containers" / env.name, note=out.info,
-                         sources=own_sources(project, env))
+                         sources=sources_for(args, project, env.name).merged(
+                             own_sources(project, env)))
     total = bundle.archive_bytes
     out.info(f"bundle: {plural(len(bundle.archives), 'archive')}, {total:,} bytes -> {dest}")
     with out.progress(f"bundle {env.name}", total=total) as advance:

@@ -77,7 +77,8 @@ def lock_coverage(env: LockedEnv, platform: str, cache: Path, *,
         if progress:
             progress(f"fetching {plural(len(todo), 'archive')} of {env.name} ({platform})")
         fetched = {f.package.name: f.path
-                   for f in fetch_all(todo, cache, sources=sources, say=progress)}
+                   for f in fetch_all(todo, cache, sources=sources, say=progress,
+                                      outcome="nothing was checked")}
         tmp = cache / "coverage" / "tmp"
         tmp.mkdir(parents=True, exist_ok=True)
         jobs_ = [(str(fetched[p.name]), _label(p), str(tmp)) for p in todo]

@@ -17,6 +17,13 @@ from samebits.cli.options import lock_arg
 from samebits.errors import InputError, ToolError
 
 VERIFY_TIMEOUT = 1800.0
+# ``python -m verify``, but without the current folder first on sys.path (which ``-m`` puts
+# there): run from ``~`` beside a checkout of samebits in ``~/samebits``, ``import samebits``
+# found that folder (a namespace package) before the installed package, and verify env ended
+# in an ImportError (Python 3.11's ``-P`` does the same; 3.10 has no such flag)
+RUN_VERIFY = ("import runpy, sys\n"
+              "if sys.path[:1] == ['']:\n    del sys.path[0]\n"
+              "runpy.run_module('verify', run_name='__main__', alter_sys=True)\n")
 
 
 def run_verify_env(prefix: Path, lockfile: Path, platform: str, *,
@@ -25,8 +32,9 @@ def run_verify_env(prefix: Path, lockfile: Path, platform: str, *,
     Containerfile runs it; its JSON report (top-level ``identical`` and ``ok``, the verdict).
     ``read_flags`` are how a lock of another format was read (``--lock-env``,
     ``--lock-python``)."""
-    cmd = [sys.executable, "-m", "verify", "env", lock_arg(Path(lockfile)), "--prefix",
-           str(prefix), "--platform", platform, *read_flags, "--json"]
+    args = ["env", lock_arg(Path(lockfile)), "--prefix", str(prefix), "--platform", platform,
+            *read_flags, "--json"]
+    cmd = [sys.executable, "-c", RUN_VERIFY, *args]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=VERIFY_TIMEOUT)
     except subprocess.TimeoutExpired:
@@ -42,4 +50,4 @@ def run_verify_env(prefix: Path, lockfile: Path, platform: str, *,
         raise InputError(f"verify env: {err.get('message', err)}", hint=err.get("hint"))
     tail = (proc.stderr or proc.stdout).strip()[-2000:]
     raise ToolError(f"verify env failed (exit {proc.returncode}): {tail}",
-                    hint="run it by hand: " + " ".join(cmd[1:]))
+                    hint="run it by hand: " + " ".join(["-m", "verify", *args]))

@@ -73,7 +73,7 @@ def fetch_missing(packages: Sequence[LockedPackage], cache: Path,
                if not (cache / path).is_file()]
     if missing:
         note(f"fetching {len(missing)} archive(s) the cache {cache} lacks")
-        fetch_all(missing, cache, sources=sources, say=note)
+        fetch_all(missing, cache, sources=sources, say=note, outcome="no bundle was written")
     return len(missing)
 
 

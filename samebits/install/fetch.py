@@ -327,7 +327,8 @@ def label(p: LockedPackage) -> str:
     return f"{p.platform}: {p.name} {p.version}"
 
 
-def raise_problems(problems: Sequence[str | SamebitsError]) -> None:
+def raise_problems(problems: Sequence[str | SamebitsError], *,
+                   outcome: str = "nothing was installed") -> None:
     """One error listing every problem (sorted), or nothing when there is none. When every
     problem is a host that did not answer, the error is an ``UnreachableError`` (exit 4) whose
     hint names --find-links and --mirror; one error of a kind of its own (a build that
@@ -344,12 +345,11 @@ def raise_problems(problems: Sequence[str | SamebitsError]) -> None:
         head = texts[0] if len(texts) == 1 else (
             f"{plural(len(texts), 'locked archive')} could not be fetched:\n  "
             + "\n  ".join(texts))
-        raise UnreachableError(head, hint="nothing was installed; "
+        raise UnreachableError(head, hint=f"{outcome}; "
                                + unreachable_hint([p.url for p in unreachable]))
     head = texts[0] if len(texts) == 1 else (
         f"{len(texts)} problems with the locked archives:\n  " + "\n  ".join(texts))
-    hint = "nothing was installed; if the archives changed on purpose, re-lock " \
-        "(samebits lock ENV)"
+    hint = f"{outcome}; if the archives changed on purpose, re-lock (samebits lock ENV)"
     if unreachable:
         hint += "; for the hosts that did not answer: --find-links DIR or --mirror FROM=TO"
     raise InputError(head, hint=hint)
@@ -408,9 +408,11 @@ def download_text(files: int, size: int, unknown: int) -> str:
 
 def fetch_all(packages: Sequence[LockedPackage], cache: Path, *,
               fetch: Fetcher = fetch_url, sources: Sources = NO_SOURCES,
-              say: Callable[[str], None] | None = None) -> list[Fetched]:
+              say: Callable[[str], None] | None = None,
+              outcome: str = "nothing was installed") -> list[Fetched]:
     """Every archive in the cache, hash-checked, then every member scanned; all problems
-    listed. ``say`` hears the download's size first when it is over ``LARGE_DOWNLOAD``."""
+    listed (``outcome``: what the caller did not do, for their hint). ``say`` hears the
+    download's size first when it is over ``LARGE_DOWNLOAD``."""
     if say is not None:
         files, size, unknown = download_size(packages, cache, sources, ask=fetch is fetch_url)
         if size > LARGE_DOWNLOAD:
@@ -430,7 +432,7 @@ def fetch_all(packages: Sequence[LockedPackage], cache: Path, *,
 
     with ThreadPoolExecutor(max_workers=FETCH_THREADS) as pool:
         list(pool.map(one, packages))
-    raise_problems(problems)
+    raise_problems(problems, outcome=outcome)
     order = {p.key: i for i, p in enumerate(packages)}
     return sorted(fetched, key=lambda f: order[f.package.key])
 

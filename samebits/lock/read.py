@@ -15,6 +15,7 @@ over. Commands show it (``conversion_lines``) and put it in their ``--json`` out
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -98,8 +99,12 @@ def load_lock(path: Path, options: ReadOptions | None = None, *, name: str | Non
     text = read_lock_text(path)
     fmt = sniff(path, text)
     origin = path.name
-    if root is not None and path.resolve().is_relative_to(Path(root).resolve()):
-        origin = path.resolve().relative_to(Path(root).resolve()).as_posix()
+    if root is not None:  # as given first: a lockfiles/ that is a link still lies under root
+        for a, b in ((Path(os.path.abspath(path)), Path(os.path.abspath(root))),
+                     (path.resolve(), Path(root).resolve())):
+            if a.is_relative_to(b):
+                origin = a.relative_to(b).as_posix()
+                break
     if fmt == "conda-lock":
         lock = parse_lock(path)
         return LockedEnv(name=name or _name_of(path, lock), path=path, origin=origin,

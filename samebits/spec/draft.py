@@ -128,11 +128,17 @@ def span(pythons: Sequence[str]) -> str:
 
 
 def release_files(name: str, version: str, files: Iterable[IndexFile]) -> list[IndexFile]:
-    want = Version(version)
+    """The files of ``name``'s release ``version`` as ``name==version`` reads it (PEP 440: a
+    version without a local label matches every local one, ``torch==2.13.0`` the files of
+    ``2.13.0+cpu``, as pip and uv take them)."""
+    try:
+        want = SpecifierSet(f"=={version}")
+    except InvalidSpecifier:
+        return []
     out = []
     for f in files:
         got = file_version(f.filename)
-        if got and got[0] == name and got[1] == want:
+        if got and got[0] == name and want.contains(got[1], prereleases=True):
             out.append(f)
     return out
 

@@ -32,6 +32,7 @@ from samebits.errors import InputError, ToolError, quote
 from verify.gpu.attest import Attestation
 from verify.gpu.errorstats import OutputError
 from verify.gpu.facts import Facts
+from verify.gpu.facts.torchapi import is_unavailable
 from verify.gpu.launch import run_module
 from verify.gpu.workloads.settings import DETERMINISTIC, PROFILES, Settings
 
@@ -77,6 +78,9 @@ def settings_of(att: Attestation) -> Settings:
                          f"an audit reruns one of the profiles {', '.join(sorted(PROFILES))}",
                          hint="attest with `samebits attest --profile deterministic`")
     precision = s.get("float32_matmul_precision", "highest")
+    if is_unavailable(precision) and isinstance(s.get("cuda_matmul_allow_tf32"), bool):
+        # a torch before 1.12: its one switch is what the precision sets (settings.apply)
+        precision = "high" if s["cuda_matmul_allow_tf32"] else "highest"
     if precision not in ("highest", "high", "medium"):
         raise InputError(f"{att.source}: predicate.settings.float32_matmul_precision = "
                          f"{quote(precision)}: expected highest, high or medium")

@@ -428,3 +428,25 @@ def test_install_from_bundle_usage_errors(render_project: RenderProject, gpu_bun
         f"error: {gpu_bundle}: no platform 'linux-aarch64' in this bundle (it has linux-64)")
     assert (both.returncode, other.returncode) == (2, 2)
     assert not (tmp_path / "e").exists()
+
+
+def test_bundle_takes_archives_from_find_links(render_project: RenderProject, gpu_bundle: Path,
+                                               module_package_cache: Path,
+                                               tmp_path: Path) -> None:
+    """A lock away from its project names file:// archives no folder it may read holds: the
+    bundle is refused, saying no bundle was written (not "nothing was installed"); with
+    --find-links DIR holding the archives by sha256 it is written, from an empty cache."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    lock = elsewhere / "gpu.conda-lock.yml"
+    shutil.copyfile(render_project.lockfile("gpu"), lock)
+    args = ["bundle", str(lock), "--platform", "linux-64", "--root", str(elsewhere),
+            "--cache-dir", str(tmp_path / "empty-cache")]
+    refused = render_project.samebits(*args, "--out", str(tmp_path / "a.tar"), cwd=elsewhere)
+    assert refused.returncode == 2, refused.stderr
+    assert "hint: no bundle was written" in refused.stderr
+    assert not (tmp_path / "a.tar").exists()
+    written = render_project.samebits(*args, "--out", str(tmp_path / "b.tar"), "--find-links",
+                                      str(module_package_cache / "archives"), cwd=elsewhere)
+    assert written.returncode == 0, written.stderr
+    assert "/archives/" in "".join(m.name for m in members(tmp_path / "b.tar"))

@@ -156,6 +156,13 @@ def test_judge_unknown_workload() -> None:
     ({**DET, "float32_matmul_precision": "high", "cudnn_allow_tf32": True},
      ("deterministic", "high", True)),
     ({"profile": "default", "float32_matmul_precision": "medium"}, ("default", "medium", False)),
+    # torch 1.11 (simcse's): no precision to read back, its one TF32 switch instead
+    ({**DET, "float32_matmul_precision": "unavailable (torch 1.11.0+cu102 has no "
+      "torch.get_float32_matmul_precision)", "cuda_matmul_allow_tf32": False},
+     ("deterministic", "highest", False)),
+    ({**DET, "float32_matmul_precision": "unavailable (torch 1.11.0+cu102 has no "
+      "torch.get_float32_matmul_precision)", "cuda_matmul_allow_tf32": True},
+     ("deterministic", "high", False)),
 ])
 def test_settings_of(settings: dict, expected: tuple) -> None:
     """The audit reruns the attestation's profile with its precision choices."""

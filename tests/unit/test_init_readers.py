@@ -487,3 +487,16 @@ def test_the_index_says_which_files_are_yanked() -> None:
     html = ('<a href="t-1.tar.gz">t-1.tar.gz</a>'
             '<a href="t-2.tar.gz" data-yanked="">t-2.tar.gz</a>')
     assert [f.yanked for f in _page_files("https://i/simple/t/", html)] == [False, True]
+
+
+def test_a_public_pin_takes_the_local_builds() -> None:
+    """PEP 440: ``torch==2.13.0`` matches PyTorch's index's ``2.13.0+cpu`` files (pip and uv
+    install them); ``torch==2.13.0+cu126`` matches that build alone."""
+    local = [_f(f"torch-2.13.0+{b}-cp{v}-cp{v}-manylinux_2_28_x86_64.whl", rp=">=3.10")
+             for b in ("cpu", "cu126") for v in ("310", "311")]
+    (public,) = _wheels("torch==2.13.0\n", {"torch": local})
+    assert (public.state, public.pythons) != ("not-found", ())
+    assert "3.11" in public.pythons
+    (cu,) = _wheels("torch==2.13.0+cu126\n", {"torch": local[2:3]})
+    (other,) = _wheels("torch==2.13.0+cu126\n", {"torch": local[:2]})
+    assert "3.10" in cu.pythons and other.state == "not-found"

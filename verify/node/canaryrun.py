@@ -65,7 +65,10 @@ def settings(torch: Any, threads: int) -> dict[str, Any]:
             "ATEN_CPU_CAPABILITY": os.environ.get("ATEN_CPU_CAPABILITY"),
             "CUBLAS_WORKSPACE_CONFIG": os.environ.get("CUBLAS_WORKSPACE_CONFIG"),
             "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
-            "float32_matmul_precision": torch.get_float32_matmul_precision(),
+            "float32_matmul_precision": (torch.get_float32_matmul_precision()
+                                         if hasattr(torch, "get_float32_matmul_precision")
+                                         else f"unavailable (torch {torch.__version__} has "
+                                         "no torch.get_float32_matmul_precision)"),
             "cuda_matmul_allow_tf32": torch.backends.cuda.matmul.allow_tf32,
             "mkldnn": torch.backends.mkldnn.is_available(),
             "numeric_env": {k: v for k, v in sorted(os.environ.items())
@@ -79,7 +82,8 @@ def run(device: str, threads: int) -> dict[str, Any]:
 
     torch.set_num_threads(threads)
     torch.use_deterministic_algorithms(True)
-    torch.set_float32_matmul_precision("highest")
+    if hasattr(torch, "set_float32_matmul_precision"):  # torch 1.12; before, the switch below
+        torch.set_float32_matmul_precision("highest")
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     start = time.perf_counter()

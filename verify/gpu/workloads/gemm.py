@@ -12,7 +12,18 @@ from verify.gpu.workloads._common import Context, Outputs
 
 @contextlib.contextmanager
 def _tf32() -> Iterator[None]:
-    """TF32 for this GEMM only; CPU kernels ignore it, so on CPU the bits equal gemm_fp32."""
+    """TF32 for this GEMM only; CPU kernels ignore it, so on CPU the bits equal gemm_fp32.
+    Before torch 1.12 (no float32 matmul precision) through its one switch, which "high"
+    sets."""
+    if not hasattr(torch, "set_float32_matmul_precision"):
+        matmul = torch.backends.cuda.matmul
+        was = matmul.allow_tf32
+        matmul.allow_tf32 = True
+        try:
+            yield
+        finally:
+            matmul.allow_tf32 = was
+        return
     before = torch.get_float32_matmul_precision()
     torch.set_float32_matmul_precision("high")
     try:

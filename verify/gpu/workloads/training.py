@@ -7,6 +7,9 @@ outputs. No AdaptiveAvgPool2d (deterministic mode refuses its CUDA backward) and
 
 from __future__ import annotations
 
+import inspect
+from typing import Any
+
 import torch
 from torch import nn
 
@@ -15,8 +18,16 @@ from verify.gpu.workloads._common import Context, Outputs
 STEPS = 3
 
 
+def _adamw(params: Any) -> torch.optim.Optimizer:
+    """AdamW's single-tensor loop: ``foreach=False`` where the option exists (torch 1.12),
+    the only loop before it."""
+    if "foreach" in inspect.signature(torch.optim.AdamW).parameters:
+        return torch.optim.AdamW(params, lr=1e-3, weight_decay=0.01, foreach=False)
+    return torch.optim.AdamW(params, lr=1e-3, weight_decay=0.01)
+
+
 def _train(ctx: Context, model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> Outputs:
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01, foreach=False)
+    opt = _adamw(model.parameters())
     loss_fn = nn.CrossEntropyLoss()
     losses = []
     for _ in range(STEPS):
