@@ -16,17 +16,27 @@ Credentials: ``user:password@`` in a URL becomes HTTP basic auth for that URL's 
 never sent on: a redirect to another host drops the ``Authorization`` header (as pip does),
 and no URL with its password reaches a message, a cache key or a record (``public_url``).
 Environment proxies (``https_proxy``...) apply, as urllib applies them.
+
+Retries: a request that fails the way a busy network or index fails for a moment (DNS's
+"temporary failure in name resolution", a connection reset or closed before the answer, HTTP
+429/500/502/503/504) is sent again ``RETRIES`` times, after 0.5, 1 and 2 seconds, as pip
+(``--retries``) and uv (``UV_HTTP_RETRIES``) do; a timeout is not (``timeout`` is the caller's
+limit, and a retry would multiply it), nor any other error. The answer after the last try is the
+answer.
 """
 
 from __future__ import annotations
 
 import base64
+import http.client
+import socket
+import time
 import urllib.error
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from email.message import Message
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 from samebits import __version__
@@ -34,6 +44,11 @@ from samebits.errors import UnreachableError
 
 TIMEOUT = 60.0
 USER_AGENT = f"samebits/{__version__}"
+RETRIES = 3
+BACKOFF = 0.5  # seconds before the first retry, doubled before each next
+RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
+
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,32 +104,68 @@ def _request(url: str, headers: Mapping[str, str] | None, method: str) -> urllib
     return urllib.request.Request(public_url(url), headers=merged, method=method)
 
 
+def transient(exc: BaseException) -> bool:
+    """Whether ``exc`` is a failure that a moment later may not be (see Retries above)."""
+    if isinstance(exc, urllib.error.HTTPError):
+        return exc.code in RETRY_STATUS
+    why = getattr(exc, "reason", exc)
+    if isinstance(why, socket.gaierror):
+        return why.errno == socket.EAI_AGAIN
+    return isinstance(why, (ConnectionResetError, ConnectionAbortedError, BrokenPipeError,
+                            http.client.RemoteDisconnected, http.client.IncompleteRead))
+
+
+def _retrying(attempt: Callable[[], _T]) -> _T:
+    for n in range(RETRIES):
+        try:
+            return attempt()
+        except (OSError, http.client.HTTPException) as exc:
+            if not transient(exc):
+                raise
+        time.sleep(BACKOFF * 2 ** n)
+    return attempt()
+
+
 def open_url(url: str, *, timeout: float = TIMEOUT, headers: Mapping[str, str] | None = None,
              method: str = "GET") -> Any:
     """The response to ``url`` (a context manager; ``.read``, ``.status``, ``.headers``);
-    urllib.error.HTTPError for an HTTP error, OSError when nothing answered."""
-    return _OPENER.open(_request(url, headers, method), timeout=timeout)
+    urllib.error.HTTPError for an HTTP error, OSError when nothing answered. A transient
+    failure to open it is retried; a failure while the caller reads the body is the caller's."""
+    return _retrying(lambda: _OPENER.open(_request(url, headers, method), timeout=timeout))
 
 
-def get(url: str, *, accept: str = "*/*", timeout: float = TIMEOUT,
-        headers: Mapping[str, str] | None = None) -> Reply:
-    """The whole answer to a GET of ``url``; OSError when nothing answered."""
+def _whole(url: str, *, timeout: float, headers: Mapping[str, str], method: str) -> Reply:
     try:
-        with open_url(url, timeout=timeout, headers={"Accept": accept, **(headers or {})}) as r:
+        with _OPENER.open(_request(url, headers, method), timeout=timeout) as r:
             return Reply(r.status, r.headers.get("Content-Type", ""), r.read(),
                          public_url(r.geturl()), r.headers)
+    except urllib.error.HTTPError as exc:
+        if exc.code in RETRY_STATUS:
+            raise
+        hdrs = exc.headers if exc.headers is not None else Message()
+        return Reply(exc.code, hdrs.get("Content-Type", ""), b"", public_url(url), hdrs)
+
+
+def _answer(url: str, *, timeout: float, headers: Mapping[str, str], method: str) -> Reply:
+    """The whole answer, transient failures retried (the body's read included); after the last
+    try an HTTP error is still a status."""
+    try:
+        return _retrying(lambda: _whole(url, timeout=timeout, headers=headers, method=method))
     except urllib.error.HTTPError as exc:
         hdrs = exc.headers if exc.headers is not None else Message()
         return Reply(exc.code, hdrs.get("Content-Type", ""), b"", public_url(url), hdrs)
 
 
+def get(url: str, *, accept: str = "*/*", timeout: float = TIMEOUT,
+        headers: Mapping[str, str] | None = None) -> Reply:
+    """The whole answer to a GET of ``url``; OSError when nothing answered."""
+    return _answer(url, timeout=timeout, headers={"Accept": accept, **(headers or {})},
+                   method="GET")
+
+
 def head(url: str, *, timeout: float = TIMEOUT) -> int:
     """The status of a HEAD of ``url``; OSError when nothing answered."""
-    try:
-        with open_url(url, timeout=timeout, method="HEAD") as r:
-            return int(r.status)
-    except urllib.error.HTTPError as exc:
-        return exc.code
+    return _answer(url, timeout=timeout, headers={}, method="HEAD").status
 
 
 def reason(exc: BaseException) -> str:

@@ -113,6 +113,57 @@ def test_http_errors_are_statuses_and_silence_is_an_oserror_within_the_timeout()
         silent.close()
 
 
+def test_a_transient_failure_is_sent_again_and_a_lasting_one_is_the_answer(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CI run that failed on 'Temporary failure in name resolution' in the middle of a lock:
+    a 503, a connection closed before the answer and DNS's EAI_AGAIN are tried again (pip and
+    uv retry); a 404 is answered at once; a 503 that lasts is the status after RETRIES more
+    tries."""
+    monkeypatch.setattr(net, "BACKOFF", 0.01)
+    answers = iter([503, "close", 200])
+
+    def flaky(h: http.server.BaseHTTPRequestHandler) -> None:
+        got = next(answers)
+        if got == "close":
+            h.close_connection = True
+            h.wfile.flush()
+            h.connection.shutdown(socket.SHUT_RDWR)
+            return
+        reply(h, b"at last" if got == 200 else b"busy", int(got))
+
+    with server(flaky) as (port, seen):
+        got = net.get(f"http://127.0.0.1:{port}/x", timeout=10)
+        assert (got.status, got.body, len(seen)) == (200, b"at last", 3)
+    with server(lambda h: reply(h, b"gone", 404)) as (port, seen):
+        assert net.head(f"http://127.0.0.1:{port}/x", timeout=10) == 404 and len(seen) == 1
+    with server(lambda h: reply(h, b"busy", 503)) as (port, seen):
+        assert net.get(f"http://127.0.0.1:{port}/x", timeout=10).status == 503
+        assert len(seen) == net.RETRIES + 1
+    calls = []
+
+    def no_dns(*args: object, **kwargs: object) -> object:
+        calls.append(args)
+        if len(calls) < 3:
+            raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
+        return real(*args, **kwargs)
+
+    real = socket.getaddrinfo
+    monkeypatch.setattr(socket, "getaddrinfo", no_dns)
+    with server(lambda h: reply(h, b"found")) as (port, _):
+        assert net.get(f"http://localhost:{port}/x", timeout=10).body == b"found"
+    assert len(calls) == 3
+    unknown = []
+
+    def no_name(*args: object, **kwargs: object) -> object:
+        unknown.append(args)
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+
+    monkeypatch.setattr(socket, "getaddrinfo", no_name)
+    with pytest.raises(OSError):  # an unknown name is no moment's failure: one try
+        net.get("http://no-such-host.invalid/x", timeout=10)
+    assert len(unknown) == 1
+
+
 def test_every_fetch_goes_through_net() -> None:
     """No module but samebits.net opens URLs itself (the issue's four urllib callers)."""
     root = Path(__file__).resolve().parents[2]

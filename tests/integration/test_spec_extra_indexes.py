@@ -55,11 +55,11 @@ def test_lock_takes_a_wheel_from_an_extra_index(capsys: pytest.CaptureFixture[st
     req.write_text(f"--extra-index-url {extra.as_uri()}\ntinylocal==1.0+cpu\nsix\n")
     with Serving(LocalIndex(folder=index_dir, upload_times=times)) as url:
         rc = main(["init", "x", "--from", str(req), "--root", str(tmp_path), "--index", url,
-                   "--exclude-newer", "2024-06-01", "--json"])
+                   "--exclude-newer", "2024-06-01", "--python-version", "3.12", "--json"])
         doc = json.loads(capsys.readouterr().out)
         assert rc == 0, doc
         assert doc["pypi"]["extra_indexes"] == [extra.as_uri()]
-        assert doc["python"]["value"] == "3.13"
+        assert doc["python"] == {"value": "3.12", "why": "--python-version"}
         assert main(["lock", "x", "--root", str(tmp_path), "--cache-dir",
                      str(tmp_path / "c")]) == 0
     capsys.readouterr()
