@@ -27,12 +27,17 @@ pip side reads the authors' file with its ``-e``/local-path lines left out (they
 authors' own code, which is not here), as ``samebits init`` leaves them out; a pyproject's
 ``[project] dependencies`` are given to pip as a requirements file. Each file starts from
 empty caches of its own (samebits' XDG_CACHE_HOME and pip's PIP_CACHE_DIR under its folder), as
-on a fresh machine: nothing one file fetched or built helps another, and the pair of
-environments and the caches are removed after its comparison (PyPI answers at hundreds of MB/s
-here; the disk is what is short). The table goes to ``build/sweep/RESULTS.md`` (the committed
-``tests/sweep/RESULTS.md`` is a full run's).
+on a fresh machine: nothing one file resolved or built helps another, and the pair of
+environments and the caches are removed after its comparison. Only the downloads are shared, as
+the issue asks ("reuse the archive cache"): samebits' ``archives/`` (each file named by its
+sha256 and proved against the lock again on every use) and pip's ``http-v2/`` are links to
+``OUT/.shared/``, emptied when the disk has less than ``FREE_GB`` left; build records, uv's
+cache, wheel file lists and pip's built wheels stay the file's own. Each row records the
+samebits commit it ran under; ``--record`` also writes it to ``tests/sweep/rows/`` (committed,
+so a later run goes on with ``--resume``). The table goes to ``build/sweep/RESULTS.md`` (the
+committed ``tests/sweep/RESULTS.md`` is a full run's).
 
-    python -m tests.sweep.sweep [NAME ...] [--out build/sweep] [--keep] [--resume]
+    python -m tests.sweep.sweep [NAME ...] [--out build/sweep] [--keep] [--resume] [--record]
 """
 
 from __future__ import annotations
@@ -61,6 +66,9 @@ PIP_39 = "pip==26.0.1"  # for a Python 3.9 environment: the newest pip that runs
 STEPS = ("init", "lock", "install", "pip", "compare", "verify")
 LIMITS = {"init": 600, "lock": 1200, "install": 2400, "pip": 2400, "compare": 600,
           "verify": 1200}
+FREE_GB = 25
+RECORD = False  # --record
+ROWS = HERE / "rows"
 NOT_PYPI = re.compile(r"download\.pytorch\.org|--extra-index-url|--index-url|-i |"
                       r"git\+|\+cu\d+|\+cpu\b|@ (https?|file)://", re.I)
 
@@ -78,6 +86,7 @@ class Row:
     reason: str = ""
     notes: list[str] = field(default_factory=list)
     divergences: list[str] = field(default_factory=list)
+    commit: str = ""
 
     @property
     def outcome(self) -> str:
@@ -199,10 +208,37 @@ def tools(out: Path, release: str = PIP) -> Path:
     return pip
 
 
+def share_downloads(shared: Path, cache: Path) -> None:
+    """samebits' archives/ and pip's http-v2/ of ``cache`` as links into ``shared`` (emptied
+    first when the disk is short)."""
+    if shutil.disk_usage(shared.parent).free < FREE_GB * 2**30:
+        shutil.rmtree(shared, ignore_errors=True)
+    for sub in ("archives", "http-v2"):
+        (shared / sub).mkdir(parents=True, exist_ok=True)
+    for link, target in ((cache / "samebits" / "archives", shared / "archives"),
+                         (cache / "pip" / "http-v2", shared / "http-v2")):
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(target, target_is_directory=True)
+
+
+def samebits_commit() -> str:
+    """The commit of the samebits checkout the sweep runs (``+`` when it has changes)."""
+    root = HERE.parents[1]
+    try:
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"],
+                              capture_output=True, text=True, timeout=60).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--",
+                                "samebits", "samebits_app", "verify"],
+                               capture_output=True, text=True, timeout=60).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        return "?"
+    return head + ("+" if dirty else "")
+
+
 def one(entry: dict, out: Path, pip: Path, *, keep: bool) -> Row:
     name = entry["name"]
     row = Row(name=name, repo=entry["repo"], kind=entry["path"].rsplit("/", 1)[-1],
-              field=entry["field"], year=str(entry["year"]))
+              field=entry["field"], year=str(entry["year"]), commit=samebits_commit())
     work = out / name
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
@@ -213,6 +249,7 @@ def one(entry: dict, out: Path, pip: Path, *, keep: bool) -> Row:
     # a fresh machine for each file: its own empty caches, removed with its environments
     os.environ["XDG_CACHE_HOME"] = str(work / "cache")
     os.environ["PIP_CACHE_DIR"] = str(work / "cache" / "pip")
+    share_downloads(out / ".shared", work / "cache")
     project, lock = work / "project", work / "project" / "lockfiles" / f"{name}.conda-lock.yml"
     ours, theirs = work / "ours", work / "theirs"
     init = [*samebits(), "init", name, "--from", str(source), "--root", str(project),
@@ -339,7 +376,11 @@ def _summary(found: list[Divergence]) -> str:
 
 
 def _done(row: Row, work: Path, keep: bool) -> Row:
-    (work / "row.json").write_text(json.dumps(row.__dict__, indent=1, sort_keys=True))
+    text = json.dumps(row.__dict__, indent=1, sort_keys=True) + "\n"
+    (work / "row.json").write_text(text)
+    if RECORD:
+        ROWS.mkdir(exist_ok=True)
+        (ROWS / f"{row.name}.json").write_text(text)
     if not keep:
         for sub in ("ours", "theirs", "cache"):
             shutil.rmtree(work / sub, ignore_errors=True)
@@ -374,8 +415,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("build/sweep"))
     parser.add_argument("--keep", action="store_true", help="keep both environments")
     parser.add_argument("--resume", action="store_true",
-                        help="take the rows of files already done (their row.json) as they are")
+                        help="take the rows of files already done (their row.json in OUT, "
+                        "else tests/sweep/rows/NAME.json) as they are")
+    parser.add_argument("--record", action="store_true",
+                        help="also write each row to tests/sweep/rows/NAME.json")
     args = parser.parse_args(argv)
+    global RECORD
+    RECORD = args.record
     entries = tomllib.loads((HERE / "files.toml").read_text())["file"]
     unknown = set(args.names) - {e["name"] for e in entries}
     if unknown:
@@ -386,9 +432,10 @@ def main(argv: list[str] | None = None) -> int:
     pip = tools(out)
     rows: list[Row] = []
     for entry in chosen:
-        done = out / entry["name"] / "row.json"
-        if args.resume and done.is_file():  # an interrupted run goes on where it stopped
-            rows.append(Row(**json.loads(done.read_text())))
+        done = [p for p in (out / entry["name"] / "row.json", ROWS / f"{entry['name']}.json")
+                if p.is_file()]
+        if args.resume and done:  # an interrupted run goes on where it stopped
+            rows.append(Row(**json.loads(done[0].read_text())))
             continue
         rows.append(one(entry, out, pip, keep=args.keep))
         (out / "RESULTS.md").write_text(table(rows) + f"\n{counts(rows)}\n")
