@@ -422,7 +422,8 @@ class SealIndex:
     shared lock and checked against its digest and its manifest; a seal that cannot be
     trusted is left out (its files are hashed)."""
 
-    inodes: Mapping[tuple[int, int], tuple[Sealed, str]] = field(default_factory=dict)
+    inodes: Mapping[tuple[int, int], tuple[Sealed, str, int]] = field(default_factory=dict)
+    roots: tuple[str, ...] = ()               # the entries' folders, by the index in inodes
     entries: tuple[str, ...] = ()             # the keys whose seals were read
     refused: tuple[tuple[str, str], ...] = ()  # (key, why) of seals that were not used
 
@@ -431,22 +432,30 @@ class SealIndex:
         the sealed one (which no other inode can have), the cache still holds that very
         inode at the sealed path (an inode number freed and used again elsewhere, whose
         link count differs, is never taken for the sealed file)."""
+        got = self.lookup_in(st)
+        return got[0] if got is not None else None
+
+    def lookup_in(self, st: os.stat_result) -> tuple[Sealed, str] | None:
+        """``lookup``, with the folder of the cache entry whose seal vouches (where
+        ``verify.env.headmemo`` keeps what the file's head says)."""
         got = self.inodes.get((st.st_dev, st.st_ino))
         if got is None or not vouches(got[0], st):
             return None
-        if st.st_ctime_ns == got[0].ctime_ns:
-            return got[0]  # the sealed ctime itself: no other inode can have it
-        try:
-            there = os.lstat(got[1])
-        except OSError:
-            return None
-        return got[0] if (there.st_dev, there.st_ino) == (st.st_dev, st.st_ino) else None
+        if st.st_ctime_ns != got[0].ctime_ns:  # the sealed ctime: no other inode can have it
+            try:
+                there = os.lstat(got[1])
+            except OSError:
+                return None
+            if (there.st_dev, there.st_ino) != (st.st_dev, st.st_ino):
+                return None
+        return got[0], self.roots[got[2]]
 
     @classmethod
     def load(cls, cache: Path, keys: Iterable[str]) -> SealIndex:
         """The seals of the unpacked entries ``keys`` (archive sha256s) and of the bytecode
         entries compiled from them (``CACHE/pyc/<key>/*``)."""
-        inodes: dict[tuple[int, int], tuple[Sealed, str]] = {}
+        inodes: dict[tuple[int, int], tuple[Sealed, str, int]] = {}
+        roots: list[str] = []
         used: list[str] = []
         refused: list[tuple[str, str]] = []
         for key in sorted(set(keys)):
@@ -461,9 +470,11 @@ class SealIndex:
                 if seal is None:
                     continue
                 used.append(name)
+                roots.append(str(root))
                 for rel, s in seal.files.items():
-                    inodes[(s.dev, s.ino)] = (s, f"{root}/tree/{rel}")
-        return cls(inodes=inodes, entries=tuple(used), refused=tuple(refused))
+                    inodes[(s.dev, s.ino)] = (s, f"{root}/tree/{rel}", len(roots) - 1)
+        return cls(inodes=inodes, roots=tuple(roots), entries=tuple(used),
+                   refused=tuple(refused))
 
 
 def _sealed_roots(cache: Path, key: str) -> list[tuple[Path, str]]:

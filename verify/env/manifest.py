@@ -23,7 +23,9 @@ hashed by the same workers, with absolute paths (``verify.env.interpreter`` says
 install's own verify, ``verify env --trust-seal``): a file that is a sealed cache inode, as a
 stat shows (same device, inode, size, mtime, mode, and a ctime that has not moved but for
 links), takes the sealed sha256 instead of being read; only an ELF file's or a pyc's head is
-still read. ``memo`` (``verify.env.statmemo.StatMemo``): the same for the base interpreter's
+still read, and not even that where the entry's head memo (``verify.env.headmemo``) holds what
+an earlier read of those bytes gave (with ``elf``, the default). ``memo``
+(``verify.env.statmemo.StatMemo``): the same for the base interpreter's
 files outside the prefix, by the hash an earlier run remembered with their stat; it is
 refreshed from every outside file hashed now. ``Manifest.proof`` counts the files proven
 each way.
@@ -47,6 +49,7 @@ from typing import TYPE_CHECKING, Literal, NamedTuple
 from samebits.errors import InputError
 from verify.env.elfinfo import ElfInfo
 from verify.env.hashing import FileHasher, Hashed
+from verify.env.headmemo import HeadMemo
 from verify.env.records import Claim, Records, read_records, site_packages
 from verify.env.scaffold import is_scaffold, producer, read_pyvenv_cfg
 
@@ -153,6 +156,8 @@ def build_manifest(prefix: Path, *, jobs: int | None = None, elf: bool = True,
         given: dict[int, Hashed] = {}   # position in walked -> what its seal proves
         by_hash = by_identity = by_memo = 0
         remember: list[int] = []        # positions of outside files hashed now
+        heads = HeadMemo()
+        head_of: dict[int, tuple[str, str]] = {}  # hash index -> (entry root, sealed sha256)
         for rel, st, target in _walk_all(str(prefix), outside, unreadable):
             n = -1
             if stat.S_ISREG(st.st_mode) and rel[0] == "/" and memo is not None:
@@ -167,11 +172,19 @@ def build_manifest(prefix: Path, *, jobs: int | None = None, elf: bool = True,
                     continue
                 remember.append(len(walked))
             if stat.S_ISREG(st.st_mode):
-                sealed = seals.lookup(st) if seals is not None and rel[0] != "/" else None
-                if sealed is not None:
+                found = seals.lookup_in(st) if seals is not None and rel[0] != "/" else None
+                if found is not None:
+                    sealed, root = found
                     by_identity += 1
-                    if sealed.elf or rel.endswith(".pyc"):  # its head is still read
-                        n = hasher.add(rel, st.st_size, known=sealed.sha256)
+                    if sealed.elf or rel.endswith(".pyc"):  # its head, unless remembered
+                        got_head = heads.get(root, sealed.sha256) if elf else None
+                        if got_head is not None:
+                            given[len(walked)] = Hashed(sealed.sha256, got_head[0], None,
+                                                        got_head[1])
+                        else:
+                            n = hasher.add(rel, st.st_size, known=sealed.sha256)
+                            if elf:
+                                head_of[n] = (root, sealed.sha256)
                     else:
                         given[len(walked)] = Hashed(sealed.sha256)
                     walked.append((rel, st, target, n))
@@ -214,6 +227,8 @@ def build_manifest(prefix: Path, *, jobs: int | None = None, elf: bool = True,
                 users[n] = pos
 
         def each(n: int, h: Hashed) -> None:  # entries are made while the workers hash
+            if n in head_of and h[2] is None and h[0] == head_of[n][1]:  # a plain tuple
+                heads.remember(head_of[n][0], head_of[n][1], h[1], h[3])
             who = users[n]
             for pos in who if isinstance(who, list) else (who,):
                 entries[pos] = make(pos, h)
@@ -223,6 +238,7 @@ def build_manifest(prefix: Path, *, jobs: int | None = None, elf: bool = True,
             nullcontext(lambda n=1: None)
         with bar as advance:
             hasher.wait(lambda nbytes: advance(nbytes / 1e6), each)
+    heads.save()
     if memo is not None:
         for pos in remember:
             e = entries[pos]

@@ -6,11 +6,14 @@ environment as they are, so an environment pip made from such a wheel holds a RE
 lies about the file beside it, and ``verify env`` would call that file ``modified``.
 
 It is not drift when the file's bytes are the bytes of the member of the very archive the lock
-pins by sha256: ``archive_slips`` looks each such finding up in the install cache's unpacked
-entry of that archive (``samebits.install.cache``; the member is hashed again from the cache's
-tree, never taken from a manifest) and turns it into a note naming the file and both hashes. A
-file that is neither its RECORD's nor the locked archive's member, or one whose archive the
-cache does not hold, stays a finding: nothing unproven is accepted.
+pins by sha256: ``archive_slips`` looks each such finding up in the install cache's copy of
+that archive (``CACHE/archives/<sha256>/<file>``), proved against the lock's sha256 again, and
+hashes the member as the zip holds it; a match turns the finding into a note naming the file
+and both hashes. A file that is neither its RECORD's nor the locked archive's member, or one
+whose archive the cache does not hold (or holds with other bytes), stays a finding: nothing
+unproven is accepted. Never the unpacked entry's tree: a default install hardlinks the prefix's
+files to it, so a write into the prefix is a write into the tree, and the tree would vouch for
+the very bytes it should be checked against.
 
 Only files of a wheel's root scheme (``site-packages/<member>``) are looked up: that is where
 the RECORD slips seen so far are, and a member of a ``.data`` scheme maps to its path only
@@ -30,21 +33,32 @@ MemberHash = Callable[[LockedPackage, str], "str | None"]
 
 
 def cached_member_sha256(cache: Path | None) -> MemberHash:
-    """``(lp, member) -> sha256`` of that member of the locked archive, hashed from the
-    install cache's unpacked entry; None when the cache does not hold it."""
+    """``(lp, member) -> sha256`` of that member of the locked archive, read from the install
+    cache's archive once it is proved against the lock's sha256; None when the cache does not
+    hold that archive or the member."""
+    import hashlib
+    import zipfile
+
     from samebits._io import sha256_file
-    from samebits.install.cache import read_entry
-    from samebits.install.fetch import cache_key
+    from samebits.install.fetch import archive_path
+
+    proved: dict[str, bool] = {}
 
     def member_sha(lp: LockedPackage, member: str) -> str | None:
-        if cache is None:
+        if cache is None or not lp.sha256:
             return None
-        entry = read_entry(cache, cache_key(lp), lp.filename)
-        if entry is None or member not in entry.by_path():
-            return None
+        archive = archive_path(cache, lp)
         try:
-            return sha256_file(Path(entry.source(member)))
-        except OSError:
+            if lp.sha256 not in proved:
+                proved[lp.sha256] = sha256_file(archive) == lp.sha256.lower()
+            if not proved[lp.sha256]:
+                return None
+            h = hashlib.sha256()
+            with zipfile.ZipFile(archive) as zf, zf.open(member) as f:
+                while chunk := f.read(1 << 20):
+                    h.update(chunk)
+            return h.hexdigest()
+        except (OSError, KeyError, zipfile.BadZipFile):
             return None
 
     return member_sha
