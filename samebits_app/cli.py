@@ -26,6 +26,7 @@ COMMANDS = {"init": "samebits_app.cmd_init", "lock": "samebits_app.cmd_lock",
             "freeze": "samebits_app.cmd_freeze", "verify": "verify.cli",
             "render": "samebits_app.cmd_render", "install": "samebits_app.cmd_install",
             "cache": "samebits_app.cmd_cache", "bundle": "samebits_app.cmd_bundle",
+            "paper": "samebits_app.cmd_paper",
             "attest": "samebits_app.cmd_attest", "audit": "samebits_app.cmd_audit",
             "check": "samebits_app.cmd_check", "keygen": "samebits_app.cmd_keygen"}
 OLD_NAMES = {"lock-diff": "lock"}

@@ -39,6 +39,8 @@ DOC_PAGES = {
     "cache verify": "explanation/install-cache.md",
     "bundle": "how-to/bundle.md",
     "bundle check": "how-to/bundle.md",
+    "paper": "reference/paper-manifest.md",
+    "paper init": "reference/paper-manifest.md",
     "attest": "tutorials/author.md",
     "audit": "tutorials/reviewer.md",
     "check": "how-to/check-kernels.md",

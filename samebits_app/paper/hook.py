@@ -12,7 +12,17 @@ precision would set it, and the readback says the precision is unavailable
 is left alone. An environment's own ``sitecustomize`` still runs: the generated one runs it
 after installing the hook.
 
-``source(settings, readback_path)`` is pure: the file's text, byte-stable per input.
+``samebits paper init`` (and only it) also asks for ``opens``: the hook then first installs an
+audit hook (``sys.addaudithook``, the ``open`` event: ``open()``, ``io.open_code``, ``os.open``)
+that appends one JSON line, ``["r", PATH]`` or ``["w", PATH]`` (absolute; "w" where the mode
+or the flags write), to that file per distinct open of the process and of every Python process
+it starts, so that ``samebits_app.paper.draft`` can tell the data a command read from its code
+and its outputs. Standard library only, Python 3.8+ (audit hooks are 3.8's); an open the hook
+cannot record is skipped, never an error in the command. Without ``opens`` the text is the one
+attest always wrote, byte for byte; with no ``settings`` (a command that is not deterministic)
+it holds the recorder alone.
+
+``source(settings, readback_path, opens=None)`` is pure: the file's text, byte-stable per input.
 """
 
 from __future__ import annotations
@@ -23,11 +33,61 @@ from typing import Any
 
 READBACK = "torch-settings.json"
 
-_TEMPLATE = '''\
+_HEAD = '''\
 """Written by samebits for one paper command (samebits_app/paper/hook.py): the attested
 torch settings, applied when the command imports torch. Nothing else."""
 import sys
 
+'''
+
+# ``samebits paper init`` only (``opens``): every file the process opens, recorded
+_HEAD_OPENS = '''\
+"""Written by samebits for one paper command (samebits_app/paper/hook.py): every file the
+process opens, recorded for ``samebits paper init``, and the attested torch settings when the
+command runs deterministic. Nothing else."""
+import sys
+
+OPENS = {opens}
+
+
+def _record_opens():
+    import json
+    import os
+
+    try:
+        fd = os.open(OPENS, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    except OSError:
+        return
+    seen = set()
+
+    def audit(event, args):
+        if event != "open":
+            return
+        try:
+            name, mode, flags = args
+            if isinstance(name, int):
+                return
+            name = os.path.abspath(os.fsdecode(name))
+            if isinstance(mode, str):
+                wrote = any(c in mode for c in "wax+")
+            else:
+                wrote = ((flags or 0) & os.O_ACCMODE) != os.O_RDONLY
+            key = ("w" if wrote else "r", name)
+            if key not in seen:
+                seen.add(key)
+                os.write(fd, (json.dumps(key) + "\\n").encode("ascii"))
+        except Exception:
+            pass
+
+    sys.addaudithook(audit)
+
+
+_record_opens()
+
+
+'''
+
+_TORCH = '''\
 SETTINGS = {settings}
 READBACK = {readback}
 
@@ -100,6 +160,9 @@ class _AfterTorch:
 sys.meta_path.insert(0, _AfterTorch())
 
 
+'''
+
+_NEXT = '''\
 def _next_sitecustomize():
     import os
 
@@ -112,7 +175,7 @@ def _next_sitecustomize():
         candidate = os.path.join(entry, "sitecustomize.py")
         if later and os.path.isfile(candidate):
             with open(candidate) as f:
-                exec(compile(f.read(), candidate, "exec"), {{"__name__": "sitecustomize"}})
+                exec(compile(f.read(), candidate, "exec"), {"__name__": "sitecustomize"})
             return
 
 
@@ -120,11 +183,16 @@ _next_sitecustomize()
 '''
 
 
-def source(settings: Mapping[str, Any], readback: str) -> str:
-    """The text of the hook for ``settings``
-    (``verify.gpu.workloads.settings.Settings.to_dict``)."""
-    keep = ("deterministic_algorithms", "cudnn_deterministic", "cudnn_benchmark",
-            "float32_matmul_precision", "cudnn_allow_tf32")
-    chosen = {k: settings[k] for k in keep}
-    return _TEMPLATE.format(settings=repr(dict(sorted(chosen.items()))),
-                            readback=json.dumps(readback))
+def source(settings: Mapping[str, Any] | None, readback: str, *,
+           opens: str | None = None) -> str:
+    """The text of the hook for ``settings`` (``verify.gpu.workloads.settings.Settings.
+    to_dict``; None: no torch settings, for a command that is not deterministic); ``opens``
+    (``samebits paper init`` only): the file every open is recorded in."""
+    text = (_HEAD_OPENS.format(opens=json.dumps(opens)) if opens is not None else _HEAD)
+    if settings is not None:
+        keep = ("deterministic_algorithms", "cudnn_deterministic", "cudnn_benchmark",
+                "float32_matmul_precision", "cudnn_allow_tf32")
+        chosen = {k: settings[k] for k in keep}
+        text += _TORCH.format(settings=repr(dict(sorted(chosen.items()))),
+                              readback=json.dumps(readback))
+    return text + _NEXT

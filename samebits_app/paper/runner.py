@@ -90,6 +90,7 @@ def command_env(spec: CommandSpec, *, host: Host, hook_dir: Path | None,
         workspace = settings.get("cublas_workspace_config")
         if workspace:
             env["CUBLAS_WORKSPACE_CONFIG"] = workspace
+    if hook_dir is not None:  # the settings hook, or paper init's recorder of opens alone
         env["PYTHONPATH"] = ":".join([str(hook_dir), *([env["PYTHONPATH"]]
                                                         if env.get("PYTHONPATH") else [])])
     for k, v in spec.env:
@@ -150,11 +151,13 @@ def _tail(*texts: str) -> list[str]:
 def run_command(spec: CommandSpec, *, workdir: Path, host: Host,
                 settings: Mapping[str, Any] | None, tensor_records: TensorRecords,
                 save: Path | None = None, save_all: bool = False,
-                sandbox: Sandbox | None = None) -> dict[str, Any]:
+                sandbox: Sandbox | None = None, trace: Path | None = None) -> dict[str, Any]:
     """Run ``spec`` in ``workdir`` (a prepared copy of the paper folder) and record it;
     ``save``: copy its outputs there (``saved_path``), all of them with ``save_all``, else
     those declared with ``save = true``. ``sandbox``: where it runs (``sandbox.detect()``
-    when not given), recorded as the record's ``sandbox``."""
+    when not given), recorded as the record's ``sandbox``. ``trace`` (``samebits paper
+    init``): a folder that receives the command's ``stdout``, ``stderr`` and ``opens.jsonl``,
+    every file its Python processes opened (``hook``, ``opens``)."""
     sandbox = sandbox if sandbox is not None else detect_sandbox()
     cwd = workdir / spec.cwd
     record: dict[str, Any] = {
@@ -163,14 +166,16 @@ def run_command(spec: CommandSpec, *, workdir: Path, host: Host,
         "settings": dict(settings) if settings is not None and spec.deterministic else None,
         "timeout": spec.timeout, "sandbox": sandbox.record(network=spec.network)}
     with tempfile.TemporaryDirectory(prefix="samebits-paper.") as tmp:
-        hook_dir = Path(tmp) / "hook" if spec.deterministic and settings is not None else None
+        applied = settings if spec.deterministic else None
+        opens = Path(tmp) / "opens.jsonl" if trace is not None else None
+        hook_dir = Path(tmp) / "hook" if applied is not None or opens else None
+        readback = Path(tmp) / hook.READBACK
         if hook_dir is not None:
             hook_dir.mkdir()
-            readback = Path(tmp) / hook.READBACK
-            (hook_dir / "sitecustomize.py").write_text(hook.source(settings or {},
-                                                                   str(readback)))
+            (hook_dir / "sitecustomize.py").write_text(hook.source(
+                applied, str(readback), opens=str(opens) if opens else None))
         env, recorded, inherited = command_env(spec, host=host, hook_dir=hook_dir,
-                                               settings=settings if hook_dir else None)
+                                               settings=applied)
         record.update(env=recorded, inherited=inherited)
         out_path, err_path = Path(tmp) / "stdout", Path(tmp) / "stderr"
         argv = functools.partial(sandbox.argv, spec.argv, cwd=cwd, env=env,
@@ -180,6 +185,8 @@ def run_command(spec: CommandSpec, *, workdir: Path, host: Host,
                                 argv=argv)
         stdout = out_path.read_text(errors="replace")
         stderr = err_path.read_text(errors="replace")
+        if trace is not None:
+            _keep_trace(trace, out_path, err_path, opens)
         record["status"], record["exit_code"] = status, code
         record["torch_settings"] = (read_json(readback) if hook_dir is not None
                                     and readback.is_file() else None)
@@ -189,14 +196,33 @@ def run_command(spec: CommandSpec, *, workdir: Path, host: Host,
             record["outputs"] = [_declared(o) for o in spec.outputs]
             return record
         streams = {"stdout": stdout, "stderr": stderr}
-        files = [f for o in spec.outputs if o.path and o.kind == "tensors"
-                 and (f := _plain(workdir, f"{spec.cwd}/{o.path}")) is not None]
-        tensors = tensor_records(files) if files else {}
-        record["outputs"] = [_output(o, root=workdir, cwd=spec.cwd, streams=streams,
-                                     tensors=tensors) for o in spec.outputs]
+        record["outputs"] = output_records(spec, root=workdir, streams=streams,
+                                           tensor_records=tensor_records)
         if save is not None:
             _save(spec, root=workdir, streams=streams, dest=save, every=save_all)
     return record
+
+
+def output_records(spec: CommandSpec, *, root: Path, streams: Mapping[str, str],
+                   tensor_records: TensorRecords) -> list[dict[str, Any]]:
+    """The record of each output ``spec`` declares, read from the scratch copy ``root`` the
+    command ran in (``streams``: its stdout and stderr), the tensors files through
+    ``tensor_records`` (the worker) in one request."""
+    files = [f for o in spec.outputs if o.path and o.kind == "tensors"
+             and (f := _plain(root, f"{spec.cwd}/{o.path}")) is not None]
+    tensors = tensor_records(files) if files else {}
+    return [_output(o, root=root, cwd=spec.cwd, streams=streams, tensors=tensors)
+            for o in spec.outputs]
+
+
+def _keep_trace(trace: Path, stdout: Path, stderr: Path, opens: Path | None) -> None:
+    trace.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(stdout, trace / "stdout")
+    shutil.copyfile(stderr, trace / "stderr")
+    if opens is not None and opens.is_file():
+        shutil.copyfile(opens, trace / "opens.jsonl")
+    else:
+        (trace / "opens.jsonl").write_bytes(b"")
 
 
 def _unplaced(line: str, workdir: Path) -> str:

@@ -21,6 +21,22 @@ are removed from the cache too.
 
 ``--cold`` gives each paper empty caches of its own (a fresh machine: every archive
 downloaded, every sdist built again, no index answer remembered); RESULTS.md is a cold run.
+
+``--paper-init`` (issue 42) asks instead whether ``samebits paper init`` writes what the
+authors' hand-written manifest says, for each paper with a ``paper_init`` key in corpus.toml
+(each entry: the arguments of one ``samebits paper init PAPER --prefix env ...`` call, in
+order). After init, lock, install and verify as above, in a copy of the paper folder without
+``samebits-paper.toml`` (``paper-init/paper``):
+
+    paper-init  samebits paper init COPY --prefix env ARGS...   (each entry; exit 1, an output
+                the alike runs disagree on, is reported, not a stop)
+    outputs     every output of the hand-written manifest is one of the generated one's
+    attest      samebits attest COPY --prefix env
+    audit       samebits audit COPY --prefix env                (the same machine)
+    omp1        OMP_NUM_THREADS=1 samebits audit COPY --prefix env
+
+then the hand-written against the generated tolerances, side by side, per output (per metric
+where either lists them): printed and written to ``PAPER_INIT.md`` beside RESULTS.md.
 """
 
 from __future__ import annotations
@@ -43,7 +59,8 @@ else:  # pragma: no cover
 HERE = Path(__file__).resolve().parent
 STEPS = ("init", "lock", "install", "verify", "attest", "audit", "omp1")
 LIMITS = {"init": 300, "lock": 600, "install": 1800, "verify": 900, "attest": 1800,
-          "audit": 3600, "omp1": 1800}
+          "audit": 3600, "omp1": 1800, "paper-init": 3600}
+INIT_STEPS = ("init", "lock", "install", "verify", "paper-init", "attest", "audit", "omp1")
 
 
 @dataclass
@@ -187,6 +204,182 @@ def table(results: list[Result]) -> str:
     return "\n".join(rows) + "\n"
 
 
+@dataclass
+class InitResult:
+    """``--paper-init``: one paper's steps, whether the generated manifest declares every
+    hand-written output (``missing``: those it does not), and the tolerances side by side."""
+
+    name: str
+    steps: dict[str, tuple[int, float]] = field(default_factory=dict)
+    verdicts: dict[str, str] = field(default_factory=dict)
+    missing: list[str] = field(default_factory=list)
+    rows: list[tuple[str, str, str, str]] = field(default_factory=list)  # cmd, output, hand, gen
+    notes: list[str] = field(default_factory=list)
+
+
+def _tolerance(t: object) -> str:
+    rtol, atol = getattr(t, "rtol", 0.0), getattr(t, "atol", 0.0)
+    if not rtol and not atol:
+        return "0"
+    return ", ".join(f"{k} {v:g}" for k, v in (("rtol", rtol), ("atol", atol)) if v)
+
+
+def side_by_side(hand: Path, generated: Path) -> tuple[list[str], list[tuple[str, str, str,
+                                                                             str]]]:
+    """The hand-written outputs the generated manifest lacks ("command: output"), and a row
+    (command, output, hand-written, generated) per output, per metric where either manifest
+    lists metrics."""
+    from samebits_app.paper.manifest import read_manifest
+
+    h, g = read_manifest(hand), read_manifest(generated)
+    made = {(c.name, o.label): o for c in g.commands for o in c.outputs}
+    missing, rows = [], []
+    for c in h.commands:
+        for o in c.outputs:
+            mine = made.get((c.name, o.label))
+            if mine is None:
+                missing.append(f"{c.name}: {o.label}")
+                rows.append((c.name, o.label, f"{o.kind}: {_tolerance(o.tolerance)}",
+                             "not declared"))
+                continue
+            if o.kind != mine.kind:
+                rows.append((c.name, o.label, f"{o.kind}: {_tolerance(o.tolerance)}",
+                             f"{mine.kind}: {_tolerance(mine.tolerance)}"))
+                continue
+            if o.kind == "metrics" and (o.metrics or mine.metrics):
+                theirs, ours = dict(o.metrics), dict(mine.metrics)
+                for metric in dict.fromkeys([*theirs, *ours]):
+                    rows.append((c.name, f"{o.label}: {metric}",
+                                 _tolerance(theirs.get(metric, o.tolerance))
+                                 if theirs or not o.metrics else "-",
+                                 _tolerance(ours[metric]) if metric in ours else (
+                                     _tolerance(mine.tolerance) if not mine.metrics
+                                     else "left out")))
+                continue
+            extra = ""
+            if o.kind == "curve":
+                extra = f" ({', '.join(mine.series) or 'every series'})"
+            rows.append((c.name, o.label, _tolerance(o.tolerance),
+                         _tolerance(mine.tolerance) + extra))
+    return missing, rows
+
+
+def one_init(paper: dict, out: Path, *, keep: bool, min_free_gb: float,
+             cold: bool = False) -> InitResult:
+    """``--paper-init`` for one paper (module doc)."""
+    name = paper["name"]
+    result = InitResult(name=name)
+    calls = paper.get("paper_init") or []
+    if not calls:
+        result.notes.append("no paper_init key in corpus.toml")
+        return result
+    work = out / name
+    folder = prepare(paper, work)
+    project, log, lock = work / "project", work / "log.txt", folder / "conda-lock.yml"
+    env = work / "env"
+    steps = Result(name=name, torch=paper["torch"], source=paper["from"])
+    print(f"{name} (paper init): from {paper['from']}", flush=True)
+    base = dict(os.environ)
+    if cold:
+        shutil.rmtree(work / "cache", ignore_errors=True)
+        base["XDG_CACHE_HOME"] = str(work / "cache")
+    for step, args in [
+            ("init", ["init", name, "--from", str(folder / paper["from"]), "--root",
+                      str(project), "--generation", "cpu", *paper.get("init", [])]),
+            ("lock", ["lock", name, "--root", str(project)]),
+            ("install", ["install", str(lock), "--target", str(env)]),
+            ("verify", ["verify", "env", "--prefix", str(env), str(lock)])]:
+        code = run_step(steps, step, args, log=log, env=base)
+        if step == "lock" and code == 0:
+            shutil.copy2(project / "lockfiles" / f"{name}.conda-lock.yml", lock)
+        if code != 0:
+            result.notes.append(f"{step} exit {code}: see {log}")
+            break
+    result.steps.update(steps.steps)
+    if not result.notes:
+        copy = work / "paper-init" / "paper"
+        shutil.rmtree(copy.parent, ignore_errors=True)
+        shutil.copytree(folder, copy, symlinks=True,
+                        ignore=shutil.ignore_patterns("samebits-paper.toml", "outputs",
+                                                      "reference.attestation.json"))
+        _init_steps(result, calls, folder, copy, env=env, work=work, log=log, base=base)
+    if not keep:
+        shutil.rmtree(env, ignore_errors=True)
+        if cold:
+            shutil.rmtree(work / "cache", ignore_errors=True)
+        else:
+            _free_archives(lock, min_free_gb)
+    return result
+
+
+def _init_steps(result: InitResult, calls: list[list[str]], folder: Path, copy: Path, *,
+                env: Path, work: Path, log: Path, base: dict[str, str]) -> None:
+    steps = Result(name=result.name, torch="", source="")
+    took, codes = 0.0, []
+    for call in calls:
+        codes.append(run_step(steps, "paper-init", ["paper", "init", str(copy), "--prefix",
+                                                    str(env), *call], log=log, env=base))
+        took += steps.steps["paper-init"][1]
+    result.steps["paper-init"] = (max(codes), took)
+    if any(c not in (0, 1) for c in codes) or not (copy / "samebits-paper.toml").is_file():
+        result.notes.append(f"paper init exit {max(codes)}: see {log}")
+        return
+    if 1 in codes:
+        result.notes.append(f"paper init found an output the alike runs disagree on: see {log}")
+    result.missing, result.rows = side_by_side(folder / "samebits-paper.toml",
+                                               copy / "samebits-paper.toml")
+    for step, args, omp in [
+            ("attest", ["attest", str(copy), "--prefix", str(env)], None),
+            ("audit", ["audit", str(copy), "--prefix", str(env), "--out",
+                       str(work / "paper-init" / "audit")], None),
+            ("omp1", ["audit", str(copy), "--prefix", str(env), "--out",
+                      str(work / "paper-init" / "audit-omp1")], "1")]:
+        env_vars = {**base, "OMP_NUM_THREADS": omp} if omp else base
+        code = run_step(steps, step, args, log=log, env=env_vars)
+        result.steps[step] = steps.steps[step]
+        if step in ("audit", "omp1"):
+            result.verdicts[step] = verdict(work / "paper-init" / (
+                "audit" if step == "audit" else "audit-omp1") / "audit.json")
+        elif code != 0:
+            result.notes.append(f"{step} exit {code}: see {log}")
+            return
+
+
+def init_table(results: list[InitResult]) -> str:
+    """``--paper-init``'s tables: the steps and verdicts, then the tolerances."""
+    head = ["paper", *INIT_STEPS, "outputs", "verdict", "verdict (OMP=1)"]
+    rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in results:
+        cells = [r.name]
+        for step in INIT_STEPS:
+            got = r.steps.get(step)
+            cells.append("-" if got is None else f"{got[0]} ({got[1]:.0f} s)")
+        cells.append("-" if not r.rows and not r.missing else (
+            "all declared" if not r.missing else "missing: " + "; ".join(r.missing)))
+        cells += [r.verdicts.get("audit", "-"), r.verdicts.get("omp1", "-")]
+        rows.append("| " + " | ".join(cells) + " |")
+    rows += ["", "| paper | command | output | hand-written | generated (paper init) |",
+             "|---|---|---|---|---|"]
+    rows += [f"| {r.name} | {c} | `{o}` | {h} | {g} |" for r in results for c, o, h, g in r.rows]
+    notes = [f"- {r.name}: {n}" for r in results for n in r.notes]
+    return "\n".join(rows + ([""] + notes if notes else [])) + "\n"
+
+
+def main_init(chosen: list[dict], args: argparse.Namespace) -> int:
+    results: list[InitResult] = []
+    text = ""
+    for paper in chosen:
+        results.append(one_init(paper, args.out.resolve(), keep=args.keep,
+                                min_free_gb=args.min_free_gb, cold=args.cold))
+        text = init_table(results)
+        (args.out / "PAPER_INIT.md").write_text(text)
+    print(f"\n{text}")
+    ok = all(not r.missing and not r.notes and all(
+        r.verdicts.get(s) in ("bit-identical", "within-tolerance", "explained")
+        for s in ("audit", "omp1")) for r in results)
+    return 0 if ok else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="nox -s papers --", description=__doc__.split("\n")[0])
     parser.add_argument("names", nargs="*", help="papers of corpus.toml (default: all)")
@@ -197,6 +390,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="each paper from empty caches of its own (XDG_CACHE_HOME under its "
                         "folder, removed after it): archives, index answers and sdist build "
                         "records fetched and built again, as on a fresh machine")
+    parser.add_argument("--paper-init", action="store_true",
+                        help="samebits paper init on each paper without its hand-written "
+                        "manifest, with corpus.toml's paper_init commands; then attest and "
+                        "audit under the generated manifest, and the hand-written against the "
+                        "generated tolerances (PAPER_INIT.md)")
     args = parser.parse_args(argv)
     papers = tomllib.loads((HERE / "corpus.toml").read_text())["paper"]
     unknown = set(args.names) - {p["name"] for p in papers}
@@ -204,6 +402,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"not in corpus.toml: {', '.join(sorted(unknown))}")
     chosen = [p for p in papers if not args.names or p["name"] in args.names]
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.paper_init:
+        return main_init(chosen, args)
     results = []
     for paper in chosen:
         results.append(one(paper, args.out.resolve(), keep=args.keep,
