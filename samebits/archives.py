@@ -100,24 +100,37 @@ def link_problem(name: str, target: str, *, hard: bool = False) -> str | None:
     return None
 
 
+def absurd_size(size: int) -> str:
+    return f"declared size {size} bytes is absurd (limit {MAX_MEMBER_BYTES})"
+
+
+def tar_member_problem(m: tarfile.TarInfo) -> str | None:
+    """Why one tar member may not be unpacked under a root, or None: an absolute or '..'
+    path, a symlink out of the root, a hardlink to such a path, a device or fifo, an absurd
+    declared size. Shared by packages (``scan_conda``) and a paper's deposit archive
+    (``samebits_app.audit.deposit``)."""
+    reason = path_problem(m.name)
+    if reason is None and m.issym():
+        reason = link_problem(m.name, m.linkname)
+    elif reason is None and m.islnk():
+        bad = path_problem(m.linkname)
+        reason = f"hardlink to {m.linkname!r}: {bad}" if bad else None
+    elif reason is None and not (m.isfile() or m.isdir()):
+        reason = "device, fifo or other special file"
+    elif reason is None and m.size > MAX_MEMBER_BYTES:
+        reason = absurd_size(m.size)
+    return reason
+
+
 def _tar_member_problems(members: Iterable[tarfile.TarInfo], archive: str) -> Iterator[BadMember]:
     for m in members:
-        reason = path_problem(m.name)
-        if reason is None and m.issym():
-            reason = link_problem(m.name, m.linkname)
-        elif reason is None and m.islnk():
-            bad = path_problem(m.linkname)
-            reason = f"hardlink to {m.linkname!r}: {bad}" if bad else None
-        elif reason is None and not (m.isfile() or m.isdir()):
-            reason = "device, fifo or other special file"
-        elif reason is None and m.size > MAX_MEMBER_BYTES:
-            # Stop here: reading on would make tarfile skip the declared bytes, a read per
-            # 10 kB block of a stream that has none (minutes for a 64 GiB claim).
-            yield BadMember(archive=archive, member=m.name, reason=f"declared size {m.size} "
-                            f"bytes is absurd (limit {MAX_MEMBER_BYTES})")
-            return
+        reason = tar_member_problem(m)
         if reason:
             yield BadMember(archive=archive, member=m.name, reason=reason)
+        if m.size > MAX_MEMBER_BYTES and reason == absurd_size(m.size):
+            # Stop here: reading on would make tarfile skip the declared bytes, a read per
+            # 10 kB block of a stream that has none (minutes for a 64 GiB claim).
+            return
 
 
 def scan_conda(path: Path) -> list[BadMember]:
@@ -160,17 +173,31 @@ def scan_wheel(path: Path) -> list[BadMember]:
     with zipfile.ZipFile(path) as zf:
         for info in zf.infolist():
             reason = path_problem(info.filename.rstrip("/") or info.filename)
-            if reason is None and (info.external_attr >> 16) & 0o170000 == 0o120000:
+            if reason is None and zip_is_link(info):
                 reason = "symlink entry (wheels hold regular files only)"
-            elif reason is None and info.file_size > MAX_MEMBER_BYTES:
-                reason = (f"declared size {info.file_size} bytes is absurd "
-                          f"(limit {MAX_MEMBER_BYTES})")
-            elif reason is None and info.file_size > MAX_RATIO * max(info.compress_size, 1 << 20):
-                reason = (f"inflates {info.compress_size} bytes to {info.file_size} "
-                          f"(over {MAX_RATIO}x): a zip bomb")
+            reason = reason or zip_member_problem(info)
             if reason:
                 out.append(BadMember(archive=path.name, member=info.filename, reason=reason))
     return out
+
+
+def zip_is_link(info: zipfile.ZipInfo) -> bool:
+    """Whether a zip entry is a symlink (its Unix mode, where the zip records one)."""
+    return (info.external_attr >> 16) & 0o170000 == 0o120000
+
+
+def zip_member_problem(info: zipfile.ZipInfo) -> str | None:
+    """Why one zip entry may not be unpacked under a root, or None: an absolute or '..'
+    name, an absurd declared size, a zip bomb. (A symlink entry is the caller's to judge:
+    a wheel holds none; a deposit's link must stay inside its folder.) Shared by wheels
+    (``scan_wheel``) and a paper's deposit archive (``samebits_app.audit.deposit``)."""
+    reason = path_problem(info.filename.rstrip("/") or info.filename)
+    if reason is None and info.file_size > MAX_MEMBER_BYTES:
+        reason = absurd_size(info.file_size)
+    elif reason is None and info.file_size > MAX_RATIO * max(info.compress_size, 1 << 20):
+        reason = (f"inflates {info.compress_size} bytes to {info.file_size} "
+                  f"(over {MAX_RATIO}x): a zip bomb")
+    return reason
 
 
 def scan_archive(path: Path) -> list[BadMember]:

@@ -25,6 +25,12 @@ class CorruptEntry(Exception):
         self.entry = entry
 
 
+class EntryGone(CorruptEntry):
+    """The entry was renamed away while this process read it: another process that shares the
+    cache replaced it. What is there now is that process's whole entry, read again, never
+    evicted (evicting it would pull it from under the process using it)."""
+
+
 def read_checked(entry: Entry, member: Member) -> bytes:
     """The bytes of ``member``, proved equal to what the archive held."""
     try:

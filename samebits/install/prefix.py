@@ -48,7 +48,7 @@ from samebits.install.bytecode import BytecodeReport, compile_bytecode
 from samebits.install.bytecode import Sources as PycSources
 from samebits.install.cache import UNPACKED, Entry, evict, read_entry
 from samebits.install.conda import CondaPlan, plan_conda
-from samebits.install.entryfiles import CorruptEntry
+from samebits.install.entryfiles import CorruptEntry, EntryGone
 from samebits.install.fetch import (
     Fetcher,
     cache_key,
@@ -370,8 +370,11 @@ def install_prefix(env: LockedEnv, platform: str, prefix: Path, *, final: str, c
             if attempt == 2:
                 raise InputError(f"the cache entry of {exc}, even after unpacking it again",
                                  hint=f"delete {cache / UNPACKED} and install again") from None
-            notes.append(f"cache entry of {exc}: evicted and unpacked again")
-            evict(cache / UNPACKED, exc.entry.key)
+            if isinstance(exc, EntryGone):  # another process's new entry: read, kept
+                notes.append(f"cache entry of {exc}: read again")
+            else:
+                notes.append(f"cache entry of {exc}: evicted and unpacked again")
+                evict(cache / UNPACKED, exc.entry.key)
             checked.pop(exc.entry.key, None)
             entries, more = _entries(packages, how, progress, stats)
             unpacked = sorted({*unpacked, *more})

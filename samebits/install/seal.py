@@ -63,7 +63,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from samebits.install.cache import PYC, UNPACKED, Entry, Member
-from samebits.install.entryfiles import CorruptEntry
+from samebits.install.entryfiles import CorruptEntry, EntryGone
 
 SEAL = "seal.json"
 SEAL_DIGEST = "seal.sha256"
@@ -71,6 +71,7 @@ SEAL_LOCK = "seal.lock"
 SEAL_FORMAT = 1
 SEAL_KIND = "samebits.seal"
 LOCK_TIMEOUT = 60.0       # seconds to wait for an entry's lock before giving up
+UNPACK_LOCK_TIMEOUT = 1800.0  # seconds to wait while another process unpacks that archive
 LOCK_POLL = 0.01
 HASH_BUFFER = 1 << 20
 ELF_MAGIC = b"\x7fELF"
@@ -228,12 +229,25 @@ _PARSED: dict[tuple[str, str], Seal] = {}
 PARSED_KEPT = 512
 
 
-@contextlib.contextmanager
 def entry_lock(root: Path, *, exclusive: bool, timeout: float = LOCK_TIMEOUT
-               ) -> Iterator[None]:
+               ) -> contextlib.AbstractContextManager[None]:
     """flock on the entry's seal.lock, waited for at most ``timeout`` seconds (then
     ``CorruptEntry``-free ``TimeoutError`` naming the file)."""
-    path = root / SEAL_LOCK
+    return _flock(root / SEAL_LOCK, exclusive=exclusive, timeout=timeout)
+
+
+def key_lock(cache: Path, key: str) -> contextlib.AbstractContextManager[None]:
+    """The exclusive lock of unpacking the archive ``key`` (``CACHE/locks/unpacked-<key>``,
+    outside the entry, which unpacking replaces), held while one process looks for the entry,
+    evicts a torn one and publishes; waited for at most ``UNPACK_LOCK_TIMEOUT`` seconds (the
+    unpacking of the largest wheel by another process)."""
+    folder = cache / "locks"
+    folder.mkdir(parents=True, exist_ok=True)
+    return _flock(folder / f"unpacked-{key}.lock", exclusive=True, timeout=UNPACK_LOCK_TIMEOUT)
+
+
+@contextlib.contextmanager
+def _flock(path: Path, *, exclusive: bool, timeout: float) -> Iterator[None]:
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     try:
         deadline = time.monotonic() + timeout
@@ -310,11 +324,14 @@ def check(entry: Entry, *, full: bool = False, refresh_links: bool = True) -> Ch
     ``refresh_links=False``: a file whose links only came or went is not re-sealed now (the
     install that is about to link it re-seals it after linking, once)."""
     out = CheckResult()
-    with entry_lock(entry.root, exclusive=False):
-        try:
-            seal = read_seal(entry.root, entry.key, entry.manifest_sha256 or None)
-        except SealProblem as exc:
-            raise CorruptEntry(entry, SEAL, str(exc)) from None
+    try:
+        with entry_lock(entry.root, exclusive=False):
+            try:
+                seal = read_seal(entry.root, entry.key, entry.manifest_sha256 or None)
+            except SealProblem as exc:
+                raise CorruptEntry(entry, SEAL, str(exc)) from None
+    except FileNotFoundError:  # its folder renamed away: another process replaced it
+        raise EntryGone(entry, SEAL, "the entry was replaced while it was read") from None
     files = seal.files if seal is not None else {}
     if seal is None:
         out.sealed_now = True
@@ -326,6 +343,9 @@ def check(entry: Entry, *, full: bool = False, refresh_links: bool = True) -> Ch
         try:
             st = os.lstat(path)
         except OSError:
+            if not entry.root.exists():
+                raise EntryGone(entry, m.path, "the entry was replaced while it was read") \
+                    from None
             raise CorruptEntry(entry, m.path, "missing from the cache") from None
         if not stat.S_ISREG(st.st_mode) or st.st_size != m.size:
             raise CorruptEntry(entry, m.path, f"{st.st_size} bytes in the cache, the archive "

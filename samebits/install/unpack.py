@@ -46,7 +46,7 @@ from samebits.install.cache import (
     read_entry,
 )
 from samebits.install.fetch import Fetched, cache_key
-from samebits.install.seal import seal_new
+from samebits.install.seal import key_lock, seal_new
 
 BUFFER = 1 << 20
 SIGNATURES = ("RECORD.jws", "RECORD.p7s")
@@ -90,8 +90,18 @@ def unpack(fetched: Fetched, cache: Path) -> Entry:
         seal_new(tmp, key, members, manifest_bytes(doc))
         return doc
 
-    evict(cache / UNPACKED, key)  # what is there is torn or of another format: replaced
-    publish(cache / UNPACKED, key, build)
+    # one process at a time per key, across every process (and node) sharing the cache: one
+    # that found no entry and unpacks it must not evict the whole entry another published
+    # meanwhile and is linking from; only a torn entry, or one of another format, is replaced
+    try:
+        with key_lock(cache, key):
+            entry = read_entry(cache, key, p.filename)
+            if entry is not None:
+                return entry
+            evict(cache / UNPACKED, key)
+            publish(cache / UNPACKED, key, build)
+    except TimeoutError as exc:
+        raise UnpackError([str(exc)]) from None
     entry = read_entry(cache, key, p.filename)
     if entry is None:  # pragma: no cover - published a moment ago
         raise UnpackError([f"{p.filename}: the cache entry vanished while it was written"])

@@ -31,6 +31,14 @@ Modules, one job each:
     document      the audit document: facts side by side, workloads x machines, the paper's
                   commands, drift, commands to reproduce
     report_md, report_html, report_paper, sbom    renderings of the document: pure
+    source        a paper where it lives: a git URL at one commit (or a ref resolved once),
+                  fetched alone into the cache under a flock
+    deposit       a paper deposited as an archive: downloaded, proved by its sha256, unpacked
+                  by the package archives' rules
+    papers        ``audit --many``: the committee's list, each paper as a task, its row
+    many          tasks here (``--jobs N``) or as one Slurm job array and a gather job
+    summary       the summary of many audits (JSON, Markdown, HTML): pure
+    batch         the ``--many`` command around those three
 
 Failures beyond ``samebits.errors`` (the CLI turns them into ``error:`` lines and exit codes):
 

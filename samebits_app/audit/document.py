@@ -70,6 +70,7 @@ def build_document(a: Audit) -> dict[str, Any]:
             "authors_device": a.authors.device,
             "outputs": str(req.outputs) if req.outputs is not None else None,
             "manifest": str(req.paper.file) if req.paper is not None else None,
+            **({"source": dict(req.source)} if req.source is not None else {}),
         },
         "steps": [s.to_json() for s in a.steps],
         "checks": checks(a),
@@ -253,7 +254,13 @@ def commands(a: Audit) -> list[dict[str, str]]:
                     f"--platform {a.platform}"})
     audit = ["samebits", "audit"]
     manifest = req.paper
-    if manifest is not None and Path(req.lockfile) == Path(manifest.lockfile):
+    from_manifest = manifest is not None and Path(req.lockfile) == Path(manifest.lockfile) \
+        and Path(req.attestation) == Path(manifest.attestation)
+    if req.source is not None and (from_manifest or manifest is None):
+        from samebits_app.audit.source import source_words
+
+        audit += [q(w) for w in source_words(req.source)]  # the folder as fetched names both
+    elif manifest is not None and Path(req.lockfile) == Path(manifest.lockfile):
         audit += [q(str(manifest.folder)), "--attestation", att]  # the manifest names the lock
     else:
         audit += [lock, "--attestation", att]

@@ -111,6 +111,7 @@ class AuditRequest:
     lock_env: str | None = None     # --lock-env: a pixi.lock's environment
     lock_python: str | None = None  # --lock-python: a universal Python lock's Python
     sources: Sources = NO_SOURCES   # --find-links, --mirror: where --target's install finds files
+    source: Mapping[str, Any] | None = None  # audit URL: where the paper came from (``source``)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -270,6 +271,8 @@ def run_audit(req: AuditRequest, *, runtime_for: RuntimeFactory | None = None,
             paper=section(req.paper, records, tree=checked.tree if checked else None,
                           inputs=checked.states if checked else None)
             if records is not None else None)
+        if req.source is not None:  # what the reviewer audited: the URL and its commit
+            statement["predicate"]["source"] = dict(req.source)
         data = statement_bytes(statement)
         reviewer = parse_attestation(statement, source=REVIEWER_ATTESTATION)
     return _audit(req, lock, digest, platform, authors, steps, where, python, device, report,
@@ -286,7 +289,8 @@ def _audit(req: AuditRequest, lock: Lock, digest: str, platform: str, authors: A
            verdicts: tuple[CommandVerdict, ...] | None = None) -> Audit:
     return Audit(request=req, lock=lock, lock_sha256=digest, platform=platform,
                  authors=authors, steps=tuple(steps),
-                 verdict=decide(steps, runtime=level, paper=paper_level),
+                 verdict=with_source(decide(steps, runtime=level, paper=paper_level),
+                                     req.source, authors),
                  prefix=where.prefix if where else Path(req.install or ".").absolute(),
                  python=python, device=device, env_report=report, reviewer=reviewer,
                  reviewer_data=data, comparison=comparison, bounds=dict(bounds or {}),
@@ -309,8 +313,37 @@ def _untrusted(req: AuditRequest, *, lock: Lock, digest: str, platform: str,
     steps = [*steps, *(skipped(n, UNTRUSTED) for n in names)]
     return Audit(request=req, lock=lock, lock_sha256=digest, platform=platform,
                  authors=authors, steps=tuple(steps),
-                 verdict=decide(steps, runtime=None, paper=None),
+                 verdict=with_source(decide(steps, runtime=None, paper=None), req.source,
+                                     authors),
                  prefix=Path(req.install or req.prefix or ".").absolute())
+
+
+TREE_COMMIT_NOTE = "the authors attested at git commit "  # paper.tree's own note
+
+
+def with_source(verdict: Verdict, source: Mapping[str, Any] | None,
+                authors: Attestation) -> Verdict:
+    """The verdict of an audit from a URL, saying which commit of the code the authors
+    attested when it is not the one audited (or when an archive names no commit): that note
+    stands in for the code step's plainer one."""
+    if source is None:
+        return verdict
+    git = ((authors.paper or {}).get("tree") or {}).get("git") or {}
+    theirs = git.get("commit")
+    if not theirs or theirs == source.get("commit"):
+        return verdict
+    url = source.get("url")
+    audited = (f"commit {source['commit']} of {url}" if source.get("commit") else
+               f"the archive {url} (sha256 {str(source.get('sha256'))[:12]}), which names no "
+               "commit")
+    changed = len(git.get("changes") or {})
+    note = (f"the authors' attestation names another commit of the code: they attested git "
+            f"commit {theirs}" + (f" with {plural(changed, 'uncommitted change')}"
+                                  if changed else "")
+            + f"; this audit is of {audited}: the files decide, each against the sha256 the "
+            "authors recorded")
+    notes = tuple(n for n in verdict.notes if not n.startswith(TREE_COMMIT_NOTE))
+    return replace(verdict, notes=(note, *notes))
 
 
 def lockfile_step(path: Path, lock: Lock, digest: str, platform: str,

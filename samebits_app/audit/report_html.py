@@ -90,8 +90,10 @@ def render_html(doc: Mapping[str, Any]) -> str:
         parts.append("<div class=\"notes\"><b>Notes</b><ul>"
                      + "".join(f"<li>{_e(n)}</li>" for n in v["notes"]) + "</ul></div>\n")
     inp = doc["inputs"]
+    src = inp.get("source")
     parts.append(
         "<ul class=\"inputs\">"
+        + (f"<li>source {_source(src)}</li>" if src else "") +
         f"<li>lockfile <code>{_e(inp['lockfile']['path'])}</code> sha256 "
         f"<code>{_e(inp['lockfile']['sha256'])}</code></li>"
         f"<li>attestation <code>{_e(inp['attestation']['path'])}</code> sha256 "
@@ -106,6 +108,14 @@ def render_html(doc: Mapping[str, Any]) -> str:
               f"<p><small>samebits {_e(doc['samebits'])}, audit format {doc['format']}"
               "</small></p>\n</main></body></html>\n"]
     return "".join(parts)
+
+
+def _source(src: Mapping[str, Any]) -> str:
+    what = (f"commit <code>{_e(src['commit'])}</code>"
+            + (f" (from <code>--ref {_e(src['ref'])}</code>)" if src.get("ref") else "")
+            if src.get("commit") else f"sha256 <code>{_e(src.get('sha256'))}</code>")
+    return (f"<code>{_e(src['url'])}</code> at {what}"
+            + (f", folder <code>{_e(src['path'])}</code>" if src.get("path") else ""))
 
 
 def _reason(r: Mapping[str, Any]) -> str:

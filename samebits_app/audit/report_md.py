@@ -100,12 +100,24 @@ def _verdict(doc: Mapping[str, Any]) -> list[str]:
     ran = (f"workloads run by `{inp['python']}` on `{inp['device']}`"
            if inp["python"] and inp["device"] else
            f"workloads not run ({why_text(doc, 'facts')})")
+    src = inp.get("source")
+    if src:
+        out.append(f"- source: {source_line(src)}")
     return out + [
         f"- lockfile: `{inp['lockfile']['path']}` (sha256 `{inp['lockfile']['sha256']}`)",
         f"- attestation: `{inp['attestation']['path']}` "
         f"(sha256 `{inp['attestation']['sha256']}`)",
         f"- environment: `{inp['prefix']}` ({inp['platform']}), {ran} "
         f"(authors: `{inp['authors_device']}`)", ""]
+
+
+def source_line(src: Mapping[str, Any]) -> str:
+    """Where the audited paper came from, in words: its URL and commit (or sha256)."""
+    what = (f"commit `{src['commit']}`" + (f" (from `--ref {src['ref']}`)" if src.get("ref")
+                                           else "")
+            if src.get("commit") else f"sha256 `{src.get('sha256')}`")
+    return (f"`{src['url']}` at {what}"
+            + (f", folder `{src['path']}`" if src.get("path") else ""))
 
 
 def why_text(doc: Mapping[str, Any], section: str) -> str:

@@ -53,6 +53,31 @@ def _entry(tmp_path: Path, name: str = "alpha"):
     return cache, unpack(fetched, cache)
 
 
+def test_a_second_unpack_keeps_the_entry_another_process_published(tmp_path: Path) -> None:
+    """Two installs sharing a cache (a cluster's, issue 43's Slurm run): one found no entry
+    and unpacks while the other has published it and links from it. The second unpack returns
+    the published entry, the very folder (it used to evict it and publish its own, and the
+    first install's check failed with 'seal.lock: No such file'); an entry renamed away from
+    under a reader is EntryGone, which the install reads again rather than evicting."""
+    from samebits.install.cache import evict
+    from samebits.install.entryfiles import EntryGone
+
+    w = wheel(tmp_path / "wheels", "alpha", "1.0", FILES)
+    p = locked_wheel(w)
+    cache = tmp_path / "cache"
+    fetched = prove(p, cache, sources=Sources(find_links=(w.parent,)))
+    first = unpack(fetched, cache)
+    linked = tmp_path / "prefix-data.bin"  # as an install links it: the inode stays alive
+    os.link(first.tree / "alpha/data.bin", linked)
+    again = unpack(fetched, cache)
+    assert again.root == first.root
+    assert (first.tree / "alpha/data.bin").stat().st_ino == linked.stat().st_ino
+    assert check(first).hashed == 0  # still whole, its seal vouching for every file
+    evict(cache / "unpacked", first.key)
+    with pytest.raises(EntryGone):
+        check(first)
+
+
 def nfiles(entry) -> int:
     return sum(1 for m in entry.members if m.type == "file")  # the dist-info's too
 
