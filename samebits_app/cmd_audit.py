@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -41,21 +39,8 @@ USAGE = ("%(prog)s [PAPER|LOCK|URL] [options]\n"
          "[--wait] [-- SBATCH OPTIONS...]] [--force] [--keep] [options]")
 
 
-class AuditParser(options.Parser):
-    """audit's parser: what follows the first ``--`` is sbatch's options (``args.sbatch``;
-    None without ``--``), for ``--many --slurm``."""
-
-    def parse_known_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
-                         namespace: argparse.Namespace | None = None
-                         ) -> tuple[argparse.Namespace, list[str]]:
-        words = list(sys.argv[1:] if args is None else args)
-        extra = None
-        if "--" in words:
-            at = words.index("--")
-            words, extra = words[:at], words[at + 1:]
-        ns, rest = super().parse_known_args(words, namespace)
-        ns.sbatch = extra
-        return ns, rest
+# what follows the first ``--`` is sbatch's options (``args.sbatch``), for --many --slurm
+AuditParser = options.after_dashes("sbatch")
 
 
 def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:

@@ -28,14 +28,12 @@ import argparse
 import math
 import os
 import re
-import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from samebits.cli import options
-from samebits.cli.options import Parser
 from samebits.errors import EXIT_DIFFERENT, EXIT_OK, UsageError
 from samebits.ui import Output
 
@@ -51,21 +49,8 @@ EXITS = ("exit codes: 0 written, every output reproducible (or accepted with --a
          "the tensors.")
 
 
-class InitParser(Parser):
-    """``paper init``'s parser: what follows the first ``--`` is the paper's command
-    (``args.command_line``; None without ``--``), never read as this command's options."""
-
-    def parse_known_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
-                         namespace: argparse.Namespace | None = None
-                         ) -> tuple[argparse.Namespace, list[str]]:
-        words = list(sys.argv[1:] if args is None else args)
-        command = None
-        if "--" in words:
-            at = words.index("--")
-            words, command = words[:at], words[at + 1:]
-        ns, extra = super().parse_known_args(words, namespace)
-        ns.command_line = command
-        return ns, extra
+# what follows the first ``--`` is the paper's command (``args.command_line``)
+InitParser = options.after_dashes("command_line")
 
 
 def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:

@@ -224,6 +224,27 @@ class Parser(argparse.ArgumentParser):
         super()._check_value(action, value)
 
 
+def after_dashes(dest: str) -> type[Parser]:
+    """A ``Parser`` class that puts what follows the first ``--`` into ``args.<dest>`` (None
+    without ``--``), never read as the command's own options: a paper's command (``paper
+    init``), a launcher's (``verify fleet``), sbatch's options (``audit --many --slurm``)."""
+
+    class TailParser(Parser):
+        def parse_known_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                             namespace: argparse.Namespace | None = None
+                             ) -> tuple[argparse.Namespace, list[str]]:
+            words = list(sys.argv[1:] if args is None else args)
+            tail = None
+            if "--" in words:
+                at = words.index("--")
+                words, tail = words[:at], words[at + 1:]
+            ns, extra = super().parse_known_args(words, namespace)
+            setattr(ns, dest, tail)
+            return ns, extra
+
+    return TailParser
+
+
 def common() -> argparse.ArgumentParser:
     """The options every command takes (``--json``, ``--quiet``), as an argparse parent."""
     p = argparse.ArgumentParser(add_help=False)

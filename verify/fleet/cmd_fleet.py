@@ -25,13 +25,11 @@ import os
 import shlex
 import sys
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from samebits._io import atomic_write, canonical_json, read_json
 from samebits.cli import options
-from samebits.cli.options import Parser
 from samebits.dsse import load_signing_key, open_document, signed_bytes
 from samebits.errors import EXIT_DIFFERENT, EXIT_OK, InputError, UsageError, quote
 from samebits.ui import Output
@@ -46,21 +44,8 @@ FLEET_PREDICATE = "https://samebits.dev/verify-fleet/v1"
 USAGE = "%(prog)s [LOCK] [options] [-- LAUNCHER ARGS...]"
 
 
-class FleetParser(Parser):
-    """``verify fleet``'s parser: what follows the first ``--`` is the launcher's command line
-    (``args.launch``; None without ``--``), never read as this command's options or LOCK."""
-
-    def parse_known_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
-                         namespace: argparse.Namespace | None = None
-                         ) -> tuple[argparse.Namespace, list[str]]:
-        words = list(sys.argv[1:] if args is None else args)
-        launch = None
-        if "--" in words:
-            at = words.index("--")
-            words, launch = words[:at], words[at + 1:]
-        ns, extra = super().parse_known_args(words, namespace)
-        ns.launch = launch
-        return ns, extra
+# what follows the first ``--`` is the launcher's command line (``args.launch``)
+FleetParser = options.after_dashes("launch")
 
 
 def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
