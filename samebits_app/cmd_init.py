@@ -49,6 +49,7 @@ from samebits.spec.draft import (
     PinWheels,
     applicable,
     choose_python,
+    marker_lines,
     newest_upload,
     pytorch_index,
     range_pythons,
@@ -181,7 +182,8 @@ def make_draft(declared: Declared, *, args: argparse.Namespace,
     found = offers([index, *extra], sorted({r.name for r in (*pins, *ranges)}))
     notes += [f"index {i} did not answer ({why}): its releases were not checked"
               for i, why in sorted(found.unreachable.items())]
-    wheels = [wheel_pythons(r, found.files.get(r.name, []), platforms=platforms, glibc=glibc)
+    wheels = [marker_lines(wheel_pythons(r, found.files.get(r.name, []), platforms=platforms,
+                                         glibc=glibc), platforms, glibc)
               for r in declared.pypi if r.pinned or r.url]
     for w in wheels:
         if w.state == "sdist-only":
@@ -195,7 +197,7 @@ def make_draft(declared: Declared, *, args: argparse.Namespace,
     # an unpinned requirement constrains the Python too: some release it allows, as of the
     # exclude-newer given, must have a wheel (torch>=2.3.0 as of 2024-07 has none for 3.13)
     before = parse_instant(args.exclude_newer) if args.exclude_newer else None
-    ranged = [got for r in ranges
+    ranged = [marker_lines(got, platforms, glibc) for r in ranges
               if (got := range_pythons(r, found.files.get(r.name, []), platforms=platforms,
                                      glibc=glibc, before=before)) is not None]
     python = choose_python([*wheels, *ranged], requested=args.python_version,
@@ -205,6 +207,7 @@ def make_draft(declared: Declared, *, args: argparse.Namespace,
     pypi, more_left = applicable(declared.pypi, chosen)
     left += more_left
     declared = replace(declared, pypi=pypi)
+    wheels = [w for w in wheels if w.pin.where in {r.where for r in pypi}]  # the Python's own
     requires = None
     if args.generation != "cpu" and args.cuda is None and needs_torch_metadata(declared):
         requires = torch_requires(wheels, python.value, platforms[0], glibc)

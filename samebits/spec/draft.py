@@ -22,7 +22,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from packaging.requirements import Requirement
@@ -58,8 +58,11 @@ def holds(req: Requested, target: Target) -> bool:
 def applicable(reqs: Sequence[Requested], targets: Sequence[Target],
                ) -> tuple[tuple[Requested, ...], tuple[Left, ...]]:
     """(the requirements whose marker holds on at least one target, the others left out);
-    two lines of one package with the same marker become one (``merged``); SourceError when
-    one package is still asked for twice."""
+    two lines of one package with the same marker become one (``merged``); two whose markers
+    never both hold on one target (a file compiled for several Pythons: cleanrl's
+    ``networkx==3.2.1; python_full_version == '3.9.*'`` and ``networkx==3.4.2;
+    python_full_version >= '3.10'``) are both kept, for the choice of the Python to settle
+    (``marker_lines``); SourceError when one package is asked for twice on one target."""
     kept, left = [], []
     where = ", ".join(sorted({t.platform for t in targets}))
     for r in reqs:
@@ -67,25 +70,40 @@ def applicable(reqs: Sequence[Requested], targets: Sequence[Target],
             kept.append(r)
         else:
             left.append(Left(where=r.where, text=r.text, reason=f"its marker is false on {where}"
-                             f" for Python {', '.join(sorted({t.line for t in targets}))}"))
-    by_name: dict[str, Requested] = {}
+                             f" for Python {span(sorted({t.line for t in targets}, key=Version))}"))
+    by_name: dict[str, list[Requested]] = {}
     problems = []
     for r in kept:
-        first = by_name.get(r.name)
-        if first is None:
-            by_name[r.name] = r
-            continue
-        both = merged(first, r)
-        if both is not None:  # as pip takes them: every line's specifiers, all their extras
-            by_name[r.name] = both
-            continue
-        problems.append(Problem(file=r.where.split(":")[0], key=r.where, value=r.text,
-                                message=f"{r.name} is already asked for at {first.where} "
-                                f"({first.text}): a spec takes one requirement per package"))
+        same = by_name.setdefault(r.name, [])
+        for i, first in enumerate(same):
+            both = merged(first, r)
+            if both is not None:  # as pip takes them: every line's specifiers, all extras
+                same[i] = both
+                break
+            if any(holds(first, t) and holds(r, t) for t in targets):
+                problems.append(Problem(
+                    file=r.where.split(":")[0], key=r.where, value=r.text,
+                    message=f"{r.name} is already asked for at {first.where} ({first.text}): "
+                    "a spec takes one requirement per package"))
+                break
+        else:
+            same.append(r)
     if problems:
         raise SourceError(problems, hint="keep one line per package (markers that tell the "
                           "lines apart on Linux cannot be carried into one spec)")
-    return tuple(by_name.values()), tuple(left)
+    return tuple(r for same in by_name.values() for r in same), tuple(left)
+
+
+def marker_lines(w: PinWheels, platforms: Sequence[str], glibc: str) -> PinWheels:
+    """``w`` constraining only the Pythons its marker holds on: a line of Python it never
+    applies to counts as having its wheel (networkx==3.4.2's marker ``>= '3.10'`` says
+    nothing of 3.9, whose own line pins 3.2.1)."""
+    if w.state not in ("wheels", "url") or Requirement(w.pin.text).marker is None:
+        return w
+    free = [v for v in KNOWN_PYTHONS if v not in w.pythons and not any(
+        holds(w.pin, Target(platform=p, python=v, glibc=glibc)) for p in platforms)]
+    return replace(w, pythons=tuple(v for v in KNOWN_PYTHONS if v in w.pythons or v in free)) \
+        if free else w
 
 
 def merged(a: Requested, b: Requested) -> Requested | None:

@@ -21,9 +21,12 @@ from samebits.foreign.sources_files import (
 from samebits.foreign.target import Target
 from samebits.lock.model import Lock, LockedPackage
 from samebits.spec.draft import (
+    PYTHONS,
     Choice,
+    PinWheels,
     applicable,
     choose_python,
+    marker_lines,
     newest_upload,
     pytorch_index,
     range_pythons,
@@ -500,3 +503,29 @@ def test_a_public_pin_takes_the_local_builds() -> None:
     (cu,) = _wheels("torch==2.13.0+cu126\n", {"torch": local[2:3]})
     (other,) = _wheels("torch==2.13.0+cu126\n", {"torch": local[:2]})
     assert "3.10" in cu.pythons and other.state == "not-found"
+
+
+def test_lines_for_other_pythons_wait_for_the_python_choice() -> None:
+    """cleanrl's requirements.txt (uv pip compile for several Pythons, tests/papers/cleanrl):
+    networkx pinned once per Python line by markers that never both hold. init refused it
+    ('networkx is already asked for') once 3.9 was among the Pythons it chooses from; pip takes
+    the line its Python matches. Both lines are kept until the Python is chosen, each pin
+    constrains only the Pythons its marker holds on, and the chosen Python keeps its own."""
+    text = ("networkx==3.1 ; python_full_version < '3.9'\n"
+            "networkx==3.2.1 ; python_full_version == '3.9.*'\n"
+            "networkx==3.4.2 ; python_full_version >= '3.10'\n")
+    reqs = read_requirements(text, source="r.txt").pypi
+    every = [Target(platform="linux-64", python=v, glibc="2.28") for v in PYTHONS]
+    kept, left = applicable(reqs, every)
+    assert [r.where for r in kept] == ["r.txt:2", "r.txt:3"]
+    assert [x.where for x in left] == ["r.txt:1"]
+    newer = PinWheels(pin=kept[1], state="wheels", pythons=("3.10", "3.11", "3.12", "3.13"))
+    widened = marker_lines(newer, ["linux-64"], "2.28")
+    assert "3.9" in widened.pythons and "3.10" in widened.pythons
+    assert choose_python([widened], requested=None, pinned=None, requires_python=None,
+                         where="linux-64", preferred=None).value == "3.13"
+    assert choose_python([widened], requested="3.9", pinned=None, requires_python=None,
+                         where="linux-64").value == "3.9"
+    for line, want in (("3.9", "networkx==3.2.1"), ("3.11", "networkx==3.4.2")):
+        (got,), _ = applicable(kept, [Target(platform="linux-64", python=line, glibc="2.28")])
+        assert got.text.startswith(want), line
