@@ -133,6 +133,7 @@ class PinWheels:
     state: Literal["wheels", "sdist-only", "not-found", "url"]
     pythons: tuple[str, ...] = ()  # with a wheel on every platform (state "wheels", "url")
     files: tuple[IndexFile, ...] = ()  # the release's files
+    sdist: bool = False  # state "wheels": the release has an sdist too, which builds anywhere
 
     def describe(self) -> str:
         if self.state in ("wheels", "url"):
@@ -199,7 +200,8 @@ def wheel_pythons(pin: Requested, files: Sequence[IndexFile], *, platforms: Sequ
                if all(any(fits(f.filename, f.requires_python,
                                Target(platform=pl, python=p, glibc=glibc)) for f in wheels)
                       for pl in platforms))
-    return PinWheels(pin=pin, state="wheels", pythons=ok, files=tuple(rel))
+    return PinWheels(pin=pin, state="wheels", pythons=ok, files=tuple(rel),
+                     sdist=any(not f.filename.endswith(".whl") for f in rel))
 
 
 def range_pythons(req: Requested, files: Sequence[IndexFile], *, platforms: Sequence[str],
@@ -271,6 +273,9 @@ def choose_python(wheels: Sequence[PinWheels], *, requested: str | None, pinned:
         return Choice(value=given, why=why)
     allowed = [p for p in PYTHONS if _allows(requires_python, p)]
     ok = [p for p in allowed if all(p in w.pythons for w in constraining)]
+    built = _from_sdists(constraining, allowed, preferred)
+    if not ok and built is not None:
+        return built
     if not ok:
         blocking = [w for w in constraining if not set(allowed) <= set(w.pythons)]
         raise NoWheelError(
@@ -304,6 +309,28 @@ def choose_python(wheels: Sequence[PinWheels], *, requested: str | None, pinned:
     return Choice(value=best, why=f"the newest of {span(allowed)} with a wheel of every pinned "
                   f"package ({nxt}: no wheel of {', '.join(stops[:3])}"
                   + (f" and {len(stops) - 3} more" if len(stops) > 3 else "") + ")")
+
+
+def _from_sdists(constraining: Sequence[PinWheels], allowed: Sequence[str],
+                 preferred: Choice | None) -> Choice | None:
+    """Where no Python has a wheel of every pin but the pins without one have an sdist, as pip
+    would: the author's Python when it is one of them, else the oldest (the nearest to the
+    Pythons those wheels were made for, where an old sdist most likely still builds); None
+    when some pin has neither."""
+    fits_ = [p for p in allowed if all(p in w.pythons or w.sdist for w in constraining)]
+    if not fits_:
+        return None
+    value = preferred.value if preferred is not None and preferred.value in fits_ \
+        else fits_[0]
+    built = [w for w in constraining if value not in w.pythons]
+    names = ", ".join(f"{w.pin.text} (wheels for {span(w.pythons) if w.pythons else 'none'})"
+                      for w in built[:3]) + (f" and {len(built) - 3} more" if len(built) > 3
+                                             else "")
+    which = preferred.why if preferred is not None and value == preferred.value \
+        else "the oldest, nearest the Pythons of their wheels"
+    return Choice(value=value, why=f"no Python of {span(allowed)} has a wheel of every "
+                  f"pinned package: {value} ({which}), where pip builds {names} from the "
+                  "sdist")
 
 
 def _allows(requires_python: str | None, python: str) -> bool:

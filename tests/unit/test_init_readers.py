@@ -4,13 +4,14 @@ untouched; the choices (Python, exclude-newer, generation) as pure functions of 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from samebits.errors import NoWheelError, SourceError, UsageError
 from samebits.foreign.simpleindex import IndexFile
-from samebits.foreign.sources import read_requirements, source_format
+from samebits.foreign.sources import Requested, read_requirements, source_format
 from samebits.foreign.sources_files import (
     conda_spec,
     declared_from_lock,
@@ -529,3 +530,23 @@ def test_lines_for_other_pythons_wait_for_the_python_choice() -> None:
     for line, want in (("3.9", "networkx==3.2.1"), ("3.11", "networkx==3.4.2")):
         (got,), _ = applicable(kept, [Target(platform="linux-64", python=line, glibc="2.28")])
         assert got.text.startswith(want), line
+
+
+def test_no_python_with_every_wheel_builds_from_sdists_as_pip_does() -> None:
+    """The sweep's revin-baselines (matplotlib==3.1.1, wheels for cp37 only, and an sdist):
+    init refused every Python where pip on 3.9 builds it from the sdist. The oldest Python is
+    chosen (the author's where it fits), the reason naming what is built; a pin with neither
+    wheel nor sdist for a Python still refuses it."""
+    old = Requested(text="matplotlib==3.1.1", name="matplotlib", pinned="3.1.1", where="r.txt:1")
+    built = PinWheels(pin=old, state="wheels", pythons=("3.7",), sdist=True)
+    got = choose_python([built], requested=None, pinned=None, requires_python=None,
+                        where="linux-64")
+    assert got.value == "3.9"
+    assert "pip builds matplotlib==3.1.1 (wheels for 3.7) from the sdist" in got.why
+    mine = choose_python([built], requested=None, pinned=None, requires_python=None,
+                         where="linux-64", preferred=Choice(value="3.11",
+                                                            why="the Python you run (3.11)"))
+    assert mine.value == "3.11" and "the Python you run (3.11)" in mine.why
+    with pytest.raises(NoWheelError):
+        choose_python([replace(built, sdist=False)], requested=None, pinned=None,
+                      requires_python=None, where="linux-64")
