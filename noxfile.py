@@ -308,9 +308,10 @@ def audit(session: nox.Session) -> None:
 def papers(session: nox.Session) -> None:
     """Each paper of tests/papers/corpus.toml, from its authors' untouched requirements.txt or
     pyproject.toml through init, lock, install, verify env, attest and two audits (plain and
-    with OMP_NUM_THREADS=1), one at a time, environments removed after each; prints the table
-    (also build/papers/RESULTS.md). Arguments: paper names, --keep, --out DIR, --cold (each
-    paper from empty caches of its own, as on a fresh machine)."""
+    with OMP_NUM_THREADS=1), each in a process of its own, environments removed after each;
+    prints the table (also build/papers/RESULTS.md). Arguments: paper names, --keep, --out DIR,
+    --cold (each paper from empty caches of its own, as on a fresh machine), --paper-init,
+    --jobs N, --force, --slurm (python -m tests.papers.corpus --help)."""
     session.install(".")
     session.run("python", "-m", "tests.papers.corpus", *session.posargs)
 

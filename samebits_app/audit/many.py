@@ -147,18 +147,23 @@ def _kill(proc: subprocess.Popen[bytes]) -> None:
 
 
 def remove_tree(path: Path) -> None:
-    """``path`` and everything under it, read-only folders included (an installed prefix)."""
-    def writable(func: Callable[..., Any], p: str, _exc: Any) -> None:
-        with contextlib.suppress(OSError):
-            os.chmod(os.path.dirname(p), 0o755)
-            os.chmod(p, 0o755)
-        with contextlib.suppress(OSError):
-            func(p)
-
+    """``path`` and everything under it, read-only folders included (an installed prefix):
+    each folder is made writable before ``shutil.rmtree`` (no ``onerror``/``onexc`` callback,
+    whose name changed in Python 3.12); what still cannot be deleted is left."""
     if path.is_symlink() or path.is_file():
         path.unlink()
-    elif path.exists():
-        shutil.rmtree(path, onerror=writable)
+        return
+    if not path.exists():
+        return
+    with contextlib.suppress(OSError):
+        os.chmod(path, 0o755)
+    for root, folders, _ in os.walk(path):  # top-down: a folder opened before it is listed
+        for name in folders:
+            sub = os.path.join(root, name)
+            if not os.path.islink(sub):
+                with contextlib.suppress(OSError):
+                    os.chmod(sub, 0o755)
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def run_task(task: Task, out: Path, *, force: bool = False, keep: bool = False,

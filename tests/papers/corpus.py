@@ -12,12 +12,16 @@ with the installed ``samebits`` console script and nothing edited by hand:
     audit    samebits audit PAPER --install env-review --replace    (a reviewer's install)
     omp1     OMP_NUM_THREADS=1 samebits audit PAPER --prefix env-review
 
-then the table: paper, torch, Python, each step's exit code and seconds, the two verdicts. The
-papers run one at a time and each one's environments are removed before the next (old torch
-from PyPI is a CUDA build of 2-3 GB); with less than ``--min-free-gb`` left, the lock's archives
-are removed from the cache too.
+then the table: paper, torch, Python, each step's exit code and seconds, the two verdicts. Each
+paper's environments are removed after it (old torch from PyPI is a CUDA build of 2-3 GB);
+with less than ``--min-free-gb`` left, the lock's archives are removed from the cache too.
 
     python -m tests.papers.corpus [NAME ...] [--out build/papers] [--keep] [--cold]
+                                  [--jobs N] [--force] [--slurm] [--corpus FILE]
+
+Each paper runs in a process of its own, scheduled as ``samebits audit --many`` schedules
+papers (``--jobs N`` at once, resumed, one's crash or timeout its own): tests/papers/
+corpus_runs.py, the command line. This module is one paper's steps and the tables.
 
 ``--cold`` gives each paper empty caches of its own (a fresh machine: every archive
 downloaded, every sdist built again, no index answer remembered); RESULTS.md is a cold run.
@@ -41,7 +45,6 @@ where either lists them): printed and written to ``PAPER_INIT.md`` beside RESULT
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -50,17 +53,19 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
     import tomli as tomllib
 
-HERE = Path(__file__).resolve().parent
+HERE: Path = Path(__file__).resolve().parent
 STEPS = ("init", "lock", "install", "verify", "attest", "audit", "omp1")
 LIMITS = {"init": 300, "lock": 600, "install": 1800, "verify": 900, "attest": 1800,
           "audit": 3600, "omp1": 1800, "paper-init": 3600}
 INIT_STEPS = ("init", "lock", "install", "verify", "paper-init", "attest", "audit", "omp1")
+Paper = dict[str, Any]  # one [[paper]] of corpus.toml
 
 
 @dataclass
@@ -99,15 +104,16 @@ def run_step(result: Result, step: str, args: list[str], *, log: Path,
     return code
 
 
-def prepare(paper: dict, work: Path) -> Path:
+def prepare(paper: Paper, work: Path, source: Path = HERE) -> Path:
     """The paper folder as reviewers get it: the authors' files, the manifest and driver, and
-    the corpus' shared generator where the manifest runs it."""
+    the corpus' shared generator (``source/common``) where the manifest runs it."""
     if work.exists():
         shutil.rmtree(work)
     folder = work / "paper"
-    shutil.copytree(HERE / paper["name"], folder)
+    shutil.copytree(source / paper["name"], folder)
     manifest = (folder / "samebits-paper.toml").read_text()
-    for common in (HERE / "common").iterdir():
+    shared = source / "common"
+    for common in shared.iterdir() if shared.is_dir() else ():
         if common.name in manifest:
             shutil.copy2(common, folder / common.name)
     return folder
@@ -115,16 +121,17 @@ def prepare(paper: dict, work: Path) -> Path:
 
 def verdict(report: Path) -> str:
     try:
-        return json.loads(report.read_text())["verdict"]["level"]
-    except (OSError, ValueError, KeyError):
+        return str(json.loads(report.read_text())["verdict"]["level"])
+    except (OSError, ValueError, KeyError, TypeError):
         return "-"
 
 
-def one(paper: dict, out: Path, *, keep: bool, min_free_gb: float, cold: bool = False) -> Result:
+def one(paper: Paper, out: Path, *, keep: bool, min_free_gb: float, cold: bool = False,
+        source: Path = HERE) -> Result:
     name = paper["name"]
     result = Result(name=name, torch=paper["torch"], source=paper["from"])
     work = out / name
-    folder = prepare(paper, work)
+    folder = prepare(paper, work, source)
     project = work / "project"
     log = work / "log.txt"
     lock = folder / "conda-lock.yml"
@@ -191,7 +198,9 @@ def _free_archives(lock: Path, min_free_gb: float) -> None:
     print(f"  (removed the lock's archives from {cache}: {free:.0f} GB was free)", flush=True)
 
 
-def table(results: list[Result]) -> str:
+def table(results: list[Result], reasons: dict[str, str] | None = None) -> str:
+    """RESULTS.md: a row per paper, then why a paper has no result (``reasons``, by name),
+    a line each, where one has none."""
     head = ["paper", "from", "torch", "python", *STEPS, "verdict", "verdict (OMP=1)"]
     rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in results:
@@ -201,7 +210,9 @@ def table(results: list[Result]) -> str:
             cells.append("-" if got is None else f"{got[0]} ({got[1]:.0f} s)")
         cells += [r.verdicts.get("audit", "-"), r.verdicts.get("omp1", "-")]
         rows.append("| " + " | ".join(cells) + " |")
-    return "\n".join(rows) + "\n"
+    notes = [f"- {r.name}: {(reasons or {})[r.name]}" for r in results
+             if (reasons or {}).get(r.name)]
+    return "\n".join(rows + ([""] + notes if notes else [])) + "\n"
 
 
 @dataclass
@@ -264,8 +275,8 @@ def side_by_side(hand: Path, generated: Path) -> tuple[list[str], list[tuple[str
     return missing, rows
 
 
-def one_init(paper: dict, out: Path, *, keep: bool, min_free_gb: float,
-             cold: bool = False) -> InitResult:
+def one_init(paper: Paper, out: Path, *, keep: bool, min_free_gb: float,
+             cold: bool = False, source: Path = HERE) -> InitResult:
     """``--paper-init`` for one paper (module doc)."""
     name = paper["name"]
     result = InitResult(name=name)
@@ -274,7 +285,7 @@ def one_init(paper: dict, out: Path, *, keep: bool, min_free_gb: float,
         result.notes.append("no paper_init key in corpus.toml")
         return result
     work = out / name
-    folder = prepare(paper, work)
+    folder = prepare(paper, work, source)
     project, log, lock = work / "project", work / "log.txt", folder / "conda-lock.yml"
     env = work / "env"
     steps = Result(name=name, torch=paper["torch"], source=paper["from"])
@@ -365,57 +376,7 @@ def init_table(results: list[InitResult]) -> str:
     return "\n".join(rows + ([""] + notes if notes else [])) + "\n"
 
 
-def main_init(chosen: list[dict], args: argparse.Namespace) -> int:
-    results: list[InitResult] = []
-    text = ""
-    for paper in chosen:
-        results.append(one_init(paper, args.out.resolve(), keep=args.keep,
-                                min_free_gb=args.min_free_gb, cold=args.cold))
-        text = init_table(results)
-        (args.out / "PAPER_INIT.md").write_text(text)
-    print(f"\n{text}")
-    ok = all(not r.missing and not r.notes and all(
-        r.verdicts.get(s) in ("bit-identical", "within-tolerance", "explained")
-        for s in ("audit", "omp1")) for r in results)
-    return 0 if ok else 1
+if __name__ == "__main__":  # the runner (tests/papers/corpus_runs.py) imports this module
+    from tests.papers.corpus_runs import main
 
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="nox -s papers --", description=__doc__.split("\n")[0])
-    parser.add_argument("names", nargs="*", help="papers of corpus.toml (default: all)")
-    parser.add_argument("--out", type=Path, default=Path("build/papers"))
-    parser.add_argument("--keep", action="store_true", help="keep the environments")
-    parser.add_argument("--min-free-gb", type=float, default=25.0)
-    parser.add_argument("--cold", action="store_true",
-                        help="each paper from empty caches of its own (XDG_CACHE_HOME under its "
-                        "folder, removed after it): archives, index answers and sdist build "
-                        "records fetched and built again, as on a fresh machine")
-    parser.add_argument("--paper-init", action="store_true",
-                        help="samebits paper init on each paper without its hand-written "
-                        "manifest, with corpus.toml's paper_init commands; then attest and "
-                        "audit under the generated manifest, and the hand-written against the "
-                        "generated tolerances (PAPER_INIT.md)")
-    args = parser.parse_args(argv)
-    papers = tomllib.loads((HERE / "corpus.toml").read_text())["paper"]
-    unknown = set(args.names) - {p["name"] for p in papers}
-    if unknown:
-        parser.error(f"not in corpus.toml: {', '.join(sorted(unknown))}")
-    chosen = [p for p in papers if not args.names or p["name"] in args.names]
-    args.out.mkdir(parents=True, exist_ok=True)
-    if args.paper_init:
-        return main_init(chosen, args)
-    results = []
-    for paper in chosen:
-        results.append(one(paper, args.out.resolve(), keep=args.keep,
-                           min_free_gb=args.min_free_gb, cold=args.cold))
-        text = table(results)
-        (args.out / "RESULTS.md").write_text(text)
-    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
-    print(f"\n{text}\nload average at the end: {load}")
-    ok = all(r.verdicts.get(s) in ("bit-identical", "within-tolerance", "explained")
-             for r in results for s in ("audit", "omp1"))
-    return 0 if ok else 1
-
-
-if __name__ == "__main__":
     sys.exit(main())
