@@ -197,6 +197,13 @@ def built_files(root: Path, tree: dict[str, os.stat_result], built: set[str]) ->
     return out
 
 
+def _of_build(rel: str, by_build: set[str]) -> bool:
+    """Whether ``rel`` is a file an installer's build of an sdist made, or a folder holding
+    only such files' paths (PEP 639's ``.dist-info/licenses/``, which setuptools 77 and later
+    write where older ones put ``LICENSE`` beside ``METADATA``: pyod 2.0.0 in the sweep)."""
+    return rel in by_build or any(f.startswith(rel + "/") for f in by_build)
+
+
 def canonical(name: str) -> str:
     """PEP 503's form of a distribution name."""
     return re.sub(r"[-_.]+", "-", name).lower()
@@ -268,10 +275,14 @@ def compare(ours: Path, pips: Path, *, built: set[str] = frozenset()) -> list[Di
     for rel in sorted(a.keys() - b.keys()):
         if rel in required:
             out.append(Divergence(rel, "build-requires", required[rel]))
+        elif _of_build(rel, by_build):
+            out.append(Divergence(rel, "sdist-build", "only in samebits' build"))
         elif not _holds_nothing(rel, a):
             out.append(Divergence(rel, "only-samebits"))
     for rel in sorted(b.keys() - a.keys()):
-        if not _holds_nothing(rel, b):
+        if _of_build(rel, by_build):
+            out.append(Divergence(rel, "sdist-build", "only in pip's build"))
+        elif not _holds_nothing(rel, b):
             out.append(Divergence(rel, "only-pip"))
     for rel in sorted(a.keys() & b.keys()):
         sa, sb = a[rel], b[rel]

@@ -67,3 +67,22 @@ def test_without_an_sdist_build_nothing_is_explained(trees: tuple[Path, Path]) -
     """sklearn not built from an sdist: the same trees are plain divergences."""
     kinds = {d.kind for d in compare(*trees, built=set())}
     assert kinds == {"only-samebits", "bytes", "record"}
+
+
+def test_a_licence_file_where_each_setuptools_puts_it(tmp_path: Path) -> None:
+    """The sweep's tfb: pyod 2.0.0 is an sdist; samebits' build (setuptools of the paper's
+    date) wrote LICENSE beside METADATA, pip's (setuptools 80, PEP 639) under licenses/. Both
+    sides' files of that build are sdist-build, the folder too; not built from an sdist, they
+    are plain only-samebits and only-pip."""
+    ours, pips = tmp_path / "ours", tmp_path / "pip"
+    info = "pyod-2.0.0.dist-info"
+    dist(ours, "pyod", "2.0.0", {"pyod/__init__.py": b"", f"{info}/LICENSE": b"BSD\n"})
+    dist(pips, "pyod", "2.0.0", {"pyod/__init__.py": b"",
+                                 f"{info}/licenses/LICENSE": b"BSD\n"})
+    kinds = {d.path: (d.kind, d.detail) for d in compare(ours, pips, built={"pyod"})}
+    assert kinds.pop(f"{SITE}/{info}/LICENSE") == ("sdist-build", "only in samebits' build")
+    for path in ("licenses", "licenses/LICENSE"):
+        assert kinds.pop(f"{SITE}/{info}/{path}") == ("sdist-build", "only in pip's build")
+    assert {k for k, _ in kinds.values()} == {"sdist-build"}, kinds
+    plain = {d.kind for d in compare(ours, pips, built=set())}
+    assert {"only-samebits", "only-pip"} <= plain
