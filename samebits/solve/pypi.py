@@ -114,14 +114,19 @@ def spec_interpreter(python: str) -> str:
         return sys.executable
 
 
+SOLVE_WORK = 900.0  # seconds a uv resolution may work beyond its network timeouts
+
+
 async def _run(cmd: list[str], stdin: str, *, timeout: float) -> None:
     env = dict(os.environ)
     env.setdefault("UV_HTTP_TIMEOUT", str(int(max(timeout, 1))))
     env.setdefault("UV_HTTP_RETRIES", "1")
     env["NO_COLOR"] = "1"
     # a safety net for a uv that hangs: longer than its own timeout, retry and back-off, so a
-    # silent index is reported in uv's words
-    limit = timeout * 3 + 10
+    # silent index is reported in uv's words, plus the work itself (a resolution that builds
+    # sdists for their metadata takes minutes on a busy machine: the sweep's QLoRA and
+    # TinyLlama were stopped at 130 s at a load of 7)
+    limit = timeout * 3 + 10 + SOLVE_WORK
     proc = await asyncio.create_subprocess_exec(
         *cmd, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE, env=env)
