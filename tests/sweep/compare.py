@@ -24,7 +24,9 @@ link target, except where the written rule below says what each installer writes
                  import NAME`` lines); a script the wheel ships (``.data/scripts``) byte for
                  byte after the ``#!`` line
     folders      compared through what they hold: ``python -m venv`` makes an empty
-                 ``include/pythonX.Y``, and no wheel can ship an empty folder
+                 ``include/pythonX.Y``, and no wheel can ship an empty folder; a RECORD row
+                 naming a folder (``cmake/,,`` in cmake 3.26.3's, which pip copies) names no
+                 file, and is left out
     sdist builds a package the lock takes as an sdist (``built``) is built into a wheel by
                  each installer with its own build environment (pip: the newest setuptools
                  on the day; samebits: the locked build record), so the files of its RECORD
@@ -135,6 +137,8 @@ def _record_rows(data: bytes) -> set[tuple[str, bytes, str]]:
             continue
         path = row[0]
         name = path.rsplit("/", 1)[-1]
+        if path.endswith("/"):  # a folder's row (cmake 3.26.3 lists cmake/): names no file
+            continue
         if "__pycache__" in path.split("/") or name.endswith(".pyc") or (
                 ".dist-info/" in path and name in (*INSTALLER_FILES, "RECORD")):
             continue

@@ -133,6 +133,19 @@ def test_record_rows(tmp_path: Path) -> None:
     assert (pkg.id, pkg.tags) == ("pip:p==1.0", ("py3-none-any",))
 
 
+def test_a_folders_row_claims_no_file(tmp_path: Path) -> None:
+    """PyPI's cmake 3.26.3 (triton 2.0.0's requirement: every torch 2.0 environment) lists
+    its folders in RECORD, ``cmake/,,`` among them, and pip copies those rows: verify env of a
+    pip environment called cmake missing three times. A folder's row names no file."""
+    prefix = tmp_path / "env"
+    _dist(prefix, "p/a.py,sha256=47DEQpj8HBSa-_TImW-5JCeuQeRkm5NMpJWZG3hSuFU,0\n"
+                  "p-1.0.dist-info/,,\np/,,\np.libs/,,\np-1.0.dist-info/RECORD,,\n")
+    rec = read_records(prefix)
+    sp = "lib/python3.11/site-packages"
+    assert sorted(rec.claims) == [f"{sp}/p-1.0.dist-info/RECORD", f"{sp}/p/a.py"]
+    assert rec.problems == ()
+
+
 CONDA_ENTRIES = [
     ("plain file", {"_path": "a", "path_type": "hardlink", "sha256": "1" * 64,
                     "size_in_bytes": 3}, ("file", "1" * 64, None)),

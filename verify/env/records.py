@@ -284,6 +284,8 @@ def _read_dist(prefix: Path, sp: str, dist: str, packages: list[Package],
         if not row or not row[0]:
             continue
         listed = row[0]
+        if listed.endswith("/"):  # a folder's row (cmake 3.26.3's wheel lists cmake/): no file
+            continue
         if listed[0] == "/" or ".." in listed or "/./" in listed or "//" in listed:
             inside = _inside(prefix, sp, listed)
             if inside is None:
