@@ -39,35 +39,26 @@ USAGE = ("%(prog)s [PAPER|LOCK|URL] [options]\n"
          "[--wait] [-- SBATCH OPTIONS...]] [--force] [--keep] [options]")
 
 
-# what follows the first ``--`` is sbatch's options (``args.sbatch``), for --many --slurm
-AuditParser = options.after_dashes("sbatch")
-
-
 def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
-    make = sub._parser_class
-    sub._parser_class = AuditParser
-    try:
-        r = sub.add_parser(
-            "audit", parents=parents, usage=USAGE,
-            help="reviewers: audit a paper's environment and bits against its attestation",
-            description="In order: the lockfile's integrity; this machine's preflight; locate "
-            "or install the environment; verify env against the lock; the attestation's "
-            "workloads under its settings; compare with the authors' attestation; with a "
-            "paper manifest, rerun the paper's commands and compare every output (bytes, "
-            "tensors, metrics, curves). Writes a verdict and reports (Markdown, "
-            "self-contained HTML with the curves, JSON), a CycloneDX SBOM and this machine's "
-            "attestation under --out. The paper may be a folder here, a git URL at one "
-            "commit (fetched alone into the cache, then checked) or an archive URL proved by "
-            "its sha256; --many audits a list of them, here or on Slurm, into one summary.",
-            epilog="verdicts and exit codes: 0 bit-identical, within-tolerance, explained or "
-            "environment-identical; 1 not-reproduced (or weaker than --require); 2 bad input "
-            "(a commit or ref the repository does not have, an archive whose sha256 is not "
-            "--sha256, a bad list: nothing written); 4 the URL did not answer; 5 a tool "
-            "failed. With --many: 0 every paper accepted, 1 any paper not accepted, failed "
-            "or not run (its row says why), 2 a bad list or options; with --slurm and no "
-            "--wait, 0 once submitted.")
-    finally:
-        sub._parser_class = make
+    r = options.add_tail_parser(
+        sub, "audit", "sbatch", parents=parents, usage=USAGE,
+        help="reviewers: audit a paper's environment and bits against its attestation",
+        description="In order: the lockfile's integrity; this machine's preflight; locate "
+        "or install the environment; verify env against the lock; the attestation's "
+        "workloads under its settings; compare with the authors' attestation; with a "
+        "paper manifest, rerun the paper's commands and compare every output (bytes, "
+        "tensors, metrics, curves). Writes a verdict and reports (Markdown, "
+        "self-contained HTML with the curves, JSON), a CycloneDX SBOM and this machine's "
+        "attestation under --out. The paper may be a folder here, a git URL at one "
+        "commit (fetched alone into the cache, then checked) or an archive URL proved by "
+        "its sha256; --many audits a list of them, here or on Slurm, into one summary.",
+        epilog="verdicts and exit codes: 0 bit-identical, within-tolerance, explained or "
+        "environment-identical; 1 not-reproduced (or weaker than --require); 2 bad input "
+        "(a commit or ref the repository does not have, an archive whose sha256 is not "
+        "--sha256, a bad list: nothing written); 4 the URL did not answer; 5 a tool "
+        "failed. With --many: 0 every paper accepted, 1 any paper not accepted, failed "
+        "or not run (its row says why), 2 a bad list or options; with --slurm and no "
+        "--wait, 0 once submitted.")
     options.add_paper_or_lock(r, what="what to audit (a paper folder without a manifest: "
                               "its *conda-lock.yml, *.attestation.json and outputs/; a LOCK "
                               "needs --attestation; a URL with --commit, --ref or --sha256)")

@@ -49,39 +49,30 @@ EXITS = ("exit codes: 0 written, every output reproducible (or accepted with --a
          "the tensors.")
 
 
-# what follows the first ``--`` is the paper's command (``args.command_line``)
-InitParser = options.after_dashes("command_line")
-
-
 def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
     p = sub.add_parser("paper", parents=parents,
                        help="authors: write a paper's manifest by running the paper",
                        description="Write samebits-paper.toml, the manifest `samebits attest` "
                        "and `samebits audit` read, by running the paper's commands.")
     verbs = p.add_subparsers(dest="paper_command", metavar="COMMAND", required=True)
-    make = verbs._parser_class
-    verbs._parser_class = InitParser
-    try:
-        i = verbs.add_parser(
-            "init", parents=parents, usage=USAGE,
-            help="run a command three times, measure its outputs, write its manifest block",
-            description="Run COMMAND three times in fresh scratch copies of PAPER, as `samebits "
-            "attest` runs it (the sandbox, the attested settings): twice alike, once with "
-            "OMP_NUM_THREADS=MKL_NUM_THREADS=1. Every file it created or changed is an output "
-            "(caches and temporary files left out by a written rule), stdout and stderr too "
-            "where they read as a curve; each output's kind is known from its content "
-            "(tensors, metrics, curve, file); each is measured (the largest |Δ| between the "
-            "alike runs, and against the perturbed one, by the audit's own comparison) and "
-            "gets atol = that |Δ| x --margin, rounded up to one significant digit, a comment "
-            "beside it saying what was measured. Files the command read from the paper folder "
-            "that are not its code become [[inputs]], pinned by sha256. The manifest is "
-            "written atomically once its own reader accepts it; an existing one keeps its "
-            "text, the command's block added after the others (or replaced, --replace). See "
-            "docs/reference/paper-manifest.md, \"Written by samebits paper init\".",
-            epilog=EXITS + " Example: samebits paper init paper/ --prefix /opt/env --name "
-            "train -- python train.py --steps 200")
-    finally:
-        verbs._parser_class = make
+    i = options.add_tail_parser(
+        verbs, "init", "command_line", parents=parents, usage=USAGE,
+        help="run a command three times, measure its outputs, write its manifest block",
+        description="Run COMMAND three times in fresh scratch copies of PAPER, as `samebits "
+        "attest` runs it (the sandbox, the attested settings): twice alike, once with "
+        "OMP_NUM_THREADS=MKL_NUM_THREADS=1. Every file it created or changed is an output "
+        "(caches and temporary files left out by a written rule), stdout and stderr too "
+        "where they read as a curve; each output's kind is known from its content "
+        "(tensors, metrics, curve, file); each is measured (the largest |Δ| between the "
+        "alike runs, and against the perturbed one, by the audit's own comparison) and "
+        "gets atol = that |Δ| x --margin, rounded up to one significant digit, a comment "
+        "beside it saying what was measured. Files the command read from the paper folder "
+        "that are not its code become [[inputs]], pinned by sha256. The manifest is "
+        "written atomically once its own reader accepts it; an existing one keeps its "
+        "text, the command's block added after the others (or replaced, --replace). See "
+        "docs/reference/paper-manifest.md, \"Written by samebits paper init\".",
+        epilog=EXITS + " Example: samebits paper init paper/ --prefix /opt/env --name "
+        "train -- python train.py --steps 200")
     i.add_argument("paper", metavar="PAPER", type=Path,
                    help="the paper's folder: its code, its data, its lock")
     options.add_prefix(i, what="to run the command in",

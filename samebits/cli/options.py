@@ -245,6 +245,19 @@ def after_dashes(dest: str) -> type[Parser]:
     return TailParser
 
 
+def add_tail_parser(sub: argparse._SubParsersAction, name: str, dest: str,  # type: ignore[type-arg]
+                    **kwargs: Any) -> argparse.ArgumentParser:
+    """``sub.add_parser(name, **kwargs)``, of an ``after_dashes(dest)`` class: what follows
+    that command's first ``--`` goes to ``args.<dest>``."""
+    make = sub._parser_class
+    sub._parser_class = after_dashes(dest)
+    try:
+        parser: argparse.ArgumentParser = sub.add_parser(name, **kwargs)
+    finally:
+        sub._parser_class = make
+    return parser
+
+
 def common() -> argparse.ArgumentParser:
     """The options every command takes (``--json``, ``--quiet``), as an argparse parent."""
     p = argparse.ArgumentParser(add_help=False)

@@ -44,41 +44,32 @@ FLEET_PREDICATE = "https://samebits.dev/verify-fleet/v1"
 USAGE = "%(prog)s [LOCK] [options] [-- LAUNCHER ARGS...]"
 
 
-# what follows the first ``--`` is the launcher's command line (``args.launch``)
-FleetParser = options.after_dashes("launch")
-
-
 def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
-    make = sub._parser_class
-    sub._parser_class = FleetParser
-    try:
-        p = sub.add_parser(
-            "fleet", parents=parents, usage=USAGE,
-            help="every rank: facts, environment digest, workloads, collectives; one report",
-            description="With -- LAUNCHER ARGS: start the launcher (torchrun, srun, mpiexec, "
-            "mpirun) with one rank per process running the environment's own Python "
-            "(--prefix ENV: ENV/bin/python; --workload-python another) and nothing installed "
-            "there; samebits appends the rank program to the launcher's command line, judges "
-            "every rank's preflight and writes the report. Without --: this process is a rank, "
-            "under torchrun or a Kubernetes job (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, "
-            "MASTER_PORT), srun alone (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID; rank 0's "
-            "host is the step's first node, the port derived from the job and step ids), "
-            "mpirun (OMPI_COMM_WORLD_*) or mpiexec/PALS (PMI_RANK, PMI_SIZE), with MASTER_ADDR "
-            "given, in an environment that holds samebits beside torch. Each rank runs the "
-            "preflight, then the verify-gpu suite on its own device (cuda:LOCAL_RANK, or the "
-            "CPU) and an all_reduce/reduce_scatter workload (NCCL or gloo); rank 0 collects "
-            "the results rank by rank with a deadline.",
-            epilog="exit codes: 0 consistent or explained; 1 a suspect rank, an undecided "
-            "class, a rank missing after --rank-timeout (a partial report), or refused before "
-            "running (a rank's preflight failed, two ranks on one GPU); 2 bad input, no torch "
-            "for the ranks, or not under a launcher; 5 the launcher ended and rank 0 wrote no "
-            "outcome. Under torchrun as a rank the verdict is also rank 0's error message, "
-            "shown in torchrun's summary. Examples: samebits verify fleet --prefix /opt/env "
-            "--out fleet.json -- torchrun --nnodes 4 --nproc-per-node 8; samebits verify "
-            "fleet --prefix /opt/env --out fleet.json -- srun -N 4 --ntasks-per-node 8",
-        )
-    finally:
-        sub._parser_class = make
+    p = options.add_tail_parser(
+        sub, "fleet", "launch", parents=parents, usage=USAGE,
+        help="every rank: facts, environment digest, workloads, collectives; one report",
+        description="With -- LAUNCHER ARGS: start the launcher (torchrun, srun, mpiexec, "
+        "mpirun) with one rank per process running the environment's own Python "
+        "(--prefix ENV: ENV/bin/python; --workload-python another) and nothing installed "
+        "there; samebits appends the rank program to the launcher's command line, judges "
+        "every rank's preflight and writes the report. Without --: this process is a rank, "
+        "under torchrun or a Kubernetes job (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, "
+        "MASTER_PORT), srun alone (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID; rank 0's "
+        "host is the step's first node, the port derived from the job and step ids), "
+        "mpirun (OMPI_COMM_WORLD_*) or mpiexec/PALS (PMI_RANK, PMI_SIZE), with MASTER_ADDR "
+        "given, in an environment that holds samebits beside torch. Each rank runs the "
+        "preflight, then the verify-gpu suite on its own device (cuda:LOCAL_RANK, or the "
+        "CPU) and an all_reduce/reduce_scatter workload (NCCL or gloo); rank 0 collects "
+        "the results rank by rank with a deadline.",
+        epilog="exit codes: 0 consistent or explained; 1 a suspect rank, an undecided "
+        "class, a rank missing after --rank-timeout (a partial report), or refused before "
+        "running (a rank's preflight failed, two ranks on one GPU); 2 bad input, no torch "
+        "for the ranks, or not under a launcher; 5 the launcher ended and rank 0 wrote no "
+        "outcome. Under torchrun as a rank the verdict is also rank 0's error message, "
+        "shown in torchrun's summary. Examples: samebits verify fleet --prefix /opt/env "
+        "--out fleet.json -- torchrun --nnodes 4 --nproc-per-node 8; samebits verify "
+        "fleet --prefix /opt/env --out fleet.json -- srun -N 4 --ntasks-per-node 8",
+    )
     options.add_lock(p, what="each rank's preflight also checks its driver and GPU against "
                      "this lock", optional=True, once=True)
     options.deprecated_lockfile(p)
