@@ -45,6 +45,7 @@ TEXT_MAX = 1 << 20  # bytes of a file read for a cause
 # a date and time (ISO, a clock, a Unix time, a PDF's D:YYYYMMDDHHMMSS) in what differs
 TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}[T _]?\d{2}:\d{2}|\d{2}:\d{2}:\d{2}|\b1[6-9]\d{8}\b"
                        r"|(?<!\d)(?:19|20)\d{2}[01]\d[0-3]\d[T_]?[0-2]\d[0-5]\d[0-5]\d(?!\d)")
+PLOTS = (".pdf", ".svg", ".ps", ".eps")  # files a plotting library dates
 CONTEXT = 16  # bytes either side of where two binary files first differ, shown
 RANDOM_ID = re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-|\b[0-9a-f]{16,}\b")
 
@@ -247,6 +248,10 @@ def cause(element: str, gap: Gap, a: Path | None = None, b: Path | None = None) 
             return ("usually dict/set or file-listing order, or threads racing: the same lines "
                     "in another order")
         if TIMESTAMP.search(gap.first):
+            if a.suffix.lower() in PLOTS:
+                return ("usually a timestamp written into the output: a plot's creation date "
+                        "(matplotlib writes SOURCE_DATE_EPOCH's instead where it is set: "
+                        "--env SOURCE_DATE_EPOCH=0, with --replace)")
             return "usually a timestamp written into the output"
         if RANDOM_ID.search(gap.first):
             return "usually a random id (uuid, a run name) written into the output"

@@ -422,4 +422,10 @@ def test_a_binary_file_shows_its_bytes_where_they_differ(tmp_path: Path) -> None
                     comparable=False)
     assert gap.first == r"byte 141: b'(D:20261205214512Z)\n' vs b'(D:20261205214519Z)\n'"
     assert noise.cause("", gap, tmp_path / "a.pdf", tmp_path / "b.pdf") == (
+        "usually a timestamp written into the output: a plot's creation date (matplotlib "
+        "writes SOURCE_DATE_EPOCH's instead where it is set: --env SOURCE_DATE_EPOCH=0, with "
+        "--replace)")
+    for name in ("a.bin", "b.bin"):  # no plot: the timestamp alone
+        (tmp_path / name).write_bytes((tmp_path / name.replace("bin", "pdf")).read_bytes())
+    assert noise.cause("", gap, tmp_path / "a.bin", tmp_path / "b.bin") == (
         "usually a timestamp written into the output")
