@@ -207,7 +207,8 @@ def make_draft(declared: Declared, *, args: argparse.Namespace,
     pypi, more_left = applicable(declared.pypi, chosen)
     left += more_left
     declared = replace(declared, pypi=pypi)
-    wheels = [w for w in wheels if w.pin.where in {r.where for r in pypi}]  # the Python's own
+    kept = {r.where for r in pypi}
+    wheels = [w for w in wheels if w.pin.where in kept]  # the chosen Python's own pins
     requires = None
     if args.generation != "cpu" and args.cuda is None and needs_torch_metadata(declared):
         requires = torch_requires(wheels, python.value, platforms[0], glibc)

@@ -88,11 +88,11 @@ def _size_text(n: int | None) -> str:
 
 def download(url: str, sha256: str, folder: Path, *, say: Say, timeout: float) -> Path:
     """The archive at ``url`` in ``folder``, its sha256 ``sha256``; kept only when it is."""
-    from samebits._io import atomic_writer
+    from samebits._io import atomic_writer, sha256_file
     from samebits.install.fetch import MAX_FETCH_ENV, max_fetch_bytes
 
     dest = Path(folder) / _name(url)
-    if dest.is_file() and _sha256_of(dest) == sha256:
+    if dest.is_file() and sha256_file(dest) == sha256:
         return dest
     cap = max_fetch_bytes()
     where = net.public_url(url)
@@ -128,14 +128,6 @@ def download(url: str, sha256: str, folder: Path, *, say: Say, timeout: float) -
     except OSError as exc:
         raise net.reach(url, exc) from None
     return dest
-
-
-def _sha256_of(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(CHUNK):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def archive_root(tree: Path) -> Path:
