@@ -40,7 +40,7 @@ from samebits.errors import (
 )
 from samebits.foreign.model import DEFAULT_GLIBC
 from samebits.foreign.simpleindex import PYPI
-from samebits.foreign.sources import Declared, Left
+from samebits.foreign.sources import Declared, Left, Requested
 from samebits.foreign.target import Target
 from samebits.project import Project
 from samebits.spec.draft import (
@@ -132,6 +132,7 @@ def run_init(args: argparse.Namespace, out: Output) -> int:
                            python=args.python_version)
     draft = make_draft(declared, args=args, platforms=platforms)
     display = os.path.relpath(spec_path, project.root)
+    draft = _settle_python(draft, declared, args=args, platforms=platforms, display=display)
     spec = EnvironmentSpec.from_mapping(draft.mapping, file=display)  # SpecError: nothing written
     if not args.exclude_newer and spec.pypi_requirements and spec.exclude_newer:
         draft = _settle_exclude_newer(draft, spec, display)
@@ -154,7 +155,9 @@ class Draft:
 
 
 def make_draft(declared: Declared, *, args: argparse.Namespace,
-               platforms: tuple[str, ...]) -> Draft:
+               platforms: tuple[str, ...], transitive: tuple[PinWheels, ...] = ()) -> Draft:
+    """The spec for ``declared``; ``transitive``: releases the resolution takes that the file
+    does not pin, which constrain the Python as a pin does (``_settle_python``)."""
     glibc = DEFAULT_GLIBC
     notes = list(declared.notes)
     conda_python = next((c for c in declared.conda if c.name == "python"), None)
@@ -200,7 +203,7 @@ def make_draft(declared: Declared, *, args: argparse.Namespace,
     ranged = [marker_lines(got, platforms, glibc) for r in ranges
               if (got := range_pythons(r, found.files.get(r.name, []), platforms=platforms,
                                      glibc=glibc, before=before)) is not None]
-    python = choose_python([*wheels, *ranged], requested=args.python_version,
+    python = choose_python([*wheels, *ranged, *transitive], requested=args.python_version,
                            pinned=declared.python, requires_python=declared.requires_python,
                            where=where, preferred=_author_python(args.from_prefix))
     chosen = [Target(platform=p, python=python.value, glibc=glibc) for p in platforms]
@@ -238,6 +241,74 @@ def make_draft(declared: Declared, *, args: argparse.Namespace,
     return Draft(declared=declared, mapping=mapping, comments=comments, python=python,
                  generation=Choice(value=gen, why=gen_why), exclude_newer=exclude,
                  left=(*declared.left, *left), notes=tuple(notes), wheels=tuple(wheels))
+
+
+def _settle_python(draft: Draft, declared: Declared, *, args: argparse.Namespace,
+                   platforms: tuple[str, ...], display: str) -> Draft:
+    """The draft again, its Python chosen with what the resolution takes as well as what the
+    file pins, where the resolution at the drafted Python builds a release from its sdist
+    that has wheels for other Pythons: pip would build it there, where the authors' machines
+    took a wheel. SimCSE's ``transformers==4.2.1`` pins ``tokenizers==0.9.4`` (wheels for
+    3.5-3.9; its sdist needs Rust), self-instruct's unpinned ``benepar`` takes
+    ``sentencepiece`` 0.1.97 (wheels for 3.6-3.10, as of its date); both locked on 3.11 and
+    failed there. Each round resolves the PyPI part (uv, metadata only, through the final
+    cache) at the drafted Python; the draft is kept when the file gives the Python, when
+    nothing is built that has a wheel elsewhere, when the choice stands, or when the
+    resolution fails (``samebits lock`` then says why)."""
+    if args.python_version or declared.python or not draft.declared.pypi:
+        return draft
+    seen: dict[str, PinWheels] = {}
+    for _ in PYTHONS:
+        built = _built_from_sdists(draft, display)
+        new = {n: (v, via) for n, (v, via) in built.items() if n not in seen}
+        if not new:
+            return draft
+        spec = EnvironmentSpec.from_mapping(draft.mapping, file=display)
+        found = offers([spec.pypi_index, *spec.pypi_extra_indexes], sorted(new))
+        glibc = next(iter(spec.platforms)).glibc
+        for name, (version, via) in sorted(new.items()):
+            pin = Requested(text=f"{name}=={version} (via {via})", name=name,
+                            pinned=version, where="what the resolution takes")
+            seen[name] = wheel_pythons(pin, found.files.get(name, []), platforms=platforms,
+                                       glibc=glibc)
+        taken = tuple(w for w in seen.values() if w.state == "wheels" and w.pythons)
+        again = make_draft(declared, args=args, platforms=platforms, transitive=taken)
+        if again.python.value == draft.python.value:
+            return draft
+        draft = again
+    return draft
+
+
+def _built_from_sdists(draft: Draft, display: str) -> dict[str, tuple[str, str]]:
+    """name -> (version, what requires it) of each release the draft's resolution builds
+    from an sdist on some platform; empty when it does not resolve or the index does not
+    answer."""
+    import asyncio
+
+    from samebits.errors import SamebitsError
+    from samebits.solve.indexcache import default_cache_root
+    from samebits.solve.indexproxy import IndexProxy
+    from samebits.solve.pypi import solve_pypi
+
+    spec = EnvironmentSpec.from_mapping(draft.mapping, file=display)
+    urls = {r.name for r in draft.declared.pypi if r.url}
+    built: dict[str, tuple[str, str]] = {}
+    try:
+        with IndexProxy(root=default_cache_root(), timeout=60.0,
+                        now=dt.datetime.now(dt.timezone.utc)) as proxy:
+            for target in spec.platforms:
+                got = asyncio.run(solve_pypi(spec, target, timeout=60.0, proxy=proxy))
+                parents: dict[str, list[str]] = {}
+                for p in got:
+                    for dep, _ in p.dependencies:
+                        parents.setdefault(dep, []).append(p.name)
+                for p in got:
+                    if p.name not in urls and not p.filename.endswith(".whl"):
+                        via = ", ".join(sorted(parents.get(p.name, []))) or "the file"
+                        built.setdefault(p.name, (p.version, via))
+    except SamebitsError:
+        return {}
+    return built
 
 
 def _author_python(prefix: Path | None) -> Choice:

@@ -343,3 +343,35 @@ def test_real_paper_inputs(capsys: pytest.CaptureFixture[str], tmp_path: Path, s
     assert (doc["python"]["value"], doc["generation"]["value"], doc["generation"]["cuda"]) == \
         (python, generation, cuda)
     assert doc["pypi"]["extra_indexes"] == extra
+
+
+def test_a_dependency_of_a_pin_with_older_wheels_moves_the_python(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """SimCSE's requirements pin ``transformers==4.2.1``, which pins ``tokenizers==0.9.4``:
+    wheels for CPython 3.5-3.9 and an sdist that needs Rust. init chose the Python from the
+    file's pins alone (3.11, the Python running it) and lock then failed to build tokenizers.
+    Here ``tfm==4.2.1`` (any Python) pins ``tok==0.9.4`` (a cp39 wheel and an sdist): init
+    resolves, sees tok built from its sdist at 3.11 where 3.9 has its wheel, and chooses 3.9,
+    naming tok and what requires it; the lock then takes tok's wheel."""
+    from tests.fixtures.fakesdists import BACKEND_WHEEL, Sdist, write_sdist
+
+    folder = write_wheels(tmp_path / "index", [
+        Wheel(name="tfm", version="4.2.1", requires=("tok==0.9.4",)),
+        Wheel(name="tok", version="0.9.4", tag="cp39-cp39-manylinux2010_x86_64"),
+        BACKEND_WHEEL])
+    write_sdist(folder, Sdist(name="tok", version="0.9.4"))
+    times = {p.name: "2021-01-05T10:00:00Z" for p in folder.iterdir()}
+    (tmp_path / "paper").mkdir()
+    (tmp_path / "paper" / "requirements.txt").write_text("tfm==4.2.1\n")
+    with Serving(LocalIndex(folder=folder, upload_times=times, pep658=True)) as url:
+        rc, doc = run(capsys, "init", "simcse", "--from",
+                      str(tmp_path / "paper" / "requirements.txt"), "--root", str(tmp_path),
+                      "--index", url, "--generation", "cpu")
+        assert rc == 0, doc
+        assert doc["python"]["value"] == "3.9"
+        assert "no wheel of tok==0.9.4 (via tfm)" in doc["python"]["why"], doc["python"]
+        assert main(["lock", "simcse", "--root", str(tmp_path)]) == 0
+    capsys.readouterr()
+    lock = parse_lock(tmp_path / "lockfiles" / "simcse.conda-lock.yml")
+    tok = next(p for p in lock.packages if p.name == "tok")
+    assert tok.filename == "tok-0.9.4-cp39-cp39-manylinux2010_x86_64.whl"

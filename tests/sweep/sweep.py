@@ -16,7 +16,8 @@ commit and licence named), in ``build/sweep/NAME``, with the installed ``samebit
              picks its files and orders the installation itself. The one thing pip is told is
              the spec's glibc floor (2.28 by default), through PEP 600's ``_manylinux`` module
              on its PYTHONPATH: a lock is made for a floor, not for this machine's glibc, and
-             without it pip takes a manylinux_2_31 wheel the lock rightly did not
+             without it pip takes a manylinux_2_31 wheel the lock rightly did not; and the
+             spec's exclude-newer, as ``--uploaded-prior-to`` (PyPI's upload times)
     compare  the two trees file by file (``tests.sweep.compare``: its written rule)
     verify   samebits verify env --prefix theirs LOCK --platform linux-64: pip's environment
              against samebits' lock, which must be identical
@@ -180,6 +181,16 @@ def glibc_floor(spec: Path) -> str:
     return str(((doc.get("platforms") or {}).get("linux-64") or {}).get("glibc") or "2.28")
 
 
+def uploaded_prior_to(spec: Path) -> list[str]:
+    """pip's ``--uploaded-prior-to`` at the spec's exclude-newer: pip is told the instant the
+    lock was made as of, as it is told the glibc floor. Without it pip took
+    nvidia_cufft_cu11 10.9.0.58's manylinux2014 wheel, uploaded in 2024, for a 2023 paper
+    whose lock has the manylinux1 wheel of the same release (the one that existed then): a
+    difference of dates, not of installers."""
+    value = tomllib.loads(spec.read_text()).get("exclude-newer")
+    return ["--uploaded-prior-to", str(value)] if value else []
+
+
 def manylinux_hook(folder: Path, glibc: str) -> Path:
     """A folder holding ``_manylinux.py`` that caps manylinux tags at ``glibc``."""
     major, minor = (int(x) for x in glibc.split(".")[:2])
@@ -284,13 +295,15 @@ def one(entry: dict, out: Path, pip: Path, *, keep: bool) -> Row:
     constraints.write_text("".join(f"{n}=={v}\n" for n, v in pins))
     requirements = pip_requirements(source, work / "pip" / row.kind.replace(".toml", ".txt"))
     subprocess.run([str(python), "-m", "venv", "--without-pip", str(theirs)], check=True)
-    glibc = glibc_floor(project / "environments" / f"{name}.toml")
+    spec = project / "environments" / f"{name}.toml"
+    glibc = glibc_floor(spec)
     hook = manylinux_hook(work / "manylinux", glibc)
     if tuple(int(x) for x in line.split(".")[:2]) < (3, 10):
         pip = tools(out, PIP_39)
         row.notes.append(f"pip: {PIP_39} (pip 26.1 and later need Python 3.10)")
     code, said = run(row, "pip", [str(pip), "--python", str(theirs / "bin" / "python"),
-                                  "install", "-r", str(requirements), "-c", str(constraints)],
+                                  "install", "-r", str(requirements), "-c", str(constraints),
+                                  *uploaded_prior_to(spec)],
                      log=log, env={**pip_env(), "PYTHONPATH": str(hook)},
                      cwd=requirements.parent)
     if code != 0:
