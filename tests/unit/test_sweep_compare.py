@@ -86,3 +86,23 @@ def test_a_licence_file_where_each_setuptools_puts_it(tmp_path: Path) -> None:
     assert {k for k, _ in kinds.values()} == {"sdist-build"}, kinds
     plain = {d.kind for d in compare(ours, pips, built=set())}
     assert {"only-samebits", "only-pip"} <= plain
+
+
+def test_a_built_packages_script_is_compared_past_its_shebang(tmp_path: Path) -> None:
+    """The sweep's RWKV-LM and Time-LLM: deepspeed is an sdist, and its ``bin/deepspeed``
+    (2 bytes longer on pip's side: ``theirs`` against ``ours`` in the shebang) was called a
+    difference of builds. Each shebang names its own prefix's interpreter: past it the same
+    bytes are no divergence at all, and other bytes are still the build's."""
+    ours, pips = tmp_path / "ours", tmp_path / "theirs"
+    body = b"import deepspeed.launcher.runner\ndeepspeed.launcher.runner.main()\n"
+    for root, tail in ((ours, body), (pips, body)):
+        script = b"#!" + str(root / "bin" / "python").encode() + b"\n" + tail
+        dist(root, "deepspeed", "0.9.5", {"../../../bin/deepspeed": script})
+    found = compare(ours, pips, built={"deepspeed"})
+    assert [d for d in found if d.path == "bin/deepspeed"] == []
+    (pips / "bin" / "deepspeed").write_bytes(
+        b"#!" + str(pips / "bin" / "python").encode() + b"\n" + body + b"# other\n")
+    kinds = {d.path: d.kind for d in compare(ours, pips, built={"deepspeed"})}
+    assert kinds["bin/deepspeed"] == "sdist-build"
+    kinds = {d.path: d.kind for d in compare(ours, pips, built=set())}
+    assert kinds["bin/deepspeed"] == "bytes"
