@@ -23,7 +23,11 @@ commit and licence named), in ``build/sweep/NAME``, with the installed ``samebit
              against samebits' lock, which must be identical
 
 A file pip cannot install from PyPI alone (an extra index such as download.pytorch.org, a git
-URL, a local version like ``+cu117``) is listed as such ("not PyPI alone"), never dropped. The
+URL, a local version like ``+cu117``) is listed as such ("not PyPI alone"), never dropped. A
+file samebits cannot lock is given to pip as well, on the spec's Python, glibc floor and date
+without a lock to follow: where pip fails too (an sdist that cannot build there) the row says
+so ("pip fails too", with pip's first error), where pip installs it samebits' failure is the
+divergence. The
 pip side reads the authors' file with its ``-e``/local-path lines left out (they name the
 authors' own code, which is not here), as ``samebits init`` leaves them out; a pyproject's
 ``[project] dependencies`` are given to pip as a requirements file. Each file starts from
@@ -93,6 +97,8 @@ class Row:
     def outcome(self) -> str:
         if self.reason.startswith("not PyPI alone"):
             return "not PyPI alone"
+        if self.reason.startswith("pip fails too"):
+            return "pip fails too"
         return "ok" if all(c == 0 for c, _ in self.steps.values()) and \
             len(self.steps) == len(STEPS) else "diverges"
 
@@ -273,10 +279,13 @@ def one(entry: dict, out: Path, pip: Path, *, keep: bool) -> Row:
     steps = [("lock", [*samebits(), "lock", name, "--root", str(project)])]
     if code == 0:
         code, said = run(row, *steps[0], log=log)
+    spec = project / "environments" / f"{name}.toml"
     if code != 0:
         row.reason = _first_error(said)
         if NOT_PYPI.search(text):
             row.reason = f"not PyPI alone: {row.reason}"
+        elif spec.is_file():
+            _pip_alone(row, spec, source, work, out, pip, log)
         return _done(row, work, keep)
     line, pins = lock_facts(lock)
     row.python = line
@@ -293,19 +302,8 @@ def one(entry: dict, out: Path, pip: Path, *, keep: bool) -> Row:
         return _done(row, work, keep)
     constraints = work / "constraints.txt"
     constraints.write_text("".join(f"{n}=={v}\n" for n, v in pins))
-    requirements = pip_requirements(source, work / "pip" / row.kind.replace(".toml", ".txt"))
-    subprocess.run([str(python), "-m", "venv", "--without-pip", str(theirs)], check=True)
-    spec = project / "environments" / f"{name}.toml"
-    glibc = glibc_floor(spec)
-    hook = manylinux_hook(work / "manylinux", glibc)
-    if tuple(int(x) for x in line.split(".")[:2]) < (3, 10):
-        pip = tools(out, PIP_39)
-        row.notes.append(f"pip: {PIP_39} (pip 26.1 and later need Python 3.10)")
-    code, said = run(row, "pip", [str(pip), "--python", str(theirs / "bin" / "python"),
-                                  "install", "-r", str(requirements), "-c", str(constraints),
-                                  *uploaded_prior_to(spec)],
-                     log=log, env={**pip_env(), "PYTHONPATH": str(hook)},
-                     cwd=requirements.parent)
+    code, said = pip_install(row, source, spec, python, work, out, pip, log,
+                             constraints=constraints)
     if code != 0:
         row.reason = f"pip: {_first_error(said)}"
         return _done(row, work, keep)
@@ -345,6 +343,51 @@ def one(entry: dict, out: Path, pip: Path, *, keep: bool) -> Row:
         reasons.append(f"verify env of pip's: {_first_error(said, verify=True)}")
     row.reason = "; ".join(reasons)
     return _done(row, work, keep)
+
+
+def pip_install(row: Row, source: Path, spec: Path, python: Path, work: Path, out: Path,
+                pip: Path, log: Path, *, constraints: Path | None) -> tuple[int, str]:
+    """pip into a new venv ``work/theirs`` of ``python``: the authors' file, the spec's glibc
+    floor and exclude-newer, and ``constraints`` (the lock's versions) when there are."""
+    theirs = work / "theirs"
+    requirements = pip_requirements(source, work / "pip" / row.kind.replace(".toml", ".txt"))
+    subprocess.run([str(python), "-m", "venv", "--without-pip", str(theirs)], check=True)
+    hook = manylinux_hook(work / "manylinux", glibc_floor(spec))
+    line = python_line(spec) or "3"
+    if tuple(int(x) for x in line.split(".")[:2]) < (3, 10):
+        pip = tools(out, PIP_39)
+        row.notes.append(f"pip: {PIP_39} (pip 26.1 and later need Python 3.10)")
+    return run(row, "pip", [str(pip), "--python", str(theirs / "bin" / "python"), "install",
+                            "-r", str(requirements),
+                            *(["-c", str(constraints)] if constraints else []),
+                            *uploaded_prior_to(spec)],
+               log=log, env={**pip_env(), "PYTHONPATH": str(hook)}, cwd=requirements.parent)
+
+
+def _pip_alone(row: Row, spec: Path, source: Path, work: Path, out: Path,
+               pip: Path, log: Path) -> None:
+    """Where samebits' lock failed: pip, given the same file, Python, glibc floor and date
+    without a lock to follow. Where pip fails too (an sdist that cannot build there: sktime
+    0.4.1's setup.py wants numpy before it is installed, torch-cluster's wants torch, as
+    under pip's build isolation) the file installs on neither, which the row says; where pip
+    installs it, samebits' failure is the divergence."""
+    line = python_line(spec)
+    python = pyenv_python(line) if line else None
+    if line is None or python is None:
+        return
+    row.python = line
+    code, said = pip_install(row, source, spec, python, work, out, pip, log, constraints=None)
+    if code != 0:
+        row.reason = f"pip fails too, on Python {line}: {_first_error(said)}; " \
+                     f"samebits: {row.reason}"
+    else:
+        row.reason = f"pip installs it on Python {line}; samebits: {row.reason}"
+
+
+def python_line(spec: Path) -> str | None:
+    """The spec's Python line."""
+    value = tomllib.loads(spec.read_text()).get("python")
+    return str(value) if value else None
 
 
 def _only_missing(said: str, names: set[str]) -> bool:
