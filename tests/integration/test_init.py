@@ -321,6 +321,20 @@ def test_real_paper_python_312_names_numpy(capsys: pytest.CaptureFixture[str],
 
 
 @pytest.mark.network
+def test_real_simcse_gets_the_python_of_its_tokenizers(capsys: pytest.CaptureFixture[str],
+                                                       tmp_path: Path) -> None:
+    """SimCSE's untouched requirements.txt as of its last commit: init resolves against PyPI
+    and chooses Python 3.9, where transformers 4.2.1's tokenizers==0.9.4 has its newest wheel
+    (it chose 3.10 before, and lock failed building tokenizers' Rust sdist)."""
+    source = ROOT / "tests" / "papers" / "simcse" / "requirements.txt"
+    rc, doc = run(capsys, "init", "simcse", "--from", str(source), "--root", str(tmp_path),
+                  "--generation", "cpu", "--exclude-newer", "2022-06-26T19:02:14Z")
+    assert rc == 0, doc
+    assert doc["python"]["value"] == "3.9"
+    assert "tokenizers==0.9.4 (via transformers)" in doc["python"]["why"]
+
+
+@pytest.mark.network
 @pytest.mark.parametrize(("source", "args", "python", "generation", "cuda", "extra"), [
     ("dinov2/requirements.txt", ("--generation", "ampere"), "3.10", "ampere", "11.7",
      ["https://download.pytorch.org/whl/cu117", "https://pypi.nvidia.com"]),
