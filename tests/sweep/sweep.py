@@ -378,10 +378,22 @@ def _pip_alone(row: Row, spec: Path, source: Path, work: Path, out: Path,
     row.python = line
     code, said = pip_install(row, source, spec, python, work, out, pip, log, constraints=None)
     if code != 0:
-        row.reason = f"pip fails too, on Python {line}: {_first_error(said)}; " \
+        row.reason = f"pip fails too, on Python {line}: {_pip_cause(said)}; " \
                      f"samebits: {row.reason}"
     else:
         row.reason = f"pip installs it on Python {line}; samebits: {row.reason}"
+
+
+def _pip_cause(said: str) -> str:
+    """The package pip could not build and the last error its build printed (``sktime:
+    ImportError: numpy is not installed.``); pip's first error line when it names neither."""
+    package = re.findall(r"^(?:ERROR: Failed to build '([^']+)'|ERROR: Failed building wheel "
+                         r"for (\S+)|╰─> ([A-Za-z0-9_.-]+)\s*$)", said, re.M)
+    errors = re.findall(r"\b(\w+Error: .+?)\s*$", said, re.M)
+    if not package and not errors:
+        return _first_error(said)
+    name = next((x for x in reversed(package[-1]) if x), "") if package else ""
+    return ": ".join(x for x in (name, errors[-1] if errors else "") if x)
 
 
 def python_line(spec: Path) -> str | None:
