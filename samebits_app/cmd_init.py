@@ -260,6 +260,9 @@ def _settle_python(draft: Draft, declared: Declared, *, args: argparse.Namespace
     seen: dict[str, PinWheels] = {}
     for _ in PYTHONS:
         built = _built_from_sdists(draft, display)
+        if isinstance(built, str):  # not an unsatisfiable one: lock says why in its words
+            return replace(draft, notes=(*draft.notes, f"what the resolution takes at Python "
+                                         f"{draft.python.value} was not checked: {built}"))
         new = {n: (v, via) for n, (v, via) in built.items() if n not in seen}
         if not new:
             return draft
@@ -279,13 +282,13 @@ def _settle_python(draft: Draft, declared: Declared, *, args: argparse.Namespace
     return draft
 
 
-def _built_from_sdists(draft: Draft, display: str) -> dict[str, tuple[str, str]]:
+def _built_from_sdists(draft: Draft, display: str) -> dict[str, tuple[str, str]] | str:
     """name -> (version, what requires it) of each release the draft's resolution builds
-    from an sdist on some platform; empty when it does not resolve or the index does not
-    answer."""
+    from an sdist on some platform; empty when it does not resolve (``samebits lock`` says
+    why); why not, when the index did not answer or uv did not finish."""
     import asyncio
 
-    from samebits.errors import SamebitsError
+    from samebits.errors import SamebitsError, UnsatisfiableError
     from samebits.solve.indexcache import default_cache_root
     from samebits.solve.indexproxy import IndexProxy
     from samebits.solve.pypi import solve_pypi
@@ -306,8 +309,10 @@ def _built_from_sdists(draft: Draft, display: str) -> dict[str, tuple[str, str]]
                     if p.name not in urls and not p.filename.endswith(".whl"):
                         via = ", ".join(sorted(parents.get(p.name, []))) or "the file"
                         built.setdefault(p.name, (p.version, via))
-    except SamebitsError:
+    except UnsatisfiableError:
         return {}
+    except SamebitsError as exc:
+        return exc.message.splitlines()[0] if exc.message else type(exc).__name__
     return built
 
 
