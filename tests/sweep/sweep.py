@@ -57,6 +57,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from tests.sweep.compare import EXPLAINED, Divergence, canonical, compare
 
@@ -470,6 +471,16 @@ def table(rows: list[Row]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def report(entries: list[dict[str, Any]]) -> str:
+    """The recorded rows as a table, in ``entries``' order, with their counts and the names
+    of the files that have no row yet."""
+    rows = [Row(**json.loads((ROWS / f"{e['name']}.json").read_text())) for e in entries
+            if (ROWS / f"{e['name']}.json").is_file()]
+    missing = [e["name"] for e in entries if not (ROWS / f"{e['name']}.json").is_file()]
+    return (table(rows) + f"\n{len(rows)} of {len(entries)} files: {counts(rows)}\n"
+            + (f"\nNot run yet ({len(missing)}): {', '.join(missing)}\n" if missing else ""))
+
+
 def counts(rows: list[Row]) -> str:
     by: dict[str, int] = {}
     for r in rows:
@@ -482,6 +493,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("names", nargs="*", help="files of files.toml (default: all)")
     parser.add_argument("--out", type=Path, default=Path("build/sweep"))
     parser.add_argument("--keep", action="store_true", help="keep both environments")
+    parser.add_argument("--report", action="store_true",
+                        help="run nothing: the table of the recorded rows (tests/sweep/rows), "
+                        "in files.toml's order, their counts and the files not run yet")
     parser.add_argument("--resume", action="store_true",
                         help="take the rows of files already done (their row.json in OUT, "
                         "else tests/sweep/rows/NAME.json) as they are")
@@ -491,6 +505,9 @@ def main(argv: list[str] | None = None) -> int:
     global RECORD
     RECORD = args.record
     entries = tomllib.loads((HERE / "files.toml").read_text())["file"]
+    if args.report:
+        print(report(entries), end="")
+        return 0
     unknown = set(args.names) - {e["name"] for e in entries}
     if unknown:
         parser.error(f"not in files.toml: {', '.join(sorted(unknown))}")
