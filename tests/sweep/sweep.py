@@ -48,6 +48,8 @@ committed ``tests/sweep/RESULTS.md`` is a full run's).
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
 import json
 import os
 import re
@@ -55,6 +57,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -226,11 +229,30 @@ def tools(out: Path, release: str = PIP) -> Path:
     return pip
 
 
+@contextlib.contextmanager
+def using_shared(shared: Path) -> Iterator[None]:
+    """Hold ``shared`` (the downloads every file's caches link to) for one file: a shared
+    flock on ``shared``.lock, which a sweep emptying it on a short disk must hold alone.
+    Sweeps running at once (``--out`` the same, other files each) empty it only when no other
+    is in the middle of a file: one emptied it under another's lock, which then failed to
+    read the wheel its sdist's build environment links to (revin-baselines)."""
+    shared.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(f"{shared}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        if shutil.disk_usage(shared.parent).free < FREE_GB * 2**30:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                shutil.rmtree(shared, ignore_errors=True)
+            except BlockingIOError:
+                pass  # another sweep is in a file: kept, emptied by the next alone
+        fcntl.flock(fd, fcntl.LOCK_SH)  # from exclusive, or waiting for none to empty it
+        yield
+    finally:
+        os.close(fd)
+
+
 def share_downloads(shared: Path, cache: Path) -> None:
-    """samebits' archives/ and pip's http-v2/ of ``cache`` as links into ``shared`` (emptied
-    first when the disk is short)."""
-    if shutil.disk_usage(shared.parent).free < FREE_GB * 2**30:
-        shutil.rmtree(shared, ignore_errors=True)
+    """samebits' archives/ and pip's http-v2/ of ``cache`` as links into ``shared``."""
     for sub in ("archives", "http-v2"):
         (shared / sub).mkdir(parents=True, exist_ok=True)
     for link, target in ((cache / "samebits" / "archives", shared / "archives"),
@@ -254,6 +276,11 @@ def samebits_commit() -> str:
 
 
 def one(entry: dict, out: Path, pip: Path, *, keep: bool) -> Row:
+    with using_shared(out / ".shared"):
+        return _one(entry, out, pip, keep=keep)
+
+
+def _one(entry: dict, out: Path, pip: Path, *, keep: bool) -> Row:
     name = entry["name"]
     row = Row(name=name, repo=entry["repo"], kind=entry["path"].rsplit("/", 1)[-1],
               field=entry["field"], year=str(entry["year"]), commit=samebits_commit())
