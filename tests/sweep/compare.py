@@ -8,7 +8,9 @@ link target, except where the written rule below says what each installer writes
                  sources with the same interpreter (samebits' are checked against their sources
                  by ``verify env``)
     scaffolding  ``pyvenv.cfg``, ``bin/python*``, ``bin/activate*``, ``bin/Activate.ps1``,
-                 ``lib64``: each tool makes its own venv (``verify env`` judges both)
+                 ``lib64`` (the link to ``lib`` that ``python -m venv`` makes; a real
+                 ``lib64`` folder is compared): each tool makes its own venv (``verify env``
+                 judges both)
     installer    ``*.dist-info/INSTALLER``, ``REQUESTED`` and ``direct_url.json``: who
                  installed it and how it was asked for (pip writes ``REQUESTED`` for a
                  requirement of the file; samebits names the locked URL in ``direct_url.json``)
@@ -97,8 +99,8 @@ def walk(root: Path) -> dict[str, os.stat_result]:
         with os.scandir(root / rel if rel else root) as it:
             for e in it:
                 path = f"{rel}/{e.name}" if rel else e.name
-                if excepted(path):
-                    continue
+                if excepted(path) and not (path == "lib64" and e.is_dir(follow_symlinks=False)):
+                    continue  # lib64 the venv's link to lib, not a folder of files
                 st = e.stat(follow_symlinks=False)
                 out[path] = st
                 if stat.S_ISDIR(st.st_mode):

@@ -106,3 +106,19 @@ def test_a_built_packages_script_is_compared_past_its_shebang(tmp_path: Path) ->
     assert kinds["bin/deepspeed"] == "sdist-build"
     kinds = {d.path: d.kind for d in compare(ours, pips, built=set())}
     assert kinds["bin/deepspeed"] == "bytes"
+
+
+def test_a_real_lib64_folder_is_compared(tmp_path: Path) -> None:
+    """The sweep's tsl: blosc2 2.0.0's data files under ``lib64/``. pip's venv has the venv
+    module's ``lib64`` -> ``lib`` link, so they are in its ``lib/``; samebits' venv had a real
+    ``lib64/`` folder, which the rule's ``lib64`` (meant for the link) left out whole: a
+    difference of layout unseen. The link stays out; a folder of files is compared."""
+    ours, pips = tmp_path / "ours", tmp_path / "pip"
+    (ours / "lib64").mkdir(parents=True)
+    (ours / "lib64" / "libblosc2.so").write_bytes(b"lib")
+    (pips / "lib").mkdir(parents=True)
+    (pips / "lib" / "libblosc2.so").write_bytes(b"lib")
+    (pips / "lib64").symlink_to("lib")
+    kinds = {d.path: d.kind for d in compare(ours, pips)}
+    assert kinds == {"lib64": "only-samebits", "lib64/libblosc2.so": "only-samebits",
+                     "lib": "only-pip", "lib/libblosc2.so": "only-pip"}

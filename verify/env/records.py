@@ -152,9 +152,48 @@ def read_records(prefix: Path, *, archives: Path | None = None) -> Records:
                 if f"{dist}/METADATA" in conda_owned or f"{dist}/RECORD" in conda_owned:
                     continue  # a conda package's Python metadata: conda-meta speaks for it
                 _read_dist(prefix, sp, dist, packages, claims, problems)
+    links = folder_links(prefix)
+    if links:
+        claims = through_links(claims, links)
     return Records(packages=tuple(sorted(packages, key=lambda p: (p.manager, p.name.lower()))),
                    claims=claims,
                    problems=tuple(problems))
+
+
+def folder_links(prefix: Path) -> dict[str, str]:
+    """The prefix's top-level symlinks to a folder inside it, name -> the folder's
+    prefix-relative path: ``lib64`` -> ``lib``, which ``python -m venv`` (and uv) make on
+    64-bit Linux. A file a RECORD lists under ``lib64/`` is written through it into ``lib/``:
+    blosc2 2.0.0's wheel installs ``lib64/libblosc2.so`` (its ``.data/data/lib64``), which pip
+    puts at ``lib/libblosc2.so`` of such a venv."""
+    out: dict[str, str] = {}
+    root = os.path.realpath(prefix)
+    try:
+        entries = list(os.scandir(prefix))
+    except OSError:
+        return out
+    for e in entries:
+        if not e.is_symlink():
+            continue
+        target = os.path.realpath(e.path)
+        rel = os.path.relpath(target, root)
+        if rel != "." and not rel.startswith("../") and rel != ".." and os.path.isdir(target):
+            out[e.name] = rel
+    return out
+
+
+def through_links(claims: dict[str, tuple[Claim, ...]], links: dict[str, str]
+                  ) -> dict[str, tuple[Claim, ...]]:
+    """``claims`` with each path under one of ``links`` (``folder_links``) named where the file
+    is: ``lib64/libblosc2.so`` -> ``lib/libblosc2.so``; where packages claim one file by both
+    names, their claims are kept together, as for one path."""
+    out: dict[str, tuple[Claim, ...]] = {}
+    for path, got in claims.items():
+        head, sep, rest = path.partition("/")
+        if sep and head in links:
+            path = f"{links[head]}/{rest}"
+        out[path] = (*out[path], *got) if path in out else got
+    return out
 
 
 # ------------------------------------------------------------------------------------ conda
