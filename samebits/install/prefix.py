@@ -270,7 +270,7 @@ class _Plan:
 
 def _plan(env: LockedEnv, platform: str, entries: dict[str, Entry], stage: Path, final: str,
           line: str | None, python: str, how: Artifacts,
-          checked: dict[str, CheckResult]) -> _Plan:
+          checked: dict[str, CheckResult], *, venv: bool) -> _Plan:
     conda, wheels = [], []
     keys = {p.key: cache_key(how.artifact(p)) for p in [*env.conda(platform),
                                                         *env.pip(platform)]}
@@ -283,7 +283,7 @@ def _plan(env: LockedEnv, platform: str, entries: dict[str, Entry], stage: Path,
             conda.append(plan_conda(e, p, stage=stage, final=final, line=line))
         except ValueError as exc:
             raise InputError(f"{label(p)}: {p.filename}: {exc}") from None
-    layout = layout_for(line or "", python)
+    layout = layout_for(line or "", python, venv=venv)
     for p in env.pip(platform):
         e = entries[keys[p.key]]
         try:
@@ -363,7 +363,7 @@ def install_prefix(env: LockedEnv, platform: str, prefix: Path, *, final: str, c
             with progress(f"checking {plural(len(entries), 'cache entry', 'cache entries')}"
                           " against their seals", None):
                 plan = _plan(env, platform, entries, prefix, final, line, python, how,
-                             checked)
+                             checked, venv=venv is not None)
                 plan, overwritten = _settle(plan, env, platform, line, prefix, shared, entries)
             break
         except CorruptEntry as exc:

@@ -55,29 +55,43 @@ class Layout:
     """Where a wheel's schemes go, relative to the prefix, and the interpreter of scripts."""
 
     site: str          # lib/pythonX.Y/site-packages
-    headers: str       # include/pythonX.Y
+    include: str       # include/site/pythonX.Y in a venv, else include/pythonX.Y
     python: str        # absolute path of the final prefix's interpreter (shebangs)
 
-    def scheme_dir(self, scheme: str) -> str:
+    def scheme_dir(self, scheme: str, dist: str) -> str:
+        """The folder of ``scheme`` for the distribution ``dist`` (its headers' own)."""
         return {"purelib": self.site, "platlib": self.site, "scripts": "bin",
-                "headers": self.headers, "data": ""}[scheme]
+                "headers": f"{self.include}/{dist}", "data": ""}[scheme]
 
 
-def layout_for(line: str, python: str) -> Layout:
-    return Layout(site=f"lib/python{line}/site-packages", headers=f"include/python{line}",
-                  python=python)
+def layout_for(line: str, python: str, *, venv: bool) -> Layout:
+    """pip's scheme (``pip._internal.locations``): headers go to ``include/site/pythonX.Y/
+    <name>`` in a virtual environment (pip's historical header path, uv's too) and to
+    ``include/pythonX.Y/<name>`` in a prefix with its own Python (a conda environment)."""
+    include = f"include/site/python{line}" if venv else f"include/python{line}"
+    return Layout(site=f"lib/python{line}/site-packages", include=include, python=python)
 
 
 def installed_path(member: str, data_dir: str, layout: Layout) -> str:
     """Where a wheel's ``member`` lands, relative to the prefix: the archive root and
     ``<data_dir>/purelib|platlib/`` in site-packages, ``scripts/`` in ``bin/``, ``headers/``
-    in ``include/pythonX.Y/``, ``data/`` at the prefix (ValueError for another ``.data``
-    subfolder). What ``plan_wheel`` places, and what the lock's shared paths name."""
-    return _dest(layout, *_scheme(member, data_dir, "purelib"))
+    in the layout's include folder under the distribution's name, ``data/`` at the prefix
+    (ValueError for another ``.data`` subfolder). What ``plan_wheel`` places, and what the
+    lock's shared paths name."""
+    return _dest(layout, *_scheme(member, data_dir, "purelib"), dist_of(data_dir))
 
 
-def _dest(layout: Layout, scheme: str, rel: str) -> str:
-    folder = layout.scheme_dir(scheme)
+def dist_of(data_dir: str) -> str:
+    """The distribution's name as its wheel spells it (``greenlet`` of
+    ``greenlet-1.1.3.data``), which names its headers' folder. pip names that folder by the
+    requirement as written where it was asked for (``Greenlet`` typed gives ``Greenlet/``);
+    a lock does not keep how a name was typed, and the wheel's own spelling is what almost
+    every requirement writes."""
+    return data_dir.rsplit("-", 1)[0]
+
+
+def _dest(layout: Layout, scheme: str, rel: str, dist: str) -> str:
+    folder = layout.scheme_dir(scheme, dist)
     return posixpath.join(folder, rel) if folder else rel
 
 
@@ -123,8 +137,10 @@ def plan_wheel(entry: Entry, p: LockedPackage, *, stage: Path, layout: Layout) -
         raise ValueError(f"Wheel-Version {wheel['Wheel-Version']}: only 1.x wheels install")
     root = "purelib" if wheel["Root-Is-Purelib"] == "true" else "platlib"
 
+    dist = dist_of(data_dir)
+
     def dest(scheme: str, rel: str) -> str:
-        return _dest(layout, scheme, rel)
+        return _dest(layout, scheme, rel, dist)
 
     copies: list[Copy] = []
     writes: list[tuple[Path, bytes, bool]] = []
@@ -164,17 +180,18 @@ def plan_wheel(entry: Entry, p: LockedPackage, *, stage: Path, layout: Layout) -
     generated(root, f"{info}/direct_url.json", direct_url(p.url, _sha256_of(p, entry)),
               False)
     records.append((root, record_path, "", ""))
-    writes.append((stage / dest(root, record_path), record_file(records, root, layout),
-                   False))
+    writes.append((stage / dest(root, record_path),
+                   record_file(records, root, layout, dist), False))
     return WheelPlan(package=p, copies=tuple(copies), writes=tuple(writes),
                      sources=tuple(sources), dist_info=dest(root, info), notes=entry.notes)
 
 
-def record_file(records: list[tuple[str, str, str, str]], root: str, layout: Layout) -> bytes:
+def record_file(records: list[tuple[str, str, str, str]], root: str, layout: Layout,
+                dist: str) -> bytes:
     """RECORD as pypa/installer writes it (``construct_record_file``): rows sorted by their
     path within their scheme, paths of other schemes relative to the root's folder."""
     prefixes = {scheme: "" if scheme == root else
-                posixpath.relpath(layout.scheme_dir(scheme) or ".", layout.site) + "/"
+                posixpath.relpath(layout.scheme_dir(scheme, dist) or ".", layout.site) + "/"
                 for scheme in SCHEMES}
     out = io.StringIO(newline="")
     writer = csv.writer(out, delimiter=",", quotechar='"', lineterminator="\n")

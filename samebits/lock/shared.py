@@ -194,7 +194,9 @@ def _record(spec: EnvironmentSpec, target: PlatformTarget, packages: Sequence[Lo
     files = _read_all(spec, target, pip, builds, cache=cache, timeout=timeout,
                       offline=offline)
     line = ".".join(spec.python.split(".")[:2])
-    layout = layout_for(line, "")
+    # a lock without a conda python installs into a venv (samebits.install.prefix)
+    venv = not any(p.manager == "conda" and p.name == "python" for p in packages)
+    layout = layout_for(line, "", venv=venv)
     writes: dict[str, dict[str, str]] = {}
     for name, wf in files.items():
         mine = writes[name] = {}

@@ -37,14 +37,16 @@ def rich_wheel(folder: Path) -> Path:
 
 
 def _installer(whl: Path, stage: Path, final: str) -> None:
-    """pypa/installer itself, as samebits used it before the cache."""
+    """pypa/installer itself, as samebits used it before the cache, given pip's scheme for a
+    venv (``pip._internal.locations``: headers in ``include/site/pythonX.Y/<name>``)."""
     from installer import install
     from installer.destinations import SchemeDictionaryDestination
     from installer.sources import WheelFile
 
     site = stage / "lib" / f"python{LINE}" / "site-packages"
     scheme = {"purelib": str(site), "platlib": str(site), "scripts": str(stage / "bin"),
-              "headers": str(stage / "include" / f"python{LINE}"), "data": str(stage)}
+              "headers": str(stage / "include" / "site" / f"python{LINE}" / "richpkg"),
+              "data": str(stage)}
     dest = SchemeDictionaryDestination(scheme, interpreter=f"{final}/bin/python",
                                        script_kind="posix")
     with WheelFile.open(whl) as source:

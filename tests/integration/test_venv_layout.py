@@ -1,11 +1,17 @@
-"""A wheel's data files under ``lib64/`` in a venv whose ``lib64`` is a link to ``lib``, as
+"""Where a wheel's ``.data`` schemes land in a venv, against the real pip.
+
+Data files under ``lib64/`` in a venv whose ``lib64`` is a link to ``lib``, as
 ``python -m venv`` (and uv) make one on 64-bit Linux: pip writes them through the link into
 ``lib/``, and ``verify env`` of that venv must find them there. The sweep's tsl (torch 2.0's
 tables pulls blosc2 2.0.0, whose wheel ships ``blosc2-2.0.0.data/data/lib64/libblosc2.so`` and
 its ``pkgconfig/blosc2.pc``) had verify env call five of pip's files missing and five others
 unowned. Offline: a wheel shaped like blosc2's, built here (tests/fixtures/fakewheels.py),
 served by a loopback index, locked by the real uv, installed by the real pip into a real
-``python -m venv``."""
+``python -m venv``.
+
+Headers (``.data/headers/``) go to ``include/site/pythonX.Y/<name>/`` of a venv, as pip and
+uv put them: the sweep's tab-ddpm (greenlet 1.1.3's ``greenlet.h``, SQLAlchemy's dependency)
+found samebits writing ``include/pythonX.Y/greenlet.h``, and the RECORD rows saying so."""
 
 from __future__ import annotations
 
@@ -31,13 +37,14 @@ index = "{{url}}"
 requirements = ["blosclike"]
 """
 DATA = "blosclike-2.0.0.data/data/lib64"
+HEADER = ("blosclike-2.0.0.data/headers/blosclike.h", b"#define BLOSCLIKE 2\n")
 LIBS = {"libblosclike.so.2.6.1": b"not an ELF: a library's bytes\n",
         "pkgconfig/blosclike.pc": b"prefix=/usr\nlibdir=${prefix}/lib64\n"}
 
 
-def test_verify_finds_what_pip_wrote_through_lib64(project: TmpProject, tmp_path: Path) -> None:
+def test_data_and_headers_land_where_pip_puts_them(project: TmpProject, tmp_path: Path) -> None:
     folder = write_wheels(tmp_path / "wheels", [Wheel(
-        "blosclike", "2.0.0", files={"blosclike/__init__.py": b"",
+        "blosclike", "2.0.0", files={"blosclike/__init__.py": b"", HEADER[0]: HEADER[1],
                                      **{f"{DATA}/{k}": v for k, v in LIBS.items()}})])
     idx = LocalIndex(folder=folder,
                      upload_times={w.name: "2026-01-01T00:00:00Z" for w in folder.glob("*")})
@@ -47,6 +54,15 @@ def test_verify_finds_what_pip_wrote_through_lib64(project: TmpProject, tmp_path
         res = subprocess.run([sys.executable, "-m", "samebits", "lock"], cwd=project.root,
                              capture_output=True, text=True, timeout=600, env=env)
         assert res.returncode == 0, res.stderr
+        ours = tmp_path / "ours"
+        res = subprocess.run([sys.executable, "-m", "samebits", "install", "env", "--target",
+                              str(ours), "--no-bytecode"], cwd=project.root,
+                             capture_output=True, text=True, timeout=600, env=env)
+        assert res.returncode == 0, res.stdout + res.stderr
+    header = f"include/site/python{LINE}/blosclike/blosclike.h"
+    assert (ours / header).read_bytes() == HEADER[1]
+    assert f"../../../{header}," in next(ours.glob("lib/python*/site-packages/blosclike-2.0.0"
+                                                    ".dist-info/RECORD")).read_text()
     venv = tmp_path / "pipvenv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True,
                    timeout=120)
@@ -57,6 +73,7 @@ def test_verify_finds_what_pip_wrote_through_lib64(project: TmpProject, tmp_path
     assert os.readlink(venv / "lib64") == "lib"  # the venv module's link, pip wrote through it
     for name, data in LIBS.items():
         assert (venv / "lib" / name).read_bytes() == data
+    assert (venv / header).read_bytes() == HEADER[1]  # where pip puts it, as samebits does
     res = subprocess.run([sys.executable, "-m", "samebits", "verify", "env", "env", "--prefix",
                           str(venv), "--json", "--no-linkage"], cwd=project.root,
                          capture_output=True, text=True, timeout=600, env=env)
