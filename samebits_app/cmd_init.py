@@ -282,6 +282,12 @@ def _settle_python(draft: Draft, declared: Declared, *, args: argparse.Namespace
     return draft
 
 
+# seconds init's resolution may work beyond uv's network timeouts before the Python choice
+# goes unchecked (said so): TinyLlama's stack builds sdists for their metadata, minutes at a
+# load of 10, which the lock then does with the 15 minutes a lock allows
+CHECK_WORK = 120.0
+
+
 def _built_from_sdists(draft: Draft, display: str) -> dict[str, tuple[str, str]] | str:
     """name -> (version, what requires it) of each release the draft's resolution builds
     from an sdist on some platform; empty when it does not resolve (``samebits lock`` says
@@ -300,7 +306,8 @@ def _built_from_sdists(draft: Draft, display: str) -> dict[str, tuple[str, str]]
         with IndexProxy(root=default_cache_root(), timeout=60.0,
                         now=dt.datetime.now(dt.timezone.utc)) as proxy:
             for target in spec.platforms:
-                got = asyncio.run(solve_pypi(spec, target, timeout=60.0, proxy=proxy))
+                got = asyncio.run(solve_pypi(spec, target, timeout=30.0, proxy=proxy,
+                                             work=CHECK_WORK))
                 parents: dict[str, list[str]] = {}
                 for p in got:
                     for dep, _ in p.dependencies:

@@ -117,7 +117,8 @@ def spec_interpreter(python: str) -> str:
 SOLVE_WORK = 900.0  # seconds a uv resolution may work beyond its network timeouts
 
 
-async def _run(cmd: list[str], stdin: str, *, timeout: float) -> None:
+async def _run(cmd: list[str], stdin: str, *, timeout: float, work: float = SOLVE_WORK
+               ) -> None:
     env = dict(os.environ)
     env.setdefault("UV_HTTP_TIMEOUT", str(int(max(timeout, 1))))
     env.setdefault("UV_HTTP_RETRIES", "1")
@@ -126,7 +127,7 @@ async def _run(cmd: list[str], stdin: str, *, timeout: float) -> None:
     # silent index is reported in uv's words, plus the work itself (a resolution that builds
     # sdists for their metadata takes minutes on a busy machine: the sweep's QLoRA and
     # TinyLlama were stopped at 130 s at a load of 7)
-    limit = timeout * 3 + 10 + SOLVE_WORK
+    limit = timeout * 3 + 10 + work
     proc = await asyncio.create_subprocess_exec(
         *cmd, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE, env=env)
@@ -168,7 +169,8 @@ async def compile_wheels_only(spec: EnvironmentSpec, target: PlatformTarget,
 
 async def solve_pypi(spec: EnvironmentSpec, target: PlatformTarget, *,
                      timeout: float, offline: bool = False,
-                     proxy: IndexProxy | None = None) -> list[LockedPackage]:
+                     proxy: IndexProxy | None = None,
+                     work: float = SOLVE_WORK) -> list[LockedPackage]:
     """Resolve ``spec``'s PyPI requirements for ``target``; one wheel per package.
 
     With ``proxy`` and an exclude-newer instant that is final, uv reads the index through the
@@ -181,11 +183,13 @@ async def solve_pypi(spec: EnvironmentSpec, target: PlatformTarget, *,
     route = proxy.route(spec.pypi_index, exclude_newer_datetime(spec)) \
         if proxy and not spec.pypi_extra_indexes else None
     if proxy is not None and route is not None:
-        texts = await _solve_final(spec, target, stdin, proxy, route, timeout=timeout)
+        texts = await _solve_final(spec, target, stdin, proxy, route, timeout=timeout,
+                                   work=work)
         if texts is not None:
             return _packages(*texts, spec, target)
     try:
-        texts = await _compile(spec, target, stdin, timeout=timeout, offline=offline)
+        texts = await _compile(spec, target, stdin, timeout=timeout, offline=offline,
+                               work=work)
     except _CompileFailed as exc:
         raise _translate(str(exc), spec, target) from None
     return _packages(*texts, spec, target)
@@ -193,13 +197,14 @@ async def solve_pypi(spec: EnvironmentSpec, target: PlatformTarget, *,
 
 async def _compile(spec: EnvironmentSpec, target: PlatformTarget, stdin: str, *,
                    timeout: float, offline: bool = False,
-                   index: list[str] | None = None) -> tuple[str, str]:
+                   index: list[str] | None = None,
+                   work: float = SOLVE_WORK) -> tuple[str, str]:
     """(pylock.toml, requirements.txt) as two concurrent uv runs write them; both have ended
     when this returns or raises."""
     with tempfile.TemporaryDirectory(prefix="samebits-uv-") as tmp:
         outs = (Path(tmp) / "pylock.toml", Path(tmp) / "requirements.txt")
         runs = [_run(uv_command(spec, target, fmt=fmt, out=out, offline=offline, index=index),
-                     stdin, timeout=timeout)
+                     stdin, timeout=timeout, work=work)
                 for fmt, out in zip(("pylock", "req"), outs, strict=True)]
         done = await asyncio.gather(*runs, return_exceptions=True)
         failed = [d for d in done if isinstance(d, BaseException)]
@@ -225,7 +230,7 @@ def wheel_target(spec: EnvironmentSpec, target: PlatformTarget) -> Target:
 
 async def _solve_final(spec: EnvironmentSpec, target: PlatformTarget, stdin: str,
                        proxy: IndexProxy, route: Route, *,
-                       timeout: float) -> tuple[str, str] | None:
+                       timeout: float, work: float = SOLVE_WORK) -> tuple[str, str] | None:
     """(pylock, requirements) as uv writes them, through the final cache; None when the index
     turned out not to speak PEP 691 JSON (the caller then resolves against it directly)."""
     key = solve_key(spec, target, stdin)
@@ -237,7 +242,8 @@ async def _solve_final(spec: EnvironmentSpec, target: PlatformTarget, stdin: str
     run = proxy.start_run(route)
     index = ["--index-url", proxy.index_url(route, run), "--no-cache"]
     try:  # uv waits on this process while it fetches what is missing: a longer leash
-        pylock, reqs = await _compile(spec, target, stdin, timeout=timeout * 2, index=index)
+        pylock, reqs = await _compile(spec, target, stdin, timeout=timeout * 2, index=index,
+                                      work=work)
     except _CompileFailed as exc:
         if route.unsupported is not None:
             return None
