@@ -22,8 +22,9 @@ will use (``values.curve``, ``values.metrics``) before it is chosen. ``stream_ki
 same for stdout and stderr, which can only be curves.
 
 ``propose_regex`` reads lines such as ``epoch 3 loss 0.25 acc 0.9``, ``Epoch [3/10] loss:
-0.25`` or ``step=30 loss=0.25``: a step word, its integer, then ``name number`` pairs (the
-name a word, ``:``/``=``/space between). The commonest shape (the step word and the names, in
+0.25``, ``step=30 loss=0.25`` or ``global_step=44, episodic_return=[11.]``: a step word, its
+integer, then ``name number`` pairs (the name a word, ``:``/``=``/space between, the number
+maybe in a bracket). The commonest shape (the step word and the names, in
 order) becomes a regex with named groups, the step's group named after its word, each value's
 after its name (made a Python identifier), so the manifest needs no ``series``.
 """
@@ -50,8 +51,10 @@ NUM = r"[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|nan|inf)"
 _STEP = re.compile(r"(?<![\w.])(global_step|iteration|epoch|step|iter)[\s:=#\[]*(\d+)(?![\w.])",
                    re.IGNORECASE)
 # a name: one word, or two ("Train Loss: 0.5 Vali Loss: 0.6" has two series, not one "Loss")
+# its value may sit in a bracket, as a one-element list or tensor prints: cleanrl's
+# ``global_step=44, episodic_return=[11.]``
 _PAIR = re.compile(r"(?<![\w.])([A-Za-z_][\w./-]*(?:[ \t]+[A-Za-z_][\w./-]*)?)"
-                   r"(?:\s*[:=]\s*|\s+)(" + NUM + r")(?![\w.])")
+                   r"(?:\s*[:=]\s*|\s+)[\[(]?(" + NUM + r")(?![\w.])")
 # a value that measures time, not the computation: never a series of a proposed regex, and
 # named as the usual cause when it differs between two alike runs (``noise.cause``)
 TIMING = re.compile(r"time|sec|duration|elapsed|runtime|throughput|per_second|it_s|speed",
@@ -256,7 +259,7 @@ def propose_regex(text: str) -> Proposal | None:
     step = _ident(word.lower(), taken)
     groups = [_ident(n, taken) for n in names]
     regex = (rf"\b{re.escape(word)}[\s:=#\[]*(?P<{step}>\d+)" + "".join(
-        rf".*?\b{_words(n)}(?:\s*[:=]\s*|\s+)(?P<{g}>{NUM})(?![\w.])"
+        rf".*?\b{_words(n)}(?:\s*[:=]\s*|\s+)[\[(]?(?P<{g}>{NUM})(?![\w.])"
         for n, g in zip(names, groups, strict=True)))
     line = first[(word, names)]
     m = re.search(regex, line)

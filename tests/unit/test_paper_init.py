@@ -106,6 +106,9 @@ def test_proposed_regex_reads_every_series_and_shows_captures() -> None:
     ("step=30 loss=0.25 lr=1e-3 time=0.5s\n", ("step", ("loss", "lr"))),
     ("Epoch [3/10] loss: 0.25\n", ("epoch", ("loss",))),
     ("iteration 7: acc 0.9\n", ("iteration", ("acc",))),
+    # cleanrl's ppo.py prints each return as a one-element array (the corpus paper's stdout)
+    ("global_step=44, episodic_return=[11.]\nSPS: 1234\n",
+     ("global_step", ("episodic_return",))),
     ("loss 0.25\nno step here\n", None),
     ("step 3 done\n", None),
 ])
