@@ -11,8 +11,10 @@ pyproject.toml (``[project]`` dependencies, ``--extra`` groups) or any lock same
 ``samebits.foreign.sources_files``) and so are the choices (``samebits.spec.draft``,
 ``samebits.spec.torchcuda``); ``samebits_app.initread`` reads the file and its includes and asks
 the indexes about each pinned release (PEP 691 JSON: its files' tags, requires-python and
-upload-time); this command drafts the spec, validates it with the spec reader's own rules and
-writes it atomically: on any error nothing is written.
+upload-time); this command drafts the spec, resolves it at the drafted Python to see what the
+resolution takes beyond the file's pins (``_settle_python``: a release built from its sdist
+there that has wheels for another Python moves the choice), validates it with the spec
+reader's own rules and writes it atomically: on any error nothing is written.
 
 Exit codes: 0 written, 2 bad input (the file, a choice it cannot make, NAME exists without
 --replace), 4 the index did not answer.
