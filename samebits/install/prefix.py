@@ -165,13 +165,26 @@ def python_line(env: LockedEnv, platform: str) -> str | None:
     return line
 
 
+# A venv's folder links: ``python -m venv`` and uv make ``lib64`` a link to ``lib`` on 64-bit
+# Linux (every platform samebits installs for), and pip writes a wheel's ``lib64/`` data files
+# through it into ``lib/`` (the sweep's tsl: blosc2 2.0.0's ``lib64/libblosc2.so``).
+VENV_FOLDER_LINKS = {"lib64": "lib"}
+
+
 def venv_files(interpreter: str, line: str) -> tuple[dict[str, str], dict[str, str]]:
     """(files, symlinks) of a venv on ``interpreter`` (an absolute path), Python ``line``."""
     home = interpreter.rsplit("/", 1)[0] or "/"
     cfg = (f"home = {home}\ninclude-system-site-packages = false\nversion = {line}\n"
            f"executable = {interpreter}\n")
-    links = {"bin/python": interpreter, "bin/python3": "python", f"bin/python{line}": "python"}
+    links = {"bin/python": interpreter, "bin/python3": "python", f"bin/python{line}": "python",
+             **VENV_FOLDER_LINKS}
     return {"pyvenv.cfg": cfg}, links
+
+
+def through_folder_links(rel: str) -> str:
+    """Where a venv's ``rel`` is: ``lib64/x`` is ``lib/x``."""
+    head, sep, rest = rel.partition("/")
+    return f"{VENV_FOLDER_LINKS[head]}/{rest}" if sep and head in VENV_FOLDER_LINKS else rel
 
 
 # ------------------------------------------------------------------------- fetch + unpack
@@ -458,11 +471,14 @@ def _place(plan: _Plan, stage: Path, placer: Placer, venv: str | None, line: str
         writes.append((stage / name, record, False))
     if plan.conda:
         writes.append((stage / "conda-meta" / "history", b"", False))
+    folders: list[tuple[Path, str]] = []  # made before any folder: lib64/ goes through
     if venv is not None:
         assert line is not None
         files, symlinks = venv_files(venv, line)
         writes += [(stage / rel, text.encode(), False) for rel, text in files.items()]
-        links += [(stage / rel, target) for rel, target in symlinks.items()]
+        links += [(stage / rel, target) for rel, target in symlinks.items()
+                  if rel not in VENV_FOLDER_LINKS]
+        folders += [(stage / rel, target) for rel, target in VENV_FOLDER_LINKS.items()]
         dirs.append(stage / "lib" / f"python{line}" / "site-packages")
     for w in plan.wheels:
         copies += w.copies
@@ -471,11 +487,14 @@ def _place(plan: _Plan, stage: Path, placer: Placer, venv: str | None, line: str
     for plan_ in plans:
         key = f"{UNPACKED}/{plan.key(plan_)}"
         for copy in plan_.copies:
-            sources[copy.rel] = key
+            sources[through_folder_links(copy.rel) if venv else copy.rel] = key
     copies = one_copy_per_path(copies)  # wheels settled already: conda's files, same bytes
     total = sum(c.size for c in copies) + sum(len(d) for _, d, _ in writes)
     count = len(copies) + len(writes) + len(links)
     stage.mkdir(parents=True, exist_ok=True)
+    for path, target in folders:
+        (path.parent / target).mkdir(exist_ok=True)
+        os.symlink(target, path)
     with progress(f"placing {count:,} files ({size_text(total)})", total) as advance:
         make_dirs([str(d) for d in dirs] + [str(p.parent) for p, _, _ in writes]
                   + [str(p.parent) for p, _ in links])

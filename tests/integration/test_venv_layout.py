@@ -11,7 +11,9 @@ served by a loopback index, locked by the real uv, installed by the real pip int
 
 Headers (``.data/headers/``) go to ``include/site/pythonX.Y/<name>/`` of a venv, as pip and
 uv put them: the sweep's tab-ddpm (greenlet 1.1.3's ``greenlet.h``, SQLAlchemy's dependency)
-found samebits writing ``include/pythonX.Y/greenlet.h``, and the RECORD rows saying so."""
+found samebits writing ``include/pythonX.Y/greenlet.h``, and the RECORD rows saying so.
+samebits' own venv has the ``lib64`` link too (it had a real ``lib64/`` folder), so both
+trees hold the same paths."""
 
 from __future__ import annotations
 
@@ -61,6 +63,9 @@ def test_data_and_headers_land_where_pip_puts_them(project: TmpProject, tmp_path
         assert res.returncode == 0, res.stdout + res.stderr
     header = f"include/site/python{LINE}/blosclike/blosclike.h"
     assert (ours / header).read_bytes() == HEADER[1]
+    assert os.readlink(ours / "lib64") == "lib"  # samebits' venv has the link venv and uv make
+    for name, data in LIBS.items():
+        assert (ours / "lib" / name).read_bytes() == data
     assert f"../../../{header}," in next(ours.glob("lib/python*/site-packages/blosclike-2.0.0"
                                                     ".dist-info/RECORD")).read_text()
     venv = tmp_path / "pipvenv"
