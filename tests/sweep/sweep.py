@@ -76,6 +76,9 @@ STEPS = ("init", "lock", "install", "pip", "compare", "verify")
 LIMITS = {"init": 600, "lock": 1200, "install": 2400, "pip": 2400, "compare": 600,
           "verify": 1200}
 FREE_GB = 25
+# what one file's pair may take at its peak: two environments of a CUDA build of torch, the
+# archives and pip's unpacking (Stanford Alpaca's pip ran out of space with two sweeps at once)
+ROW_GB = 20
 RECORD = False  # --record
 ROWS = HERE / "rows"
 NOT_PYPI = re.compile(r"download\.pytorch\.org|--extra-index-url|--index-url|-i |"
@@ -277,6 +280,10 @@ def samebits_commit() -> str:
 
 def one(entry: dict, out: Path, pip: Path, *, keep: bool) -> Row:
     with using_shared(out / ".shared"):
+        free = shutil.disk_usage(out).free / 2**30
+        if free < ROW_GB:  # a row that runs out of space says nothing of either installer
+            sys.exit(f"sweep: {free:.0f} GB free under {out}, less than a file's pair of "
+                     f"environments may take ({ROW_GB} GB): stopped before {entry['name']}")
         return _one(entry, out, pip, keep=keep)
 
 
