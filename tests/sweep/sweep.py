@@ -39,8 +39,9 @@ sha256 and proved against the lock again on every use) and pip's ``http-v2/`` ar
 ``OUT/.shared/``, emptied when the disk has less than ``FREE_GB`` left; build records, uv's
 cache, wheel file lists and pip's built wheels stay the file's own. Each row records the
 samebits commit it ran under; ``--record`` also writes it to ``tests/sweep/rows/`` (committed,
-so a later run goes on with ``--resume``). The table goes to ``build/sweep/RESULTS.md`` (the
-committed ``tests/sweep/RESULTS.md`` is a full run's).
+so a later run goes on with ``--resume``). The table goes to ``build/sweep/RESULTS.md``; the
+committed ``tests/sweep/RESULTS.md`` is ``--report``'s table of the recorded rows, with the
+divergences found and what became of each.
 
     python -m tests.sweep.sweep [NAME ...] [--out build/sweep] [--keep] [--resume] [--record]
 """
