@@ -261,14 +261,14 @@ def _settle_python(draft: Draft, declared: Declared, *, args: argparse.Namespace
         return draft
     seen: dict[str, PinWheels] = {}
     for _ in PYTHONS:
-        built = _built_from_sdists(draft, display)
+        spec = EnvironmentSpec.from_mapping(draft.mapping, file=display)
+        built = _built_from_sdists(spec, {r.name for r in draft.declared.pypi if r.url})
         if isinstance(built, str):  # not an unsatisfiable one: lock says why in its words
             return replace(draft, notes=(*draft.notes, f"what the resolution takes at Python "
                                          f"{draft.python.value} was not checked: {built}"))
         new = {n: (v, via) for n, (v, via) in built.items() if n not in seen}
         if not new:
             return draft
-        spec = EnvironmentSpec.from_mapping(draft.mapping, file=display)
         found = offers([spec.pypi_index, *spec.pypi_extra_indexes], sorted(new))
         glibc = next(iter(spec.platforms)).glibc
         for name, (version, via) in sorted(new.items()):
@@ -290,10 +290,12 @@ def _settle_python(draft: Draft, declared: Declared, *, args: argparse.Namespace
 CHECK_WORK = 120.0
 
 
-def _built_from_sdists(draft: Draft, display: str) -> dict[str, tuple[str, str]] | str:
-    """name -> (version, what requires it) of each release the draft's resolution builds
-    from an sdist on some platform; empty when it does not resolve (``samebits lock`` says
-    why); why not, when the index did not answer or uv did not finish."""
+def _built_from_sdists(spec: EnvironmentSpec, urls: set[str]
+                       ) -> dict[str, tuple[str, str]] | str:
+    """name -> (version, what requires it) of each release ``spec``'s resolution builds
+    from an sdist on some platform, but those required by URL (``urls``); empty when it
+    does not resolve (``samebits lock`` says why); why not, when the index did not answer
+    or uv did not finish."""
     import asyncio
 
     from samebits.errors import SamebitsError, UnsatisfiableError
@@ -301,8 +303,6 @@ def _built_from_sdists(draft: Draft, display: str) -> dict[str, tuple[str, str]]
     from samebits.solve.indexproxy import IndexProxy
     from samebits.solve.pypi import solve_pypi
 
-    spec = EnvironmentSpec.from_mapping(draft.mapping, file=display)
-    urls = {r.name for r in draft.declared.pypi if r.url}
     built: dict[str, tuple[str, str]] = {}
     try:
         with IndexProxy(root=default_cache_root(), timeout=60.0,

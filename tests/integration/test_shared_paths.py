@@ -68,11 +68,7 @@ def served(tmp_path: Path) -> tuple[LocalIndex, Path]:
 def _run(project: TmpProject, *args: str) -> subprocess.CompletedProcess[str]:
     """The real CLI, with a longer leash than the fixture's: verify env hashes the venv's
     base interpreter and checks its bytecode (a cold cache here)."""
-    import os
-
-    env = {**os.environ, "XDG_CACHE_HOME": str(project.root / ".cache")}
-    return subprocess.run([sys.executable, "-m", "samebits", *args], cwd=project.root,
-                          capture_output=True, text=True, timeout=600, env=env)
+    return project.samebits(*args, timeout=600)
 
 
 @pytest.mark.slow

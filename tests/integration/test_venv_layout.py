@@ -50,16 +50,13 @@ def test_data_and_headers_land_where_pip_puts_them(project: TmpProject, tmp_path
                                      **{f"{DATA}/{k}": v for k, v in LIBS.items()}})])
     idx = LocalIndex(folder=folder,
                      upload_times={w.name: "2026-01-01T00:00:00Z" for w in folder.glob("*")})
-    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "xdg")}
     with Serving(idx) as url:
         project.spec("env", SPEC.format(url=url))
-        res = subprocess.run([sys.executable, "-m", "samebits", "lock"], cwd=project.root,
-                             capture_output=True, text=True, timeout=600, env=env)
+        res = project.samebits("lock", timeout=600)
         assert res.returncode == 0, res.stderr
         ours = tmp_path / "ours"
-        res = subprocess.run([sys.executable, "-m", "samebits", "install", "env", "--target",
-                              str(ours), "--no-bytecode"], cwd=project.root,
-                             capture_output=True, text=True, timeout=600, env=env)
+        res = project.samebits("install", "env", "--target", str(ours), "--no-bytecode",
+                               timeout=600)
         assert res.returncode == 0, res.stdout + res.stderr
     header = f"include/site/python{LINE}/blosclike/blosclike.h"
     assert (ours / header).read_bytes() == HEADER[1]
@@ -79,18 +76,16 @@ def test_data_and_headers_land_where_pip_puts_them(project: TmpProject, tmp_path
     for name, data in LIBS.items():
         assert (venv / "lib" / name).read_bytes() == data
     assert (venv / header).read_bytes() == HEADER[1]  # where pip puts it, as samebits does
-    res = subprocess.run([sys.executable, "-m", "samebits", "verify", "env", "env", "--prefix",
-                          str(venv), "--json", "--no-linkage"], cwd=project.root,
-                         capture_output=True, text=True, timeout=600, env=env)
+    res = project.samebits("verify", "env", "env", "--prefix", str(venv), "--json",
+                           "--no-linkage", timeout=600)
     doc = json.loads(res.stdout)
     assert (res.returncode, doc["identical"], doc["findings"]) == (0, True, []), res.stderr
     # a file pip wrote is still its: changed, it is named by its real path
     lib = venv / "lib" / "libblosclike.so.2.6.1"
     lib.chmod(0o644)
     lib.write_bytes(b"other bytes\n")
-    res = subprocess.run([sys.executable, "-m", "samebits", "verify", "env", "env", "--prefix",
-                          str(venv), "--json", "--no-linkage"], cwd=project.root,
-                         capture_output=True, text=True, timeout=600, env=env)
+    res = project.samebits("verify", "env", "env", "--prefix", str(venv), "--json",
+                           "--no-linkage", timeout=600)
     doc = json.loads(res.stdout)
     assert res.returncode == 1 and not doc["identical"]
     assert [f["path"] for f in doc["findings"]] == ["lib/libblosclike.so.2.6.1"], doc["findings"]
