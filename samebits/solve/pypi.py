@@ -306,9 +306,21 @@ def _translate(text: str, spec: EnvironmentSpec, target: PlatformTarget, *,
         return UnsatisfiableError(f"{where} cannot be satisfied:\n{text}",
                                   hint="relax a pin in [pypi] requirements")
     if any(w in text for w in _NETWORK_WORDS):
-        return UnreachableError(f"{where}: the index {spec.pypi_index} did not answer:\n{text}",
-                                hint="check the network or [pypi] index")
+        return UnreachableError(f"{where}: the index {_index_asked(text, spec)} did not "
+                                f"answer:\n{text}",
+                                hint="check the network, [pypi] index and extra-indexes")
     return ToolError(f"{where}: uv failed:\n{text}")
+
+
+def _index_asked(text: str, spec: EnvironmentSpec) -> str:
+    """The index of the spec (its main one or an extra) whose URL uv's error names, as a
+    failed fetch of ``https://download.pytorch.org/whl/cu117/submitit/`` names the extra
+    index ``https://download.pytorch.org/whl/cu117``; the main index when it names none."""
+    urls = re.findall(r"https?://[^\s)'\"]+", text)
+    for index in (*spec.pypi_extra_indexes, spec.pypi_index):
+        if any(u.startswith(index.rstrip("/")) for u in urls):
+            return public_url(index)
+    return public_url(spec.pypi_index)
 
 
 def parse_via(text: str) -> dict[str, set[str]]:

@@ -4,9 +4,11 @@ as --find-links), and locked for real: a local-version wheel from a folder besid
 from __future__ import annotations
 
 import json
+import socket
 from pathlib import Path
 
 import pytest
+import tomli_w
 
 from samebits.errors import SpecError
 from samebits.lock.model import parse_lock
@@ -67,3 +69,26 @@ def test_lock_takes_a_wheel_from_an_extra_index(capsys: pytest.CaptureFixture[st
                                                 "x.conda-lock.yml").packages}
     assert locked["tinylocal"].startswith(extra.as_uri() + "/tinylocal-1.0")
     assert locked["six"].startswith(url.removesuffix("/simple"))
+
+
+def test_an_extra_index_that_does_not_answer_is_the_one_named(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """The sweep's dinov2 (``--extra-index-url https://download.pytorch.org/whl/cu117``, where
+    that host cannot be reached) was told "the index https://pypi.org/simple did not answer":
+    the index named is the one uv could not fetch from, here an extra index whose port refuses
+    connections beside a main index that answers."""
+    index_dir = write_wheels(tmp_path / "index", [Wheel(name="six", version="1.16.0")])
+    times = {w.name: "2021-05-05T14:18:17Z" for w in index_dir.glob("*.whl")}
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        refused = f"http://127.0.0.1:{s.getsockname()[1]}/whl/cu117"
+    with Serving(LocalIndex(folder=index_dir, upload_times=times)) as url:
+        spec = {**BASE, "exclude-newer": "2024-06-01",
+                "pypi": {"index": url, "extra-indexes": [refused], "requirements": ["six"]}}
+        (tmp_path / "environments").mkdir()
+        (tmp_path / "environments" / "x.toml").write_text(tomli_w.dumps(spec))
+        rc = main(["lock", "x", "--root", str(tmp_path), "--cache-dir", str(tmp_path / "c")])
+    err = capsys.readouterr().err
+    assert rc == 4, err
+    assert f"the index {refused} did not answer" in err, err
+    assert f"the index {url} did not answer" not in err

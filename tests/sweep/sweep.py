@@ -342,6 +342,8 @@ def _one(entry: dict, out: Path, pip: Path, *, keep: bool) -> Row:
                              constraints=constraints)
     if code != 0:
         row.reason = f"pip: {_first_error(said)}"
+        if NOT_PYPI.search(text):  # samebits init left those lines out (said in its spec)
+            row.reason = f"not PyPI alone: {row.reason}"
         return _done(row, work, keep)
     start = time.monotonic()
     found = compare(ours, theirs, built=built_from_sdists(lock))
