@@ -27,7 +27,11 @@ URL, a local version like ``+cu117``) is listed as such ("not PyPI alone"), neve
 file samebits cannot lock is given to pip as well, on the spec's Python, glibc floor and date
 without a lock to follow: where pip fails too (an sdist that cannot build there) the row says
 so ("pip fails too", with pip's first error), where pip installs it samebits' failure is the
-divergence. The
+divergence. Where samebits' install writes the environment and exits 1 (it finds a library
+that does not resolve, and importing the package does not clear it), pip is still run: when
+pip's tree is the same and verify env of pip's finds the same, the row says "samebits right"
+(pip wrote the same broken environment without a word), else the difference is the divergence.
+The
 pip side reads the authors' file with its ``-e``/local-path lines left out (they name the
 authors' own code, which is not here), as ``samebits init`` leaves them out; a pyproject's
 ``[project] dependencies`` are given to pip as a requirements file. Each file starts from
@@ -74,8 +78,8 @@ HERE = Path(__file__).resolve().parent
 PIP = "pip==26.3"  # the pip every file is installed with (2026-11-02), recorded in the table
 PIP_39 = "pip==26.0.1"  # for a Python 3.9 environment: the newest pip that runs there
 STEPS = ("init", "lock", "install", "pip", "compare", "verify")
-LIMITS = {"init": 600, "lock": 1200, "install": 2400, "pip": 2400, "compare": 600,
-          "verify": 1200}
+LIMITS = {"init": 600, "lock": 1200, "install": 2400, "ours": 1200, "pip": 2400,
+          "compare": 600, "verify": 1200}
 FREE_GB = 25
 # what one file's pair may take at its peak: two environments of a CUDA build of torch, the
 # archives and pip's unpacking (Stanford Alpaca's pip ran out of space with two sweeps at once)
@@ -107,6 +111,8 @@ class Row:
             return "not PyPI alone"
         if self.reason.startswith("pip fails too"):
             return "pip fails too"
+        if self.reason.startswith("samebits right"):
+            return "samebits right"
         return "ok" if all(c == 0 for c, _ in self.steps.values()) and \
             len(self.steps) == len(STEPS) else "diverges"
 
@@ -333,7 +339,13 @@ def _one(entry: dict, out: Path, pip: Path, *, keep: bool) -> Row:
     code, said = run(row, "install", [*samebits(), "install", str(lock), "--target", str(ours),
                                       "--python", str(python), "--platform", "linux-64"],
                      log=log)
-    if code != 0:
+    broken = ""  # what samebits' install found wrong with the environment it wrote (exit 1)
+    if code == 1 and (ours / "bin" / "python").exists():
+        broken = _linkage_said(run(row, "ours", [*samebits(), "verify", "env", "--prefix",
+                                                 str(ours), str(lock), "--platform",
+                                                 "linux-64", "--json"], log=log)[1])
+        row.steps.pop("ours", None)
+    if code != 0 and not broken:
         row.reason = f"install: {_first_error(said)}"
         return _done(row, work, keep)
     constraints = work / "constraints.txt"
@@ -377,8 +389,17 @@ def _one(entry: dict, out: Path, pip: Path, *, keep: bool) -> Row:
                          f"(first: {slips[0]})")
     if found:
         reasons.append(f"{len(found)} divergence(s): {_summary(found)}")
+    if broken and not found and code == 1 and _linkage_said(said) == broken:
+        # the same tree, and verify of pip's finds what samebits' install found: pip wrote
+        # that environment without a word (s4: numba 0.53.1 under numpy 1.25.0 its
+        # metadata allows, whose `import numba` fails)
+        row.reason = f"samebits right: both trees the same, and broken: {broken}; pip " \
+                     f"exits 0, samebits' install and verify env of pip's exit 1"
+        return _done(row, work, keep)
     if code != 0:
         reasons.append(f"verify env of pip's: {_first_error(said, verify=True)}")
+    if broken:
+        reasons.append(f"install: exit 1: {broken}")
     row.reason = "; ".join(reasons)
     return _done(row, work, keep)
 
@@ -451,6 +472,18 @@ def _only_missing(said: str, names: set[str]) -> bool:
     return bool(findings) and all(f.get("kind") == "package-missing"
                                   and canonical(str(f.get("package"))) in names
                                   for f in findings)
+
+
+def _linkage_said(said: str) -> str:
+    """verify env's JSON report (the start of ``said``): each unresolved library with its
+    verdict's why (the import probe's error), sorted; "" where it has none or is no report."""
+    try:
+        doc, _ = json.JSONDecoder().raw_decode(said.lstrip())
+        return "; ".join(sorted(f"{lk['file']} needs {lk['needed']}"
+                                + (f" ({lk['detail']})" if lk.get("detail") else "")
+                                for lk in doc["linkage"]["unresolved"]))
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return ""
 
 
 def _first_error(text: str, *, verify: bool = False) -> str:

@@ -5,11 +5,13 @@ stays a divergence. The METADATA files are the real ones two setuptools write fo
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
 
 import pytest
 
 from tests.sweep.compare import compare
+from tests.sweep.sweep import Row, _linkage_said
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "sweep" / "sklearn-0.0"
 SITE = "lib/python3.10/site-packages"
@@ -122,3 +124,27 @@ def test_a_real_lib64_folder_is_compared(tmp_path: Path) -> None:
     kinds = {d.path: d.kind for d in compare(ours, pips)}
     assert kinds == {"lib64": "only-samebits", "lib64/libblosc2.so": "only-samebits",
                      "lib": "only-pip", "lib/libblosc2.so": "only-pip"}
+
+
+# verify env --json of a real environment: numba 0.53.1 and numpy 1.25.0 on Python 3.9, as the
+# sweep's s4 (state-spaces/s4's requirements.txt) locks them; trimmed to what the sweep reads
+S4_REPORT = {"findings": [], "ok": False, "linkage": {"unresolved": [{
+    "detail": "import numba: SystemError: initialization of _internal failed without raising "
+              "an exception (not a missing library: the static verdict stands)",
+    "file": "lib/python3.9/site-packages/numba/np/ufunc/tbbpool.cpython-39-x86_64-linux-gnu.so",
+    "needed": "libtbb.so.2", "package": "pip:numba==0.53.1", "status": "unresolved"}]}}
+
+
+def test_an_environment_both_write_broken_is_named_with_its_import_error() -> None:
+    """The unresolved library and the import probe's error, from verify's JSON; nothing from
+    a report without linkage or from text that is no report."""
+    said = _linkage_said(json.dumps(S4_REPORT) + "\nresult: ... (exit 1)\n")
+    assert said == ("lib/python3.9/site-packages/numba/np/ufunc/tbbpool.cpython-39-x86_64-"
+                    "linux-gnu.so needs libtbb.so.2 (import numba: SystemError: initialization "
+                    "of _internal failed without raising an exception (not a missing library: "
+                    "the static verdict stands))")
+    assert _linkage_said("error: no such prefix") == ""
+    assert _linkage_said(json.dumps({"findings": []})) == ""
+    row = Row(name="s4", repo="r", kind="requirements.txt", field="nlp", year="2023",
+              steps={"install": (1, 1.0), "verify": (1, 1.0)}, reason=f"samebits right: {said}")
+    assert row.outcome == "samebits right"
