@@ -138,3 +138,22 @@ def test_a_changed_file_is_env_drift(installed: tuple[Path, Path, Path]) -> None
 def test_bad_input_is_exit_2(args: tuple[str, ...], message: str) -> None:
     proc = _run("verify", "node", "--no-canary", *args)
     assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_the_canary_is_deterministic_without_importing_the_compiler() -> None:
+    """The canary sets ATen's deterministic algorithms without importing torch._inductor
+    (0.8 s of the prolog on torch 2.13), and torch says they are on; its bits are those of
+    ``torch.use_deterministic_algorithms(True)``, which sets the same flag and inductor's."""
+    code = ("import json, sys; from verify.node import canaryrun as c; doc = c.run('cpu', 1); "
+            "import torch; print(json.dumps([doc['digest'], "
+            "doc['settings']['deterministic_algorithms'], "
+            "'torch._inductor.config' in sys.modules, "
+            "torch.are_deterministic_algorithms_enabled()]))")
+    public = code.replace("doc = c.run('cpu', 1)", "import torch; c.deterministic = lambda t: "
+                          "t.use_deterministic_algorithms(True); doc = c.run('cpu', 1)")
+    got = [json.loads(subprocess.run([sys.executable, "-c", text], cwd=ROOT, check=True,
+                                     capture_output=True, text=True, timeout=300
+                                     ).stdout.splitlines()[-1]) for text in (code, public)]
+    assert got[0][1:] == [True, False, True]
+    assert got[1][1:] == [True, True, True]  # the public call imports the compiler
+    assert got[0][0] == got[1][0]

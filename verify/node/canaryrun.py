@@ -76,12 +76,26 @@ def settings(torch: Any, threads: int) -> dict[str, Any]:
                                              "OPENBLAS_", "NVIDIA_TF32"))}}
 
 
+def deterministic(torch: Any) -> None:
+    """ATen's deterministic algorithms, as ``torch.use_deterministic_algorithms(True)`` sets
+    them. That function also sets ``torch._inductor.config.deterministic``, and since torch 2.x
+    importing that config imports inductor and dynamo: 0.8 s of a 2-second prolog on torch
+    2.13, for a flag only compiled code reads. The canary compiles nothing (``workload`` is
+    eager ATen ops), so it sets ATen's flag alone, through the same call torch makes; what
+    torch reports afterwards (``are_deterministic_algorithms_enabled``) is in its settings."""
+    setter = getattr(torch._C, "_set_deterministic_algorithms", None)
+    if setter is None:  # pragma: no cover - a torch without it: the public call
+        torch.use_deterministic_algorithms(True)
+    else:
+        setter(True)
+
+
 def run(device: str, threads: int) -> dict[str, Any]:
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     import torch
 
     torch.set_num_threads(threads)
-    torch.use_deterministic_algorithms(True)
+    deterministic(torch)
     if hasattr(torch, "set_float32_matmul_precision"):  # torch 1.12; before, the switch below
         torch.set_float32_matmul_precision("highest")
     torch.backends.cuda.matmul.allow_tf32 = False
