@@ -182,12 +182,14 @@ class Validator:
         return val
 
     def conda(self, data: Mapping[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...] | None]:
-        from rattler import MatchSpec
-
         channels = self.strings(data, "conda.channels") or ()
         deps = self.strings(data, "conda.dependencies")
         if deps is None:
             return channels, None
+        # imported only for a spec with conda dependencies (20 ms of every install that reads
+        # a PyPI-only spec for its [install] sources)
+        from rattler import MatchSpec
+
         names: dict[str, str] = {}
         for dep in deps:
             try:

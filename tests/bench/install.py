@@ -41,14 +41,14 @@ caches:
 
 Printed: every run with the load average (``os.getloadavg()``, 1 minute) beside it, the median
 of each, the ratios, and the environment digest of each of our runs and of ``before``'s (the
-same path and lock each time, so it must not change). Goals, from issue 26 (measured before it
-on an idle 2-core machine: uv 0.61 s warm, ours 11.5 to 14.5 s by copy):
+same path and lock each time, so it must not change). Goals, from issue 44 (issue 26 set them
+before, measured on an idle 2-core machine: uv 0.61 s warm, ours 11.5 to 14.5 s by copy):
 
-    ours (links, verify included)   <= 2x uv warm
+    ours (links, verify included)   <= 3x uv warm (issue 44)
     copy                            no slower than ``before`` in the same run (where this
                                     checkout lacks commit BEFORE: than COPY_BEFORE_SECONDS,
                                     the figure of another day, and the summary says so)
-    cold ours                       <= 1.3x uv cold
+    cold ours                       <= 1.5x uv cold (issue 44)
 
 A figure measured while other work runs is not one: the load average is printed before the
 bench begins (other work; above 1 the summary says these are not figures) and beside each run
@@ -80,8 +80,8 @@ from tests.bench import background_note, load
 ROOT = Path(__file__).resolve().parents[2]
 LOCK = ROOT / "lockfiles" / "cpu.conda-lock.yml"
 REQUIREMENTS = ROOT / "containers" / "cpu" / "linux-64.requirements.txt"
-GOAL_WARM = 2.0          # ours (links, verify included) / uv warm
-GOAL_COLD = 1.3          # cold ours / cold uv
+GOAL_WARM = 3.0          # ours (links, verify included) / uv warm (issue 44; 26 asked 2x)
+GOAL_COLD = 1.5          # cold ours / cold uv (issue 44; 26 asked 1.3x)
 COPY_BEFORE_SECONDS = 11.5  # --link-mode copy before issue 26, idle (the best of its runs)
 # the last commit before issue 26's first change (ee5523e, "A sealed cache, links by default")
 BEFORE = "308359e7962625a257fec2b3d5572e56e3b1e591"
@@ -130,6 +130,30 @@ def run_ours(lock: Path, prefix: Path, cache: Path, python: str, *extra: str,
                                "--python", python, "--cache-dir", str(cache), "--json",
                                *extra], cwd=source)
     return seconds, cpu, json.loads(out)
+
+
+def phases(lock: Path, prefix: Path, cache: Path, python: str) -> list[tuple[str, float]]:
+    """One more warm run of ours (untimed as a whole) with its progress lines on stderr, each
+    stamped as it arrives: (phase, seconds until the next line), the last phase ending when
+    the process does. The first is the start: the interpreter, imports, reading the lock."""
+    _clear(prefix)
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "samebits", "install", str(lock),
+                             "--platform", "linux-64", "--target", str(prefix), "--python",
+                             python, "--cache-dir", str(cache)], cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    marks = [("start", 0.0)]
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        if line.rstrip().endswith(" ..."):
+            name = line.strip()[:-4].split(" (")[0]
+            marks.append((" ".join(w for w in name.split() if not w[0].isdigit()
+                                   and not w.startswith("/"))[:40],
+                          time.perf_counter() - t0))
+    proc.wait(timeout=600)
+    end = time.perf_counter() - t0
+    return [(name, (marks[i + 1][1] if i + 1 < len(marks) else end) - at)
+            for i, (name, at) in enumerate(marks)]
 
 
 def before_source(work: Path, root: Path = ROOT, commit: str = BEFORE) -> tuple[Path | None, str]:
@@ -329,6 +353,12 @@ def main(argv: list[str]) -> int:
             record(kind, seconds, cpu, at,
                    f"environment {digests[kind][-1][:16]}  ({_describe(doc)})")
             if kind == "ours":
+                at = load()
+                split = phases(lock, prefix, cache, python)
+                print(f"  phases     (load {max(at, load()):4.1f}) " + ", ".join(
+                    f"{name} {sec:.2f}" for name, sec in split) + f"; total "
+                    f"{sum(sec for _, sec in split):.2f} s against uv {times['uv'][-1]:.2f} s",
+                    flush=True)
                 at = load()
                 floors.append(floor(prefix, work, python))
                 f = floors[-1]

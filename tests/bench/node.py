@@ -15,9 +15,10 @@ timed from outside, with the load average (1 minute) beside it:
              the install's
     full     ``--full``: every byte hashed, the seal not trusted (``--full-every N``'s run)
 
-Goals (issue 27): warm under 10 s, cold under 60 s, on the cpu lock's environment. A figure
-taken while other work runs is not one: the summary's last line says whether the load average
-before the bench began was that of an idle machine (the bench's own runs raise it after).
+Goals: warm under 2 s (issue 44; issue 27 asked 10 s), cold under 60 s (issue 27), on the cpu
+lock's environment. A figure taken while other work runs is not one: the summary's last line
+says whether the load average before the bench began was that of an idle machine (the bench's
+own runs raise it after).
 
     python -m tests.bench node [--runs=3] [--work=DIR]
 """
@@ -38,7 +39,7 @@ from tests.bench import background_note, load
 
 ROOT = Path(__file__).resolve().parents[2]
 LOCK = ROOT / "lockfiles" / "cpu.conda-lock.yml"
-GOAL_WARM, GOAL_COLD = 10.0, 60.0
+GOAL_WARM, GOAL_COLD = 2.0, 60.0  # warm: issue 44 (27 asked 10 s)
 DERIVED = ("codescan", "lockparse", "statmemo", "bytecode")
 
 

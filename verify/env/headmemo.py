@@ -7,7 +7,9 @@ verify spent in its workers) and a ``.pyc``'s 16-byte header (``verify.env.bytec
 are functions of the file's bytes, and so of the sha256 the seal proves. The memo keeps them per
 cache entry, by that sha256:
 
-    CACHE/unpacked/<key>/heads.json, CACHE/pyc/<key>/<name>/heads.json
+    CACHE/unpacked/<key>/heads.json, CACHE/pyc/<key>/<name>/heads.json, and for a venv's
+    base interpreter files, which the stat memo proves (``verify.env.statmemo``),
+    CACHE/statmemo/<name>/heads.json
         {"format": 1, "kind": "samebits.heads",
          "heads": {"<sha256>": [<ElfInfo fields, or null>, "<pyc header hex, or null>"], ...}}
 

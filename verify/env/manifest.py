@@ -158,16 +158,33 @@ def build_manifest(prefix: Path, *, jobs: int | None = None, elf: bool = True,
         remember: list[int] = []        # positions of outside files hashed now
         heads = HeadMemo()
         head_of: dict[int, tuple[str, str]] = {}  # hash index -> (entry root, sealed sha256)
+        def proven(rel: str, st: os.stat_result, sha256: str, is_elf: bool | None,
+                   root: str) -> int:
+            """A file whose bytes a stat proved (``root``: where the heads of its kind are
+            remembered): its head taken from the memo, or read by a worker (the hash index)
+            when it is needed (a pyc's header; an ELF file's facts where ``elf``)."""
+            pyc = rel.endswith(".pyc")
+            if not (pyc or (elf and is_elf is not False)):
+                given[len(walked)] = Hashed(sha256)
+                return -1
+            got_head = heads.get(root, sha256) if pyc or is_elf else None
+            if got_head is not None:  # a pyc is never ELF: its facts are None either way
+                given[len(walked)] = Hashed(sha256, got_head[0] if elf else None, None,
+                                            got_head[1])
+                return -1
+            n = hasher.add(rel, st.st_size, known=sha256)
+            if pyc or (elf and is_elf):  # remembered only what was read in full
+                head_of[n] = (root, sha256)
+            return n
+
+        outside_heads = memo.heads_root if memo is not None else ""
         for rel, st, target in _walk_all(str(prefix), outside, unreadable):
             n = -1
             if stat.S_ISREG(st.st_mode) and rel[0] == "/" and memo is not None:
                 got = memo.lookup(rel, st)
                 if got is not None:
                     by_memo += 1
-                    if rel.endswith(".pyc") or (elf and got[1] is not False):
-                        n = hasher.add(rel, st.st_size, known=got[0])  # its head is read
-                    else:
-                        given[len(walked)] = Hashed(got[0])
+                    n = proven(rel, st, got[0], got[1], outside_heads)
                     walked.append((rel, st, target, n))
                     continue
                 remember.append(len(walked))
@@ -176,17 +193,7 @@ def build_manifest(prefix: Path, *, jobs: int | None = None, elf: bool = True,
                 if found is not None:
                     sealed, root = found
                     by_identity += 1
-                    if sealed.elf or rel.endswith(".pyc"):  # its head, unless remembered
-                        got_head = heads.get(root, sealed.sha256) if elf else None
-                        if got_head is not None:
-                            given[len(walked)] = Hashed(sealed.sha256, got_head[0], None,
-                                                        got_head[1])
-                        else:
-                            n = hasher.add(rel, st.st_size, known=sealed.sha256)
-                            if elf:
-                                head_of[n] = (root, sealed.sha256)
-                    else:
-                        given[len(walked)] = Hashed(sealed.sha256)
+                    n = proven(rel, st, sealed.sha256, sealed.elf, root)
                     walked.append((rel, st, target, n))
                     if rel[0] != "/":
                         n_inside = len(walked)
@@ -238,14 +245,17 @@ def build_manifest(prefix: Path, *, jobs: int | None = None, elf: bool = True,
             nullcontext(lambda n=1: None)
         with bar as advance:
             hasher.wait(lambda nbytes: advance(nbytes / 1e6), each)
-    heads.save()
     if memo is not None:
         for pos in remember:
             e = entries[pos]
             if e is not None and e.sha256 and e.error is None:
                 memo.remember(e.path, walked[pos][1], e.sha256, e.elf is not None if elf
                               else None)
+                if e.path.endswith(".pyc") or (elf and e.elf is not None):
+                    # what its bytes said, read with them: for the runs the memo proves
+                    heads.remember(outside_heads, e.sha256, e.elf, e.head)
         memo.save()
+    heads.save()
     inside = [e for e in entries[:n_inside] if e is not None and e.path[0] != "/"]
     out = [e for e in entries if e is not None and e.path[0] == "/"]
     done = sorted(inside, key=lambda e: os.fsencode(e.path))

@@ -12,7 +12,10 @@ it while it was read:
                    ...]}
 
 (``elf``: whether the file is an ELF object, or null when the hash that made the entry did not
-look; an ELF file's dynamic section, and a pyc's header, are still read when they are needed).
+look). An ELF file's dynamic section and a pyc's header, facts of the bytes the memo proves, are
+kept beside it by ``verify.env.headmemo`` (``CACHE/statmemo/<the same name>/heads.json``, by
+sha256), so that a run the memo proves opens none of those files: 5,133 stdlib pycs of CPython
+3.12, whose headers the bytecode check reads.
 
 **What a stat proves here**, as for a seal: ``ctime`` cannot be set from user space, and any
 change to an inode (its bytes, its mode, its links, its times) moves it to now. A file whose
@@ -58,6 +61,9 @@ class StatMemo:
         self.paths = sorted(set(paths))
         digest = hashlib.sha256("\0".join(self.paths).encode()).hexdigest()
         self.file = cache / FOLDER / f"{digest[:32]}.json"
+        # where ``verify.env.headmemo`` keeps the heads of these files (a pyc's header, an
+        # ELF file's facts), by the sha256 this memo proves: not read again on each run
+        self.heads_root = str(cache / FOLDER / digest[:32])
         self.trusted = trusted
         self.known: dict[str, tuple[Key, str, bool | None]] = {}
         self.changed = False
