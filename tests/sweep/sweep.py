@@ -328,6 +328,8 @@ def _one(entry: dict, out: Path, pip: Path, *, keep: bool) -> Row:
             row.reason = f"not PyPI alone: {row.reason}"
         elif spec.is_file():
             _pip_alone(row, spec, source, work, out, pip, log)
+        else:  # init chose no Python: pip is given the file on each the sweep can run
+            _pip_everywhere(row, entry, source, work, out, pip, log)
         return _done(row, work, keep)
     line, pins = lock_facts(lock)
     row.python = line
@@ -441,6 +443,37 @@ def _pip_alone(row: Row, spec: Path, source: Path, work: Path, out: Path,
                      f"samebits: {row.reason}"
     else:
         row.reason = f"pip installs it on Python {line}; samebits: {row.reason}"
+
+
+LINES = ("3.13", "3.12", "3.11", "3.10", "3.9")  # the Pythons init chooses from
+
+
+def _pip_everywhere(row: Row, entry: dict, source: Path, work: Path, out: Path,
+                    pip: Path, log: Path) -> None:
+    """Where init chose no Python (deit: torch 1.13.1 beside torchvision 0.8.1, which has no
+    wheel for any of them): pip, given the file on each Python of ``LINES`` this machine has,
+    newest first, with the glibc floor and the date init would have written. The first it
+    installs on makes samebits' failure the divergence; where it fails on all, the row says
+    "pip fails too" with the last one's cause."""
+    stand_in = work / "pip-spec.toml"  # what init would have written, for pip_install
+    samebits_said, tried, cause = row.reason, [], ""
+    for line in LINES:
+        python = pyenv_python(line)
+        if python is None:
+            continue
+        stand_in.write_text(f'python = "{line}"\nexclude-newer = "{entry["date"]}"\n')
+        shutil.rmtree(work / "theirs", ignore_errors=True)
+        code, said = pip_install(row, source, stand_in, python, work, out, pip, log,
+                                 constraints=None)
+        if code == 0:
+            row.python = line
+            row.reason = f"pip installs it on Python {line}; samebits: {samebits_said}"
+            return
+        tried.append(line)
+        cause = _pip_cause(said)
+    if tried:
+        row.reason = f"pip fails too, on Python {', '.join(tried)}: {cause}; " \
+                     f"samebits: {samebits_said}"
 
 
 def _pip_cause(said: str) -> str:
