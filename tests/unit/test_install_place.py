@@ -208,6 +208,24 @@ def test_write_file_and_make_dirs(tmp_path: Path) -> None:
         write_file(tmp_path / "a" / "run", b"other", False)
 
 
+def test_make_dirs_makes_wide_levels_on_threads(tmp_path: Path) -> None:
+    """Levels wider than DIR_BATCH are made on threads, parents before children, folders
+    already there left as they are; a file where a folder must go is an error, not skipped."""
+    from samebits.install.place import DIR_BATCH
+
+    wide = [str(tmp_path / f"p{i}" / "__pycache__") for i in range(DIR_BATCH * 3)]
+    (tmp_path / "p0").mkdir()
+    make_dirs([*wide, str(tmp_path / "p1" / "deep" / "er")])
+    assert all(Path(d).is_dir() for d in wide) and (tmp_path / "p1" / "deep" / "er").is_dir()
+    make_dirs(wide)  # all there: nothing to do, nothing raised
+    (tmp_path / "q").mkdir()
+    for i in range(DIR_BATCH * 2):
+        (tmp_path / "q" / f"d{i}").mkdir()
+    (tmp_path / "q" / "d7" / "x").write_text("a file")
+    with pytest.raises(FileExistsError):
+        make_dirs([str(tmp_path / "q" / f"d{i}" / "x") for i in range(DIR_BATCH * 2)])
+
+
 def test_place_all_places_many_files_on_threads(tmp_path: Path) -> None:
     """Hundreds of files over several threads (biggest first), in nested folders, progress
     reported up to every byte."""
