@@ -64,25 +64,39 @@ class HeadMemo:
 
     def __init__(self) -> None:
         self._known: dict[str, dict[str, Head]] = {}
+        self._raw: dict[str, dict[str, Any]] = {}  # as parsed, turned into a Head when asked
         self._added: dict[str, dict[str, Head]] = {}
         self.used = 0
 
     def _load(self, root: str) -> dict[str, Head]:
         known = self._known.get(root)
         if known is None:
-            known = {}
+            known, raw = {}, {}
             with contextlib.suppress(OSError, ValueError, TypeError, KeyError, AttributeError):
                 doc = json.loads((Path(root) / FILE).read_bytes())
-                if doc.get("format") == FORMAT and doc.get("kind") == KIND:
-                    known = {str(sha): (_elf_of(elf), None if head is None
-                                        else bytes.fromhex(head))
-                             for sha, (elf, head) in doc["heads"].items()}
-            self._known[root] = known
+                if doc.get("format") == FORMAT and doc.get("kind") == KIND \
+                        and isinstance(doc["heads"], dict):
+                    raw = doc["heads"]
+            self._known[root], self._raw[root] = known, raw
         return known
+
+    def _head(self, root: str, sha256: str) -> Head | None:
+        """The remembered head, made from its JSON the first time it is asked for (a memo
+        holds thousands; a run asks for those it proves); one that does not parse is none."""
+        known = self._load(root)
+        got = known.get(sha256)
+        if got is None and sha256 in self._raw[root]:
+            try:
+                elf, head = self._raw[root].pop(sha256)
+                got = (_elf_of(elf), None if head is None else bytes.fromhex(head))
+            except (ValueError, TypeError, KeyError, AttributeError):
+                return None
+            known[sha256] = got
+        return got
 
     def get(self, root: str, sha256: str) -> Head | None:
         """The head remembered for the file of ``sha256`` in the entry ``root``, or None."""
-        got = self._load(root).get(sha256)
+        got = self._head(root, sha256)
         if got is not None:
             self.used += 1
         return got
@@ -90,12 +104,14 @@ class HeadMemo:
     def remember(self, root: str, sha256: str, elf: ElfInfo | None, head: bytes | None) -> None:
         """What reading the head of that file gave (only a read of bytes proven to be
         ``sha256``, with no error)."""
-        if self._load(root).get(sha256) != (elf, head):
+        if self._head(root, sha256) != (elf, head):
             self._added.setdefault(root, {})[sha256] = (elf, head)
 
     def save(self) -> None:
         """Write each entry's memo that gained heads; a read-only cache is left as it is."""
         for root, added in sorted(self._added.items()):
+            for sha in list(self._raw[root]):  # every remembered head, written again
+                self._head(root, sha)
             heads = {**self._known[root], **added}
             doc = {"format": FORMAT, "kind": KIND,
                    "heads": {sha: [_elf_json(elf), None if head is None else head.hex()]
