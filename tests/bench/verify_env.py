@@ -29,8 +29,9 @@ verifying process, and the largest hashing worker.
               hashed at one core's rate: no split makes a single file faster)
 
 Each figure has the load average (``os.getloadavg()``, 1 minute) beside it: a figure taken
-while the load is above the core count is not one, and the summary says so. Goal (issue 26):
-"ours" at >= 60 % of the limit (limit seconds / ours seconds), up from 37 % before it.
+while the load is above the core count is not one, and the summary says so. Goal (issue 44):
+"ours" at >= 85 % of the limit (limit seconds / ours seconds); issue 26 asked 60 %, up from
+37 % before it.
 
 (``python -m tests.bench`` passes on only the arguments that start with a dash: write
 ``--rounds=5``, not ``--rounds 5``.)
@@ -51,7 +52,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_VENV = ROOT / "build" / "bench" / "torch-venv"
 TORCH = "torch==2.13.0"
-GOAL_XARGS, GOAL_LOOP, GOAL_RSS_MB, GOAL_FULL, GOAL_LIMIT = 2.5, 1.7, 150, 2.0, 0.60
+GOAL_XARGS, GOAL_LOOP, GOAL_RSS_MB, GOAL_FULL, GOAL_LIMIT = 2.5, 1.7, 150, 2.0, 0.85
 LIMIT_BUFFER = 8 << 20     # bytes hashed over and over by each process of the limit
 
 
