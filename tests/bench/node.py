@@ -20,7 +20,7 @@ lock's environment. A figure taken while other work runs is not one: the summary
 says whether the load average before the bench began was that of an idle machine (the bench's
 own runs raise it after).
 
-    python -m tests.bench node [--runs=3] [--work=DIR]
+    python -m tests.bench node [--runs=3] [--work=DIR] [--cache-dir=DIR]
 """
 
 from __future__ import annotations
@@ -78,9 +78,12 @@ def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="python -m tests.bench node")
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--work", type=Path, default=ROOT / "build" / "bench" / "install")
+    p.add_argument("--cache-dir", type=Path, help="the sealed cache (default WORK/cache, as "
+                   "the install bench fills it); its derived caches are removed by the cold "
+                   "runs")
     args, _ = p.parse_known_args(argv)
     work = args.work.resolve()
-    prefix, cache = work / "env", work / "cache"
+    prefix, cache = work / "env", (args.cache_dir or work / "cache").resolve()
     cores = len(os.sched_getaffinity(0))
     background = load()  # before this bench did anything: what other work puts on the machine
     print(f"load average before the bench: {background:.2f} on {cores} cores", flush=True)
