@@ -3,8 +3,11 @@
 Both install ``lockfiles/cpu.conda-lock.yml`` for linux-64 (32 wheels, torch with its CUDA
 wheels, about 4.7 GB installed) on a Python 3.12 found as ``samebits install`` finds one. One
 untimed round fills both caches (the first run downloads about 3 GB from PyPI for each), then
-``--runs`` timed rounds, interleaved, each a whole process into a target folder that is absent
-(the previous one is deleted, untimed):
+``--runs`` timed rounds of the linked installs (uv, ours, the floor, ours' phases), interleaved,
+then ``--runs`` rounds of the copies (uv+pyc, copy, before: a copy writes 4.7 GB, which evicts
+the caches' inodes from memory, so a linked install after one would read them from disk), each
+run a whole process into a target folder that is absent (the previous one is deleted,
+untimed):
 
     uv        uv venv V --python PY && uv pip install --require-hashes --no-deps
               -r containers/cpu/linux-64.requirements.txt --python V/bin/python
@@ -340,35 +343,43 @@ def main(argv: list[str]) -> int:
         print(f"  {kind:<10} {seconds:7.2f} s ({cpu:5.1f} CPU-s, load {loads[kind][-1]:4.1f})"
               + (f"  {what}" if what else ""), flush=True)
 
+    # the linked rounds first, then the copies: a copy writes 4.7 GB, which pushes the cache's
+    # inodes and folders out of memory and leaves writeback behind, and a linked install
+    # after it (uv's or ours) then reads them from disk: not a warm install any more
     for r in range(1, args.runs + 1):
         print(f" round {r}", flush=True)
         at = load()
         seconds, cpu = run_uv(requirements, venv, python, uv_cache)
         record("uv", seconds, cpu, at)
         at = load()
+        seconds, cpu, doc = run_ours(lock, prefix, cache, python)
+        digests["ours"].append(doc["verify"]["digests"]["environment"])
+        record("ours", seconds, cpu, at,
+               f"environment {digests['ours'][-1][:16]}  ({_describe(doc)})")
+        at = load()
+        floors.append(floor(prefix, work, python))
+        f = floors[-1]
+        print(f"  floor      {f['total']:7.2f} s (load {max(at, load()):4.1f})  "
+              f"{f['files']:,} lstats {f['check']:.2f} s, {f['dirs']:,} mkdirs + "
+              f"{f['files']:,} links {f['place']:.2f} s, walk of {f['walked']:,} "
+              f"{f['walk']:.2f} s; cp -al {f['cp -al']:.2f} s; "
+              f"{Path(python).name} -c pass {f['start']:.3f} s", flush=True)
+        at = load()
+        split = phases(lock, prefix, cache, python)
+        print(f"  phases     (load {max(at, load()):4.1f}) " + ", ".join(
+            f"{name} {sec:.2f}" for name, sec in split) + f"; total "
+            f"{sum(sec for _, sec in split):.2f} s against uv {times['uv'][-1]:.2f} s",
+            flush=True)
+    for r in range(1, args.runs + 1):
+        print(f" copy round {r}", flush=True)
+        at = load()
         seconds, cpu = run_uv(requirements, venv, python, uv_cache, "--compile-bytecode")
         record("uv+pyc", seconds, cpu, at)
-        for kind, extra in (("ours", ()), ("copy", ("--link-mode", "copy"))):
-            at = load()
-            seconds, cpu, doc = run_ours(lock, prefix, cache, python, *extra)
-            digests[kind].append(doc["verify"]["digests"]["environment"])
-            record(kind, seconds, cpu, at,
-                   f"environment {digests[kind][-1][:16]}  ({_describe(doc)})")
-            if kind == "ours":
-                at = load()
-                split = phases(lock, prefix, cache, python)
-                print(f"  phases     (load {max(at, load()):4.1f}) " + ", ".join(
-                    f"{name} {sec:.2f}" for name, sec in split) + f"; total "
-                    f"{sum(sec for _, sec in split):.2f} s against uv {times['uv'][-1]:.2f} s",
-                    flush=True)
-                at = load()
-                floors.append(floor(prefix, work, python))
-                f = floors[-1]
-                print(f"  floor      {f['total']:7.2f} s (load {max(at, load()):4.1f})  "
-                      f"{f['files']:,} lstats {f['check']:.2f} s, {f['dirs']:,} mkdirs + "
-                      f"{f['files']:,} links {f['place']:.2f} s, walk of {f['walked']:,} "
-                      f"{f['walk']:.2f} s; cp -al {f['cp -al']:.2f} s; "
-                      f"{Path(python).name} -c pass {f['start']:.3f} s", flush=True)
+        at = load()
+        seconds, cpu, doc = run_ours(lock, prefix, cache, python, "--link-mode", "copy")
+        digests["copy"].append(doc["verify"]["digests"]["environment"])
+        record("copy", seconds, cpu, at,
+               f"environment {digests['copy'][-1][:16]}  ({_describe(doc)})")
         if before is not None:
             at = load()
             seconds, cpu, doc = run_ours(lock, prefix, before_cache, python, "--link-mode",

@@ -9,7 +9,8 @@ commit and licence named), in ``build/sweep/NAME``, with the installed ``samebit
              with that --python-version, as a user would: said in the table)
     lock     samebits lock NAME                       (real uv against PyPI)
     install  samebits install LOCK --target ours --python <pyenv's X.Y> --platform linux-64
-    pip      <that X.Y> -m venv --without-pip theirs; pip (PIP, one pinned release, run from
+    pip      (beside install: the two run at once, so their seconds overlap)
+             <that X.Y> -m venv --without-pip theirs; pip (PIP, one pinned release, run from
              the sweep's own venv) --python theirs/bin/python install -r FILE -c <the lock's
              linux-64 PyPI versions, name==version>, no pip configuration (PIP_CONFIG_FILE=
              /dev/null: no find-links, no extra index, no cap): pip resolves the authors' file,
@@ -63,6 +64,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -137,7 +139,7 @@ def run(row: Row, step: str, argv: list[str], *, log: Path, env: dict[str, str] 
     with open(log, "a") as out:
         out.write(f"\n$ {' '.join(argv)}\n{text}\n(exit {code} in {took:.0f} s)\n")
     row.steps[step] = (code, took)
-    print(f"           exit {code} in {took:.0f} s", flush=True)
+    print(f"  {step:8} exit {code} in {took:.0f} s", flush=True)
     return code, text
 
 
@@ -338,6 +340,14 @@ def _one(entry: dict, out: Path, pip: Path, *, keep: bool) -> Row:
     if python is None:
         row.reason = f"no pyenv Python {line} here"
         return _done(row, work, keep)
+    constraints = work / "constraints.txt"
+    constraints.write_text("".join(f"{n}=={v}\n" for n, v in pins))
+    # pip's install beside samebits' (neither reads what the other writes; each is mostly one
+    # core unpacking): a file's row takes the longer of the two, not their sum
+    side = ThreadPoolExecutor(max_workers=1)
+    theirs_done = side.submit(pip_install, row, source, spec, python, work, out, pip, log,
+                              constraints=constraints)
+    side.shutdown(wait=False)
     code, said = run(row, "install", [*samebits(), "install", str(lock), "--target", str(ours),
                                       "--python", str(python), "--platform", "linux-64"],
                      log=log)
@@ -349,11 +359,9 @@ def _one(entry: dict, out: Path, pip: Path, *, keep: bool) -> Row:
         row.steps.pop("ours", None)
     if code != 0 and not broken:
         row.reason = f"install: {_first_error(said)}"
+        theirs_done.result()  # its environment is removed with the rest
         return _done(row, work, keep)
-    constraints = work / "constraints.txt"
-    constraints.write_text("".join(f"{n}=={v}\n" for n, v in pins))
-    code, said = pip_install(row, source, spec, python, work, out, pip, log,
-                             constraints=constraints)
+    code, said = theirs_done.result()
     if code != 0:
         row.reason = f"pip: {_first_error(said)}"
         if NOT_PYPI.search(text):  # samebits init left those lines out (said in its spec)
