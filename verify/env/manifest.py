@@ -158,6 +158,7 @@ def build_manifest(prefix: Path, *, jobs: int | None = None, elf: bool = True,
         remember: list[int] = []        # positions of outside files hashed now
         heads = HeadMemo()
         head_of: dict[int, tuple[str, str]] = {}  # hash index -> (entry root, sealed sha256)
+
         def proven(rel: str, st: os.stat_result, sha256: str, is_elf: bool | None,
                    root: str) -> int:
             """A file whose bytes a stat proved (``root``: where the heads of its kind are
