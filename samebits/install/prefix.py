@@ -67,7 +67,7 @@ from samebits.install.place import (
     make_dirs,
     one_copy_per_path,
     place_all,
-    write_file,
+    write_all,
 )
 from samebits.install.seal import CheckResult, reseal_all
 from samebits.install.seal import check as check_seal
@@ -499,13 +499,8 @@ def _place(plan: _Plan, stage: Path, placer: Placer, venv: str | None, line: str
         make_dirs([str(d) for d in dirs] + [str(p.parent) for p, _, _ in writes]
                   + [str(p.parent) for p, _ in links])
         place_all(copies, str(stage), placer, advance=advance)
-        clobbered = []
-        for path, data, executable in writes:
-            try:
-                write_file(path, data, executable)
-            except FileExistsError:
-                clobbered.append(f"{path}: already exists (two packages write it)")
-            advance(len(data))
+        clobbered = write_all(writes)
+        advance(sum(len(data) for _, data, _ in writes))
         for path, target in links:
             try:
                 os.symlink(target, path)

@@ -226,6 +226,23 @@ def test_make_dirs_makes_wide_levels_on_threads(tmp_path: Path) -> None:
         make_dirs([str(tmp_path / "q" / f"d{i}" / "x") for i in range(DIR_BATCH * 2)])
 
 
+def test_write_all_writes_many_files_on_threads(tmp_path: Path) -> None:
+    """Many generated files are written on threads, each with its bytes and mode; a path
+    already there is named, never overwritten, whichever thread meets it."""
+    from samebits.install.place import DIR_BATCH, write_all
+
+    writes = [(tmp_path / f"f{i}", f"file {i}\n".encode(), i % 3 == 0)
+              for i in range(DIR_BATCH * 4)]
+    (tmp_path / "f5").write_bytes(b"there before")
+    said = write_all(writes)
+    assert said == [f"{tmp_path / 'f5'}: already exists (two packages write it)"]
+    assert (tmp_path / "f5").read_bytes() == b"there before"
+    for path, data, executable in writes:
+        if path.name != "f5":
+            assert path.read_bytes() == data
+            assert stat.S_IMODE(path.stat().st_mode) == (0o755 if executable else 0o644)
+
+
 def test_place_all_places_many_files_on_threads(tmp_path: Path) -> None:
     """Hundreds of files over several threads (biggest first), in nested folders, progress
     reported up to every byte."""

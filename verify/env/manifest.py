@@ -155,7 +155,7 @@ def build_manifest(prefix: Path, *, jobs: int | None = None, elf: bool = True,
         n_inside = 0
         given: dict[int, Hashed] = {}   # position in walked -> what its seal proves
         by_hash = by_identity = by_memo = 0
-        remember: list[int] = []        # positions of outside files hashed now
+        remember: list[int] = []        # outside files whose memo entry is written now
         heads = HeadMemo()
         head_of: dict[int, tuple[str, str]] = {}  # hash index -> (entry root, sealed sha256)
 
@@ -185,6 +185,8 @@ def build_manifest(prefix: Path, *, jobs: int | None = None, elf: bool = True,
                 got = memo.lookup(rel, st)
                 if got is not None:
                     by_memo += 1
+                    if got[1] is None and elf:  # remembered by a run without the linkage
+                        remember.append(len(walked))  # check: whether it is ELF, learnt now
                     n = proven(rel, st, got[0], got[1], outside_heads)
                     walked.append((rel, st, target, n))
                     continue
