@@ -73,6 +73,7 @@ class Placer:
         self._lock = threading.Lock()
         self.used: Counter[str] = Counter()
         self.linked: list[str] = []   # the cache paths hardlinked (their seals are refreshed)
+        self.dirs: set[str] = set()   # the folders made (or found) under the prefix so far
 
     @property
     def methods(self) -> dict[str, int]:
@@ -215,36 +216,39 @@ def write_all(writes: Sequence[tuple[Path, bytes, bool]]) -> list[str]:
     return [s for s in said if s is not None]
 
 
-def make_dirs(paths: Iterable[str]) -> None:
+def make_dirs(paths: Iterable[str], made: set[str] | None = None) -> None:
     """Every folder the files go into, made once, before the links are: each missing folder
-    and its missing parents, one ``mkdir`` each, a level of depth at a time (parents first).
-    A level of many folders is made on ``THREADS`` threads: a ``mkdir`` waits on the
-    filesystem's journal (0.1 to 1 ms each on this project's ext4 after a large tree was
-    deleted, as a bench's previous run leaves it: 2,100 folders took 0.9 to 1.4 s one after
-    another and 0.5 to 0.65 s on four threads), and folders of one level do not wait on each
-    other. uv makes its folders from many threads too."""
+    and its missing parents, one ``mkdir`` each, in waves: a folder whose parent is not to be
+    made (it is there) goes in the first, its children in the next. A wave of many folders is
+    made on ``THREADS`` threads: a ``mkdir`` waits on the filesystem's journal (0.1 to 1 ms
+    each on this project's ext4 after a large tree was deleted, as a bench's previous run
+    leaves it: 2,100 folders took 0.9 to 1.4 s one after another and 0.5 to 0.65 s on four
+    threads), and folders of one wave do not wait on each other. uv makes its folders from
+    many threads too. ``made``: folders known to be there (an install's earlier calls), not
+    made or climbed again; those made now are added to it."""
+    made = set() if made is None else made
     wanted: set[str] = set()
     for d in set(paths):
-        while d and d not in wanted:
+        while d and d not in wanted and d not in made:
             wanted.add(d)
             d = os.path.dirname(d)
-    levels: dict[int, list[str]] = {}
-    for d in wanted:
-        levels.setdefault(d.count("/"), []).append(d)
     pool = None
     try:
-        for depth in sorted(levels):
-            level = sorted(levels[depth])
-            if len(level) < DIR_BATCH or THREADS == 1:
-                for d in level:
+        while wanted:
+            wave = sorted(d for d in wanted
+                          if os.path.dirname(d) not in wanted or os.path.dirname(d) == d)
+            if len(wave) < DIR_BATCH or THREADS == 1:
+                for d in wave:
                     _mkdir(d)
-                continue
-            if pool is None:
-                from concurrent.futures import ThreadPoolExecutor
+            else:
+                if pool is None:
+                    from concurrent.futures import ThreadPoolExecutor
 
-                pool = ThreadPoolExecutor(max_workers=THREADS)
-            for _ in pool.map(_mkdir, level, chunksize=DIR_BATCH // 2):
-                pass  # a failure is raised here, in the calling thread
+                    pool = ThreadPoolExecutor(max_workers=THREADS)
+                for _ in pool.map(_mkdir, wave, chunksize=DIR_BATCH // 2):
+                    pass  # a failure is raised here, in the calling thread
+            wanted.difference_update(wave)
+            made.update(wave)
     finally:
         if pool is not None:
             pool.shutdown()
@@ -264,7 +268,7 @@ def place_all(jobs: Sequence[Copy], root: str, placer: Placer, *,
     threads overlap the waiting), each with its share of the bytes, biggest files first.
     Every failure is collected and named."""
     root = root.rstrip("/") + "/"
-    make_dirs(os.path.dirname(root + j.rel) for j in jobs)
+    make_dirs((os.path.dirname(root + j.rel) for j in jobs), made=placer.dirs)
     problems: list[str] = []
     lock = threading.Lock()
     shares: list[list[Copy]] = [[] for _ in range(min(THREADS, max(1, len(jobs) // 64)))]

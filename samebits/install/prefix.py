@@ -497,7 +497,7 @@ def _place(plan: _Plan, stage: Path, placer: Placer, venv: str | None, line: str
         os.symlink(target, path)
     with progress(f"placing {count:,} files ({size_text(total)})", total) as advance:
         make_dirs([str(d) for d in dirs] + [str(p.parent) for p, _, _ in writes]
-                  + [str(p.parent) for p, _ in links])
+                  + [str(p.parent) for p, _ in links], made=placer.dirs)
         place_all(copies, str(stage), placer, advance=advance)
         clobbered = write_all(writes)
         advance(sum(len(data) for _, data, _ in writes))

@@ -209,8 +209,9 @@ def test_write_file_and_make_dirs(tmp_path: Path) -> None:
 
 
 def test_make_dirs_makes_wide_levels_on_threads(tmp_path: Path) -> None:
-    """Levels wider than DIR_BATCH are made on threads, parents before children, folders
-    already there left as they are; a file where a folder must go is an error, not skipped."""
+    """Waves wider than DIR_BATCH are made on threads, parents before children, folders
+    already there left as they are; a file where a folder must go is an error, not skipped;
+    folders in ``made`` are taken as there (not made, not climbed) and those made join it."""
     from samebits.install.place import DIR_BATCH
 
     wide = [str(tmp_path / f"p{i}" / "__pycache__") for i in range(DIR_BATCH * 3)]
@@ -224,6 +225,11 @@ def test_make_dirs_makes_wide_levels_on_threads(tmp_path: Path) -> None:
     (tmp_path / "q" / "d7" / "x").write_text("a file")
     with pytest.raises(FileExistsError):
         make_dirs([str(tmp_path / "q" / f"d{i}" / "x") for i in range(DIR_BATCH * 2)])
+    made = {str(tmp_path / "said-there")}  # it is not: trusting made, its child cannot be
+    with pytest.raises(FileNotFoundError):
+        make_dirs([str(tmp_path / "said-there" / "child")], made=made)
+    make_dirs([str(tmp_path / "r" / "s")], made=made)
+    assert {str(tmp_path / "r"), str(tmp_path / "r" / "s")} <= made
 
 
 def test_write_all_writes_many_files_on_threads(tmp_path: Path) -> None:
