@@ -152,9 +152,8 @@ def phases(lock: Path, prefix: Path, cache: Path, python: str) -> list[tuple[str
     for line in proc.stderr:
         if line.rstrip().endswith(" ..."):
             name = line.strip()[:-4].split(" (")[0]
-            marks.append((" ".join(w for w in name.split() if not w[0].isdigit()
-                                   and not w.startswith("/"))[:40],
-                          time.perf_counter() - t0))
+            words = [w for w in name.split() if not w[0].isdigit() and not w.startswith("/")]
+            marks.append((" ".join(words[:3]), time.perf_counter() - t0))
     proc.wait(timeout=600)
     end = time.perf_counter() - t0
     return [(name, (marks[i + 1][1] if i + 1 < len(marks) else end) - at)
