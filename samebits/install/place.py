@@ -33,7 +33,7 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from samebits.errors import InputError, UsageError, plural
 
@@ -44,7 +44,7 @@ NO_REFLINK = {errno.EOPNOTSUPP, errno.ENOTTY, errno.EXDEV, errno.EINVAL, errno.E
               errno.EPERM}
 NO_COPY_RANGE = {errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.EPERM}
 THREADS = 8
-DIR_BATCH = 32  # folders of one level made on one thread at most; more go to THREADS
+DIR_BATCH = 32  # folders or files made by one thread at most; more go to THREADS
 CHUNK = 1 << 30
 PROGRESS_BYTES = 64 << 20
 
@@ -206,14 +206,19 @@ def write_all(writes: Sequence[tuple[Path, bytes, bool]]) -> list[str]:
             return f"{job[0]}: already exists (two packages write it)"
         return None
 
-    if len(writes) < DIR_BATCH or THREADS == 1:
-        said = [one(w) for w in writes]
-    else:
-        from concurrent.futures import ThreadPoolExecutor
+    return [s for s in _each(one, writes, chunksize=4) if s is not None]
 
-        with ThreadPoolExecutor(max_workers=THREADS) as pool:
-            said = list(pool.map(one, writes, chunksize=4))
-    return [s for s in said if s is not None]
+
+def _each(fn: Callable[[Any], Any], items: Sequence[Any], *, chunksize: int) -> list[Any]:
+    """``fn`` of each item, in order: on ``THREADS`` threads when there are ``DIR_BATCH`` or
+    more (each waits on the filesystem's journal, not on the others), else in this thread; a
+    failure is raised here, in the calling thread."""
+    if len(items) < DIR_BATCH or THREADS == 1:
+        return [fn(x) for x in items]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=THREADS) as pool:
+        return list(pool.map(fn, items, chunksize=chunksize))
 
 
 def make_dirs(paths: Iterable[str], made: set[str] | None = None) -> None:
@@ -232,26 +237,12 @@ def make_dirs(paths: Iterable[str], made: set[str] | None = None) -> None:
         while d and d not in wanted and d not in made:
             wanted.add(d)
             d = os.path.dirname(d)
-    pool = None
-    try:
-        while wanted:
-            wave = sorted(d for d in wanted
-                          if os.path.dirname(d) not in wanted or os.path.dirname(d) == d)
-            if len(wave) < DIR_BATCH or THREADS == 1:
-                for d in wave:
-                    _mkdir(d)
-            else:
-                if pool is None:
-                    from concurrent.futures import ThreadPoolExecutor
-
-                    pool = ThreadPoolExecutor(max_workers=THREADS)
-                for _ in pool.map(_mkdir, wave, chunksize=DIR_BATCH // 2):
-                    pass  # a failure is raised here, in the calling thread
-            wanted.difference_update(wave)
-            made.update(wave)
-    finally:
-        if pool is not None:
-            pool.shutdown()
+    while wanted:
+        wave = sorted(d for d in wanted
+                      if os.path.dirname(d) not in wanted or os.path.dirname(d) == d)
+        _each(_mkdir, wave, chunksize=DIR_BATCH // 2)
+        wanted.difference_update(wave)
+        made.update(wave)
 
 
 def _mkdir(d: str) -> None:
