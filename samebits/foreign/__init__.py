@@ -35,18 +35,20 @@ KNOWN = ("a conda-lock file, pixi.lock (v6, v7), uv.lock, pylock.toml, a require
 
 
 def sniff(path: Path, text: str) -> str:
-    """The format of ``text`` (the file at ``path``), one of ``FORMATS``."""
-    from samebits.foreign.explicit import is_explicit
-    from samebits.foreign.pixi import is_pixi
-    from samebits.foreign.requirements import is_hashed_requirements
-
+    """The format of ``text`` (the file at ``path``), one of ``FORMATS``. Each reader's
+    module is imported only when its test is reached (a conda-lock file, the common case,
+    imports none: the requirements reader brings urllib and http.client)."""
     name = Path(path).name
     if name.endswith(("conda-lock.yml", "conda-lock.yaml")):
         return "conda-lock"
+    from samebits.foreign.pixi import is_pixi
+
     if is_pixi(text):
         return "pixi.lock"
     if re.search(r"^(metadata|package):", text, re.M) or name.endswith((".yml", ".yaml")):
         return "conda-lock"  # or a broken one: conda-lock's parser says what is wrong
+    from samebits.foreign.explicit import is_explicit
+
     if is_explicit(text):
         return "conda explicit"
     if name.endswith(".toml") or name == "uv.lock" or "[[package" in text:
@@ -62,6 +64,8 @@ def sniff(path: Path, text: str) -> str:
                 return "pylock.toml"
             if isinstance(data.get("package"), list):
                 return "uv.lock"
+    from samebits.foreign.requirements import is_hashed_requirements
+
     if is_hashed_requirements(text):
         return "requirements.txt"
     raise LockfileError(f"{path}: not a lock samebits reads", hint=f"samebits reads {KNOWN}")

@@ -25,7 +25,6 @@ import stat
 import tempfile
 import time
 import urllib.error
-import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -33,7 +32,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from samebits import net
 from samebits.archives import BadMember, scan_archive
 from samebits.errors import InputError, SamebitsError, UnreachableError, UsageError, plural
 from samebits.host import cache_dir
@@ -144,6 +142,8 @@ def fetch_url(url: str, dest: Path, limits: Limits | None = None, *,
     the user named: --find-links, a mirror's file:// target, the cache, the lock's own
     folder, a project spec's file:// channels and indexes) and only when it is a regular
     file: never a device, a FIFO or a socket."""
+    from samebits import net  # urllib.request and http.client: not for a warm install
+
     limits = limits or Limits()
     parts = urlsplit(url)
     try:
@@ -387,6 +387,8 @@ def download_size(packages: Sequence[LockedPackage], cache: Path,
                 return None
         if not ask:
             return None
+        from samebits import net
+
         try:
             with net.open_url(url, timeout=SIZE_TIMEOUT, method="HEAD") as r:
                 length = r.headers.get("Content-Length", "")

@@ -37,7 +37,6 @@ overwritten (``verify.env.drift``).
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -178,6 +177,8 @@ async def record_shared(spec: EnvironmentSpec, target: PlatformTarget,
     """The shared paths of ``target``'s PyPI part (``packages``: every package the platform
     locks, its built sdists in ``builds``), or None when no two wheels write one path with
     different bytes."""
+    import asyncio  # the lock's event loop has it already; install reads this module too
+
     return await asyncio.to_thread(_record, spec, target, packages, builds, cache=cache,
                                    timeout=timeout, offline=offline)
 

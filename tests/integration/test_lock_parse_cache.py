@@ -56,3 +56,19 @@ def test_other_bytes_and_bad_locks(tmp_path: Path, cache: Path) -> None:
         with pytest.raises(LockfileError):
             parse_lock(bad)
     assert len(list(cache.glob("*/*.json"))) == 2
+
+
+def test_loading_a_conda_lock_imports_no_network_or_other_reader(tmp_path: Path) -> None:
+    """What a warm install reads its lock with brings no other lock format's reader (the
+    requirements reader imports urllib and http.client) and no asyncio: they were 30 ms of
+    every install's start. The second run: the first parses the lock with conda-lock, which
+    imports requests (and so all of them); a warm install reads its remembered parse."""
+    code = ("import sys; from samebits.lock.read import load_lock; "
+            "import samebits.install.prefix, samebits_app.cli; "
+            f"load_lock(__import__('pathlib').Path({str(LOCKS[0])!r})); "
+            "print(sorted(m for m in ('samebits.net', 'http.client', 'urllib.request', "
+            "'asyncio', 'samebits.foreign.requirements') if m in sys.modules))")
+    env = {"XDG_CACHE_HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    run = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=env, cwd=ROOT, timeout=120) for _ in range(2)][-1]
+    assert run.stdout.strip() == "[]", run.stdout + run.stderr
