@@ -1,7 +1,8 @@
 """``samebits install``: a lock's platform into a prefix, then ``verify env`` of the result.
 
     samebits install LOCK --target DIR [--platform P] [--python PY] [--link-mode M]
-                     [--no-bytecode] [--cache-dir C] [--replace] [--from-nix [--store URI]]
+                     [--no-bytecode] [--cache-dir C] [--no-cache-interpreter] [--replace]
+                     [--from-nix [--store URI]]
                      [--find-links DIR ...] [--mirror FROM=TO ...]
                      [--lock-env NAME] [--lock-python X.Y]
     samebits install --from-bundle FILE --target DIR [...]
@@ -66,6 +67,12 @@ def add_parser(sub: argparse._SubParsersAction, parents: list) -> None:
                    "prefix owns every byte)")
     i.add_argument("--no-bytecode", action="store_true",
                    help="do not compile bytecode (verify env then checks no pycs)")
+    i.add_argument("--no-cache-interpreter", action="store_true",
+                   help="keep what the verify learns of the Python interpreter (its stdlib "
+                   "files by stat, every pyc's verdict) in --cache-dir only; by default it is "
+                   "kept in the user's samebits cache, keyed by the interpreter's files and "
+                   "identity, so a new --cache-dir does not check the same interpreter's "
+                   "stdlib again (this flag shows what a first machine pays)")
     i.add_argument("--from-nix", action="store_true",
                    help="take every archive from the Nix store (realised by `nix-build "
                    "containers/ENV -A all`), hash-checked, and install offline")
@@ -147,7 +154,7 @@ REPAIR_KINDS = ("modified", "missing", "type", "exec", "symlink", "bytecode")
 
 
 def run_install(args: argparse.Namespace, out: Output) -> int:
-    from samebits.host import host_platform
+    from samebits.host import cache_dir, host_platform
     from samebits.install import find_interpreter, install_prefix
     from samebits.install.cache import evict
     from samebits.install.prefix import check_something_to_place
@@ -195,7 +202,9 @@ def run_install(args: argparse.Namespace, out: Output) -> int:
         handed = Handed(bc.identity, bc.verdicts) if bc is not None and bc.verdicts else None
         verdict = check_env(prefix, lockfile=env.path, platform=platform, cache=cache,
                             progress=progress, read=read, trust_seal=report.sealed_entries,
-                            loaded=env, handed=handed)
+                            loaded=env, handed=handed,
+                            interpreter_cache=cache if args.no_cache_interpreter
+                            else cache_dir())
     broken = sorted(report.entries_of([f.path for f in verdict.findings
                                        if f.kind in REPAIR_KINDS and f.path]))
     for where in broken:  # a placed file differs from its record: its cache entry is bad

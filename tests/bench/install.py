@@ -36,7 +36,11 @@ verify); beside it ``cp -al`` of the same prefix (coreutils, C) and the start of
 Python. Then ``--cold-runs`` rounds (default 1; each downloads everything again) from empty
 caches:
 
-    cold ours  samebits install with a new, empty --cache-dir
+    cold ours  samebits install with a new, empty --cache-dir (what it learnt of the
+               interpreter in the user's cache, as install keeps it: the stdlib's stat memo
+               and pyc verdicts, filled by the warm rounds)
+    cold first the same with --no-cache-interpreter: what a first machine pays (the stdlib
+               hashed and its pycs checked by compiling them)
     cold nopyc the same with --no-bytecode, for reference: the work of ``cold uv`` (which
                compiles no bytecode), so the summary can say how much of the cold gap is the
                bytecode ours compiles and uv does not
@@ -327,13 +331,14 @@ def main(argv: list[str]) -> int:
         run_ours(lock, prefix, before_cache, python, "--link-mode", "copy", source=before)
     else:
         print(f"before: not measured ({why_not})", flush=True)
-    kinds = ("uv", "uv+pyc", "ours", "copy", "before", "cold ours", "cold nopyc", "cold uv")
+    kinds = ("uv", "uv+pyc", "ours", "copy", "before", "cold ours", "cold first", "cold nopyc",
+             "cold uv")
     floors: list[dict[str, float | int]] = []
     times: dict[str, list[float]] = {k: [] for k in kinds}
     cpus: dict[str, list[float]] = {k: [] for k in kinds}
     loads: dict[str, list[float]] = {k: [] for k in kinds}
     digests: dict[str, list[str]] = {"ours": [], "copy": [], "before": [], "cold ours": [],
-                                     "cold nopyc": []}
+                                     "cold first": [], "cold nopyc": []}
 
     def record(kind: str, seconds: float, cpu: float, at: float, what: str = "") -> None:
         times[kind].append(seconds)
@@ -389,7 +394,8 @@ def main(argv: list[str]) -> int:
     for r in range(1, args.cold_runs + 1):
         print(f" cold round {r} (empty caches: everything downloaded again)", flush=True)
         with tempfile.TemporaryDirectory(dir=work, prefix="cold-") as cold:
-            for kind, extra in (("cold ours", ()), ("cold nopyc", ("--no-bytecode",))):
+            for kind, extra in (("cold ours", ()), ("cold first", ("--no-cache-interpreter",)),
+                                ("cold nopyc", ("--no-bytecode",))):
                 at = load()
                 seconds, cpu, doc = run_ours(lock, prefix, Path(cold) / "cache", python,
                                              *extra)
@@ -413,6 +419,8 @@ def main(argv: list[str]) -> int:
               "before": f"samebits {BEFORE[:7]} (before issue 26) --link-mode copy, its "
                         "verify env included",
               "cold ours": "samebits install, empty cache",
+              "cold first": "samebits install --no-cache-interpreter, empty cache: a first "
+                            "machine",
               "cold nopyc": "samebits install --no-bytecode, empty cache, for reference",
               "cold uv": "uv venv + uv pip install, empty cache"}
     for k in kinds:
@@ -451,6 +459,10 @@ def main(argv: list[str]) -> int:
         goals.append(ratio <= GOAL_COLD)
         print(f"  ratio  cold ours / cold uv {ratio:.2f}x (goal <= {GOAL_COLD:g}x): "
               f"{'met' if ratio <= GOAL_COLD else 'NOT met'}")
+    if "cold first" in med and "cold uv" in med:
+        print(f"  ratio  cold first / cold uv {med['cold first'] / med['cold uv']:.2f}x (for "
+              "reference: a machine that never verified this interpreter; "
+              f"{med['cold first'] - med.get('cold ours', 0):.1f} s more than cold ours)")
     if "cold nopyc" in med and "cold uv" in med:
         print(f"  ratio  cold nopyc / cold uv {med['cold nopyc'] / med['cold uv']:.2f}x (for "
               f"reference: neither compiles bytecode; ours' bytecode took "

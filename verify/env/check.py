@@ -33,7 +33,8 @@ def check_env(prefix: Path, *, lockfile: Path | None = None, platform: str | Non
               progress: Any = None, read: ReadOptions | None = None,
               coverage: bool = True, trust_seal: bool | Collection[str] = False,
               loaded: LockedEnv | None = None, handed: Handed | None = None,
-              import_timeout: float | None = None) -> EnvReport:
+              import_timeout: float | None = None,
+              interpreter_cache: Path | None = None) -> EnvReport:
     """Everything ``verify env`` checks, as an ``EnvReport`` (also ``samebits audit``'s API).
     ``read`` says how to read a lockfile of another format (converted on read).
     ``trust_seal``: prove sealed cache inodes by a stat (``verify.env.sealproof``): True for
@@ -44,7 +45,11 @@ def check_env(prefix: Path, *, lockfile: Path | None = None, platform: str | Non
     ago (``verify.env.bytecode.check_bytecode``).
     ``import_timeout``: seconds for each import of the import probe, which judges what the
     linkage check leaves unresolved (``verify.env.importverdict``; default
-    ``verify.env.importprobe.IMPORT_TIMEOUT``)."""
+    ``verify.env.importprobe.IMPORT_TIMEOUT``).
+    ``interpreter_cache``: where what is learnt of the environment's interpreter is kept (the
+    stat memo of a venv's base interpreter files and their heads, the bytecode verdicts, each
+    keyed by the interpreter's files and identity); ``cache`` unless given (install keeps
+    them in the user's cache whatever ``--cache-dir`` says)."""
     from samebits.install import default_cache_dir
     from samebits.lock.read import load_lock
     from verify.env import sealproof
@@ -80,7 +85,8 @@ def check_env(prefix: Path, *, lockfile: Path | None = None, platform: str | Non
     outside = outside_paths(loc)
     # the base interpreter's files: proved by the stat memo where the seals are trusted,
     # the memo refreshed from what is hashed either way (verify.env.statmemo)
-    memo = StatMemo(cache, outside, trusted=seals is not None) if outside else None
+    facts = interpreter_cache or cache
+    memo = StatMemo(facts, outside, trusted=seals is not None) if outside else None
     side: dict[str, Future[Any]] = {}
     with ThreadPoolExecutor(max_workers=2) as pool:
         def meanwhile() -> None:  # once the hashing workers run (forked single-threaded)
@@ -113,7 +119,7 @@ def check_env(prefix: Path, *, lockfile: Path | None = None, platform: str | Non
         bc = check_bytecode(manifest, executable=loc.executable, runs=found is not None,
                             cache_tag=found.cache_tag if found else None,
                             magic=found.magic if found else None, ident=interpreter,
-                            cache=cache, jobs=jobs or default_jobs(), progress=progress,
+                            cache=facts, jobs=jobs or default_jobs(), progress=progress,
                             handed=handed)
         groups.append(list(bc.findings))
         if bc.unchecked:
