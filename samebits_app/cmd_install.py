@@ -210,10 +210,10 @@ def run_install(args: argparse.Namespace, out: Output) -> int:
     for where in broken:  # a placed file differs from its record: its cache entry is bad
         folder, _, key = where.rpartition("/")
         evict(cache / folder, key)
-    doc = report_json(verdict)
+    doc = report_json(verdict, only=VERIFY_KEYS)
     payload = {**report.to_json(), "lockfile": str(env.path), "identical": verdict.identical,
                "ok": verdict.ok, "exit_code": verdict.exit_code,
-               "evicted": broken, "verify": {k: doc[k] for k in VERIFY_KEYS if k in doc}}
+               "evicted": broken, "verify": doc}
     if conversion is not None:
         payload["conversion"] = conversion
     lines = [f"{prefix}: {env.name} ({platform}) installed: {len(report.conda)} conda, "
@@ -241,6 +241,6 @@ def run_install(args: argparse.Namespace, out: Output) -> int:
     if broken:
         lines.append(f"  cache: {len(broken)} entries had changed since they were unpacked and "
                      "were removed; install again to unpack them afresh")
-    lines.append(report_text(verdict))
+    lines.append(report_text(verdict, doc["summary"]))
     out.emit(payload, "\n".join(lines))
     return verdict.exit_code

@@ -59,3 +59,47 @@ def test_the_cache_is_read_by_sha256_and_scanner(tmp_path: Path) -> None:
     assert sc.get("lib/libk.so") is None
     third = scan_prefix(prefix, files=files, stack_paths=[], owners={}, known=now, cache=cache)
     assert third.to_dict() == again.to_dict()
+
+
+def _stack_prefix(root: Path, release: bytes) -> dict[str, str]:
+    """Files the stack reader reads: a ptxas (its release line among other bytes), a
+    cuda_runtime_api.h beside its libcudart, torch's version.py."""
+    import os
+
+    files = {
+        "bin/ptxas": os.urandom(1 << 16) + b"Cuda compilation tools, release " + release
+        + b", V" + release + b".1\0" + os.urandom(1 << 16),
+        "include/cuda_runtime_api.h": b"/* cuda */\n#define CUDART_VERSION 12040\nint x;\n",
+        "lib/libcudart.so.12": b"\x7fELF not really",
+        "torch/version.py": b"__version__ = '2.4.0'\ncuda: Optional[str] = '12.4'\n",
+    }
+    for rel, data in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_bytes(data)
+    return {rel: hashlib.sha256(data).hexdigest() for rel, data in files.items()}
+
+
+def test_the_stack_files_are_read_once_by_sha256(tmp_path: Path) -> None:
+    """The stack reader's files (a ptxas is tens of MB for one line) are kept as their
+    essence by their proven sha256: the stack read from the kept essences is the one read
+    from the files; a ptxas rewritten in place, which the caller proves to be other bytes,
+    is read again."""
+    prefix = tmp_path / "env"
+    known = _stack_prefix(prefix, b"12.4")
+    stack = sorted(known)
+    plain = scan_prefix(prefix, files=[], stack_paths=stack, owners={})
+    assert plain.stack.ptxas == (("bin/ptxas", "12.4"),)
+    assert (plain.stack.cuda_runtime, plain.stack.torch_cuda) == ("12.4", "12.4")
+    cache = tmp_path / "cache"
+    first = scan_prefix(prefix, files=[], stack_paths=stack, owners={}, known=known,
+                        cache=cache)
+    kept = sorted(p.name for p in (cache / "codescan").rglob("*.essence"))
+    assert kept == sorted(f"{known[r]}.essence" for r in ("bin/ptxas", "torch/version.py",
+                                                            "include/cuda_runtime_api.h"))
+    second = scan_prefix(prefix, files=[], stack_paths=stack, owners={}, known=known,
+                         cache=cache)
+    assert plain.to_dict() == first.to_dict() == second.to_dict()
+    now = {**known, **_stack_prefix(prefix, b"13.0")}
+    assert now["bin/ptxas"] != known["bin/ptxas"]
+    again = scan_prefix(prefix, files=[], stack_paths=stack, owners={}, known=now, cache=cache)
+    assert again.stack.ptxas == (("bin/ptxas", "13.0"),)

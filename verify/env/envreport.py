@@ -26,7 +26,7 @@ A report is also a reference: ``verify env --against report.json`` compares ever
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -121,35 +121,39 @@ def summary(r: EnvReport) -> dict[str, Any]:
     }
 
 
-def report_json(r: EnvReport) -> dict[str, Any]:
+def report_json(r: EnvReport, only: Collection[str] | None = None) -> dict[str, Any]:
+    """The report's JSON; ``only``: just those keys, the others not computed (install shows a
+    few of them, and the manifest alone is a dict per file and the files digest a pass)."""
     m = r.manifest
-    return {
-        "format": REPORT_FORMAT,
-        "kind": REPORT_KIND,
-        "prefix": text(str(m.prefix)),
-        "prefix_kind": m.kind,
-        "platform": r.platform,
-        "lockfile": r.lockfile,
-        "reference": r.reference.path if r.reference else None,
-        "identical": r.identical,
-        "ok": r.ok,
-        "not_runnable": r.not_runnable,
-        "digests": dict(r.digests),
+    parts: dict[str, Callable[[], Any]] = {
+        "format": lambda: REPORT_FORMAT,
+        "kind": lambda: REPORT_KIND,
+        "prefix": lambda: text(str(m.prefix)),
+        "prefix_kind": lambda: m.kind,
+        "platform": lambda: r.platform,
+        "lockfile": lambda: r.lockfile,
+        "reference": lambda: r.reference.path if r.reference else None,
+        "identical": lambda: r.identical,
+        "ok": lambda: r.ok,
+        "not_runnable": lambda: r.not_runnable,
+        "digests": lambda: dict(r.digests),
         # The prefix's files alone (the environment digest without the interpreter a venv
         # runs on): what an image built from this prefix carries, whichever host built it.
-        "files_digest": environment_digest(m.entries),
-        "summary": summary(r),
-        "findings": [_json_finding(f) for f in r.findings],
-        "linkage": r.linkage.to_json() if r.linkage else {"checked": False},
-        "interpreter": dict(r.interpreter) if r.interpreter else None,
-        "bytecode": r.bytecode.to_json() if r.bytecode else {"checked": False},
-        "proof": dict(r.proof) if r.proof is not None else {"trust_seal": False},
-        "unproven": list(r.unproven),
-        "packages": [p.to_json() for p in m.records.packages],
-        "notes": list(r.notes),
-        "manifest": [entry_json(e) for e in m.entries],
-        **({"coverage": dict(r.coverage)} if r.coverage is not None else {}),
+        "files_digest": lambda: environment_digest(m.entries),
+        "summary": lambda: summary(r),
+        "findings": lambda: [_json_finding(f) for f in r.findings],
+        "linkage": lambda: r.linkage.to_json() if r.linkage else {"checked": False},
+        "interpreter": lambda: dict(r.interpreter) if r.interpreter else None,
+        "bytecode": lambda: r.bytecode.to_json() if r.bytecode else {"checked": False},
+        "proof": lambda: dict(r.proof) if r.proof is not None else {"trust_seal": False},
+        "unproven": lambda: list(r.unproven),
+        "packages": lambda: [p.to_json() for p in m.records.packages],
+        "notes": lambda: list(r.notes),
+        "manifest": lambda: [entry_json(e) for e in m.entries],
     }
+    if r.coverage is not None:
+        parts["coverage"] = lambda: dict(r.coverage or {})
+    return {k: make() for k, make in parts.items() if only is None or k in only}
 
 
 def _json_finding(f: Finding) -> dict[str, Any]:
@@ -184,9 +188,10 @@ def load_reference(path: Path) -> Reference:
 
 # ------------------------------------------------------------------------------ human text
 
-def report_text(r: EnvReport) -> str:
+def report_text(r: EnvReport, counted: dict[str, Any] | None = None) -> str:
+    """The report for a terminal; ``counted``: its ``summary``, when the caller has it."""
     m = r.manifest
-    s = summary(r)
+    s = counted or summary(r)
     cats = s["categories"]
     lines = [f"verify env {m.prefix} ({m.kind}" + (f", {r.platform})" if r.platform else ")")]
     owned = [f"{cats.get('package', 0):,} from {_n(len(m.records.packages), 'package')} "

@@ -190,7 +190,12 @@ def scan_prefix(prefix: Path, *, owners: Mapping[str, str] | None = None,
         elf += is_elf
         if lib is not None:
             libs.append(_with_owner(lib, owners.get(rel)))
-    stack = stack_from(stack_paths, lambda p: (prefix / p).read_bytes())
+    def read(rel: str) -> bytes:
+        if remembered is None:
+            return (prefix / rel).read_bytes()
+        return remembered.essence(rel, lambda: (prefix / rel).read_bytes())
+
+    stack = stack_from(stack_paths, read)
     return Coverage(libraries=tuple(libs), stack=stack, elf_files=elf)
 
 
@@ -234,6 +239,23 @@ class ScanCache:
             atomic_write(self._file(sha), json.dumps({"elf": is_elf, "code": code},
                                                      sort_keys=True))
 
+    def essence(self, rel: str, read: Callable[[], bytes]) -> bytes:
+        """``cudastack.essence`` of a file the stack reader reads (``read()`` gives its
+        bytes), kept by its proven sha256: a ptxas is 30 to 40 MB read for its one release
+        line. A file whose sha256 the caller did not prove is read, never remembered."""
+        sha = self.known.get(rel)
+        kept = self.root / sha[:2] / f"{sha}.essence" if sha else None
+        if kept is not None:
+            with contextlib.suppress(OSError):
+                return kept.read_bytes()
+        data = essence(rel, read())
+        if kept is not None:
+            from samebits._io import atomic_write
+
+            with contextlib.suppress(OSError):  # a read-only cache: read again next time
+                atomic_write(kept, data)
+        return data
+
 
 _SCANNER: list[str] = []
 
@@ -241,10 +263,10 @@ _SCANNER: list[str] = []
 def scanner_digest() -> str:
     """The sha256 of the scanning code's sources (the cache key's version)."""
     if not _SCANNER:
-        from verify.kernels import coverage, fatbin
+        from verify.kernels import coverage, cudastack, fatbin
 
         h = hashlib.sha256()
-        for module in (sys.modules[__name__], fatbin, coverage):
+        for module in (sys.modules[__name__], fatbin, coverage, cudastack):
             h.update(Path(str(module.__file__)).read_bytes())
         _SCANNER.append(h.hexdigest())
     return _SCANNER[0]
