@@ -21,3 +21,18 @@ def background_note(background: float, cores: int) -> str:
                 "for an idle machine)")
     return (f"  load before the bench {background:.2f} (idle); the loads beside each run are "
             "the highest of before and after it, the bench's own processes included")
+
+
+def stat_walk(root: str) -> list[tuple[str, os.stat_result]]:
+    """(path, lstat) of everything below ``root`` but folders: one scandir per folder and one
+    stat per entry, nothing else (the walk every verify makes, as the floors time it)."""
+    out: list[tuple[str, os.stat_result]] = []
+    stack = [root]
+    while stack:
+        with os.scandir(stack.pop()) as it:
+            for d in it:
+                if d.is_dir(follow_symlinks=False):
+                    stack.append(d.path)
+                else:
+                    out.append((d.path, d.stat(follow_symlinks=False)))
+    return out

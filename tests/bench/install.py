@@ -84,7 +84,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from tests.bench import background_note, load
+from tests.bench import background_note, load, stat_walk
 
 ROOT = Path(__file__).resolve().parents[2]
 LOCK = ROOT / "lockfiles" / "cpu.conda-lock.yml"
@@ -249,16 +249,7 @@ def floor(prefix: Path, work: Path, python: str) -> dict[str, float | int]:
     for f in files:
         os.link(root + f, dest + f)
     t2 = time.perf_counter()
-    walked = 0
-    stack = [dest]
-    while stack:
-        with os.scandir(stack.pop()) as it:
-            for d in it:
-                if d.is_dir(follow_symlinks=False):
-                    stack.append(d.path)
-                else:
-                    d.stat(follow_symlinks=False)
-                    walked += 1
+    walked = len(stat_walk(dest))
     t3 = time.perf_counter()
     _clear(out)
     cp, _, _ = timed(["cp", "-al", root, dest])

@@ -54,6 +54,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from tests.bench import stat_walk
+
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_VENV = ROOT / "build" / "bench" / "torch-venv"
 TORCH = "torch==2.13.0"
@@ -156,17 +158,7 @@ def child_floor(prefix: str, jobs: int) -> dict:
     ctx = multiprocessing.get_context("fork")
     c0 = _cpu()
     t0 = time.perf_counter()
-    files: list[tuple[int, str]] = []
-    stack = [prefix]
-    while stack:
-        with os.scandir(stack.pop()) as it:
-            for d in it:
-                if d.is_dir(follow_symlinks=False):
-                    stack.append(d.path)
-                    continue
-                st = d.stat(follow_symlinks=False)
-                if stat.S_ISREG(st.st_mode):
-                    files.append((st.st_size, d.path))
+    files = [(st.st_size, path) for path, st in stat_walk(prefix) if stat.S_ISREG(st.st_mode)]
     shares: list[list[str]] = [[] for _ in range(jobs)]
     loads = [0] * jobs
     for size, path in sorted(files, reverse=True):

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import py_compile
 import subprocess
 import sys
 from pathlib import Path
@@ -23,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from tests.fixtures.install import locked_wheel, wheel, write_lock
-from tests.fixtures.producers import LINE, copy_interpreter
+from tests.fixtures.producers import LINE, interpreter_with_pycs
 
 ROOT = Path(__file__).resolve().parents[2]
 MODULES = ("textwrap", "colorsys")
@@ -32,10 +31,7 @@ MODULES = ("textwrap", "colorsys")
 @pytest.fixture
 def setup(tmp_path: Path) -> tuple[Path, Path, dict[str, Path]]:
     """(a lock of one wheel, the base interpreter's binary, its two stdlib pycs)."""
-    base = copy_interpreter(tmp_path / "base")
-    stdlib = base.parent.parent / "lib" / f"python{LINE}"
-    pycs = {m: Path(py_compile.compile(str(stdlib / f"{m}.py"), doraise=True))
-            for m in MODULES}
+    base, pycs = interpreter_with_pycs(tmp_path / "base", MODULES)
     w = wheel(tmp_path / "wheels", "alpha", "1.0", {"alpha/__init__.py": b"A = 1\n"})
     lock = write_lock(tmp_path / "lockfiles" / "one.conda-lock.yml", [locked_wheel(w)],
                       python=LINE).path

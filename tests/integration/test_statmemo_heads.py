@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import json
 import os
-import py_compile
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.fixtures.producers import LINE, copy_interpreter, run
+from tests.fixtures.producers import interpreter_with_pycs, run
 from verify.env.statmemo import FOLDER
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,10 +35,7 @@ def _verify(env: Path, cache: Path, *extra: str) -> tuple[int, dict]:
 @pytest.fixture
 def based(tmp_path: Path) -> tuple[Path, Path, dict[str, Path]]:
     """(a venv, its base interpreter's copy, each module's pyc in that base's stdlib)."""
-    base = copy_interpreter(tmp_path / "base")
-    stdlib = base.parent.parent / "lib" / f"python{LINE}"
-    pycs = {m: Path(py_compile.compile(str(stdlib / f"{m}.py"), doraise=True))
-            for m in MODULES}
+    base, pycs = interpreter_with_pycs(tmp_path / "base", MODULES)
     run(base, "-m", "venv", "--without-pip", tmp_path / "env")
     return tmp_path / "env", base, pycs
 
