@@ -193,24 +193,61 @@ def path_environment(work: Path) -> dict[str, str]:
     return {"TMPDIR": str(tmp), "CFLAGS": c, "CXXFLAGS": c, "RUSTFLAGS": rust}
 
 
-def build_tree(tree: Path, *, python: str, requires: Requirements, epoch: int,
-               work: Path) -> Path:
-    """``uv build --wheel`` of ``tree`` with exactly ``requires`` (proved wheels) in the
-    build environment; the one wheel it wrote (under ``work``)."""
+def last_lines(text: str, n: int = 15) -> str:
+    """The last ``n`` lines a tool wrote, each clipped, for an error message (indented)."""
+    return "\n  ".join(clip(line, 300) for line in text.strip().splitlines()[-n:])
+
+
+def build_venv(work: Path, *, python: str, requires: Requirements,
+               timeout: float = BUILD_TIMEOUT) -> Path:
+    """``work/venv``: a venv on ``python`` holding exactly ``requires`` (proved wheels, linked
+    from ``work/links``), made by uv offline. A build runs in it without isolation, so the
+    folder it lives in is the same relative to the build's tree on every build (a build
+    environment of uv's own is a random ``.tmpXXXXXX`` folder, and a Cython module names
+    numpy's ``.pxd`` by its path from the tree: pyopenjtalk 0.4.1 built into other bytes on
+    each build). Also where ``get_requires_for_build_wheel`` runs
+    (``samebits.install.buildhooks``)."""
     from samebits.solve.pypi import uv_binary
 
-    links = work / "links"
-    out = work / "out"
+    venv, links = work / "venv", work / "links"
     links.mkdir(parents=True)
-    out.mkdir()
     for req, path in requires:
         os.symlink(path, links / req.filename)
-    constraints = work / "build-constraints.txt"
-    constraints.write_text(constraints_text([r for r, _ in requires]))
+    pinned = work / "requires.txt"
+    pinned.write_text(constraints_text([r for r, _ in requires]))
+    quiet = ["--no-config", "--no-cache", "--quiet", "--color", "never"]
+    held = ", ".join(f"{r.name} {r.version}" for r, _ in requires)
+    steps = [(f"uv venv on {python}", [uv_binary(), "venv", str(venv), "--python", python,
+                                       "--no-python-downloads", *quiet])]
+    if requires:
+        steps.append((f"uv pip install of {held} into a venv", [
+            uv_binary(), "pip", "install", "--python", str(venv / "bin" / "python"),
+            "--no-deps", "--require-hashes", "--offline", "--no-index",
+            "--find-links", str(links), "-r", str(pinned), *quiet]))
+    for what, cmd in steps:
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, env=build_environment(),
+                                  cwd=work, timeout=timeout, check=False)
+        except subprocess.TimeoutExpired:
+            raise BuildFailed(f"{what} ran past {timeout:g} s") from None
+        if proc.returncode != 0:
+            raise BuildFailed(f"{what} failed (exit {proc.returncode}):\n  "
+                              + last_lines(proc.stderr or proc.stdout))
+    return venv
+
+
+def build_tree(tree: Path, *, python: str, requires: Requirements, epoch: int,
+               work: Path) -> Path:
+    """``uv build --wheel`` of ``tree``, without isolation, in ``build_venv``'s venv of
+    exactly ``requires`` (proved wheels); the one wheel it wrote (under ``work``)."""
+    from samebits.solve.pypi import uv_binary
+
+    out = work / "out"
+    out.mkdir(parents=True)
+    venv = build_venv(work, python=python, requires=requires)
     cmd = [uv_binary(), "build", "--wheel", str(tree), "--out-dir", str(out),
-           "--python", python, "--no-config", "--no-cache", "--no-index",
-           "--find-links", str(links), "--build-constraints", str(constraints),
-           "--require-hashes", "--no-create-gitignore", "--no-python-downloads",
+           "--python", str(venv / "bin" / "python"), "--no-build-isolation", "--no-config",
+           "--no-cache", "--no-index", "--no-create-gitignore", "--no-python-downloads",
            "--color", "never"]
     env = {**build_environment(), "SOURCE_DATE_EPOCH": str(epoch), **clock_environment(work),
            **path_environment(work)}
@@ -221,9 +258,8 @@ def build_tree(tree: Path, *, python: str, requires: Requirements, epoch: int,
         raise BuildFailed(f"uv build of {tree.name} ran past {BUILD_TIMEOUT:g} s") from None
     wheels = sorted(out.glob("*.whl"))
     if proc.returncode != 0 or len(wheels) != 1:
-        said = (proc.stderr or proc.stdout).strip().splitlines()
         raise BuildFailed(f"uv build of {tree.name} failed (exit {proc.returncode}):\n  "
-                          + "\n  ".join(clip(line, 300) for line in said[-15:]))
+                          + last_lines(proc.stderr or proc.stdout))
     return wheels[0]
 
 

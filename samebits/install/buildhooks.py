@@ -45,7 +45,8 @@ from samebits.install.build import (
     BuildSystem,
     Requirements,
     build_environment,
-    constraints_text,
+    build_venv,
+    last_lines,
 )
 from samebits.install.buildclock import clock_environment
 from samebits.lock.builds import BuildRequirement
@@ -55,7 +56,6 @@ HOOK_TIMEOUT = 300.0
 NO_NETWORK = "http://127.0.0.1:9"   # the discard port: closed on a machine that builds
 _PROXIES = ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY",
             "ALL_PROXY")
-_SAID = 15  # the backend's last lines an error quotes
 
 
 def hook_key(system: BuildSystem, *, sdist: str, python: str, epoch: int,
@@ -81,39 +81,9 @@ def dynamic_requires(tree: Path, system: BuildSystem, *, python: str,
                      timeout: float = HOOK_TIMEOUT) -> tuple[str, ...]:
     """What ``system``'s backend asks for from ``get_requires_for_build_wheel``, run on
     ``tree`` in a venv (under ``work``, a new empty folder) of exactly ``requires``."""
-    venv = _venv(work, python=python, requires=requires)
+    venv = build_venv(work, python=python, requires=requires, timeout=HOOK_TIMEOUT)
     return run_hook(tree, system, python=str(venv / "bin" / "python"), epoch=epoch,
                     timeout=timeout, clock=clock_environment(work))
-
-
-def _venv(work: Path, *, python: str, requires: Requirements) -> Path:
-    from samebits.solve.pypi import uv_binary
-
-    venv, links = work / "venv", work / "links"
-    links.mkdir(parents=True)
-    for req, path in requires:
-        os.symlink(path, links / req.filename)
-    pinned = work / "requires.txt"
-    pinned.write_text(constraints_text([r for r, _ in requires]))
-    quiet = ["--no-config", "--no-cache", "--quiet", "--color", "never"]
-    held = ", ".join(f"{r.name} {r.version}" for r, _ in requires)
-    steps = [(f"uv venv on {python}", [uv_binary(), "venv", str(venv), "--python", python,
-                                       "--no-python-downloads", *quiet])]
-    if requires:
-        steps.append((f"uv pip install of {held} into a venv", [
-            uv_binary(), "pip", "install", "--python", str(venv / "bin" / "python"),
-            "--no-deps", "--require-hashes", "--offline", "--no-index",
-            "--find-links", str(links), "-r", str(pinned), *quiet]))
-    for what, cmd in steps:
-        try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, env=build_environment(),
-                                  cwd=work, timeout=HOOK_TIMEOUT, check=False)
-        except subprocess.TimeoutExpired:
-            raise BuildFailed(f"{what} ran past {HOOK_TIMEOUT:g} s") from None
-        if proc.returncode != 0:
-            raise BuildFailed(f"{what} failed (exit {proc.returncode}):\n  "
-                              + _lines(proc.stderr or proc.stdout))
-    return venv
 
 
 def run_hook(tree: Path, system: BuildSystem, *, python: str, epoch: int,
@@ -134,7 +104,7 @@ def run_hook(tree: Path, system: BuildSystem, *, python: str, epoch: int,
             answer = caller.get_requires_for_build_wheel()
     except BackendUnavailable as exc:
         raise BuildFailed(f"{what}: the backend did not import:\n  "
-                          + _lines(exc.traceback or str(exc)),
+                          + last_lines(exc.traceback or str(exc)),
                           hint=f"its [build-system] requires ({', '.join(system.requires)}) "
                           "should hold it") from None
     except (OSError, ValueError) as exc:  # the hook's output.json missing or not JSON
@@ -176,17 +146,12 @@ def _runner(what: str, env: Mapping[str, str], timeout: float) -> Runner:
             os.killpg(proc.pid, signal.SIGKILL)
             said, _ = proc.communicate()
             raise BuildFailed(f"{what} ran past {timeout:g} s" + (
-                ":\n  " + _lines(said) if said.strip() else ""),
+                ":\n  " + last_lines(said) if said.strip() else ""),
                 hint="a backend that asks the network or waits for input cannot be locked; "
                 "pin a version with a wheel") from None
         if proc.returncode != 0:
-            raise BuildFailed(f"{what} failed (exit {proc.returncode}):\n  " + _lines(said),
+            raise BuildFailed(f"{what} failed (exit {proc.returncode}):\n  " + last_lines(said),
                               hint="it ran offline, in a venv of exactly the locked "
                               "[build-system] requires; pin a version with a wheel")
 
     return run
-
-
-def _lines(text: str) -> str:
-    said = text.strip().splitlines()
-    return "\n  ".join(clip(line, 300) for line in said[-_SAID:])

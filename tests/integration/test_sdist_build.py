@@ -327,6 +327,32 @@ def test_a_c_extension_sdist_builds_the_same_bytes_in_any_folder(tmp_path: Path)
     assert json.loads(res.stdout)["verify"]["identical"] is True
 
 
+@pytest.mark.network
+@pytest.mark.slow
+def test_a_cython_module_that_cimports_numpy_builds_the_same_bytes(tmp_path: Path) -> None:
+    """pyopenjtalk 0.4.1 (GPT-SoVITS's requirements, the sweep's one divergence: pip
+    installs it, samebits' lock refused it): its Cython module names numpy's
+    ``__init__.cython-30.pxd`` by its path from the build's tree, which ran through the random
+    folder of uv's own build environment (``../../tmp/.tmpXXXXXX/builds-v0/.tmpXXXXXX/...``),
+    so two builds gave two wheels. The build environment is a venv at a fixed place beside the
+    tree now: the lock's two builds agree, and an install from an empty cache builds the same
+    bytes again."""
+    root = tmp_path
+    (root / "environments").mkdir()
+    (root / "environments" / "env.toml").write_text(
+        f'generation = "cpu"\npython = "{PY}"\nexclude-newer = "2026-08-18T09:16:25Z"\n'
+        f'{LINUX_64}\n[pypi]\nrequirements = ["pyopenjtalk==0.4.1"]\n')
+    p = Project.__new__(Project)
+    p.root = root
+    assert (res := p.run("lock")).returncode == 0, res.stderr
+    records = p.builds()
+    assert {"cython", "numpy"} <= {r.name for r in records[("linux-64", "pyopenjtalk")].requires}
+    res = p.run("install", "env", "--target", str(root / "env"), "--no-bytecode", "--python",
+                sys.executable, "--json", cache="fresh")
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["verify"]["identical"] is True
+
+
 def test_a_failed_build_shows_the_backends_own_words(tmp_path: Path) -> None:
     """A backend that fails (tokenizers' setuptools-rust without Rust) is named with the last
     lines it wrote, not only uv's summary."""
