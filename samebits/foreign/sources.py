@@ -34,9 +34,18 @@ FORMATS = ("requirements.txt", "environment.yml", "pyproject.toml")
 MAX_DEPTH = 10
 VCS_SCHEMES = ("git+", "hg+", "svn+", "bzr+")
 # options that change how pip installs, not what: nothing of them belongs in a spec
-IGNORED = ("--pre", "--prefer-binary", "--only-binary", "--no-binary", "--trusted-host",
-           "--require-hashes", "--use-feature", "--progress-bar", "--no-deps", "--upgrade",
-           "-U", "--user", "--no-cache-dir", "--no-build-isolation")
+IGNORED = ("--pre", "--prefer-binary", "--trusted-host", "--require-hashes", "--use-feature",
+           "--progress-bar", "--no-deps", "--upgrade", "-U", "--user", "--no-cache-dir",
+           "--no-build-isolation")
+# options that change which file pip installs, which a spec cannot say (yet): left out, and
+# the spec says so (GPT-SoVITS's --no-binary=opencc: pip builds opencc from its sdist, the
+# lock takes the publisher's wheel, and the two trees differ)
+WHICH_FILE = {
+    "--no-binary": "pip builds these from their sdists; samebits locks the publisher's wheel "
+                   "wherever one fits, other bytes than pip's build",
+    "--only-binary": "pip refuses these packages' sdists; samebits locks a wheel wherever one "
+                     "fits and builds an sdist only where none does",
+}
 # Reads an included file: (the including file, the path it names) -> (display name, text).
 Include = Callable[[str, str], tuple[str, str]]
 
@@ -229,6 +238,8 @@ def _option(line: str, where: str, *, source: str, include: Include | None, into
                               "their download.pytorch.org index"))
     elif flag == "--no-index":
         into.notes.append(f"{where}: --no-index ignored: the spec names its indexes")
+    elif flag in WHICH_FILE:
+        into.left.append(Left(where=where, text=line, reason=WHICH_FILE[flag]))
     elif flag in IGNORED:
         into.notes.append(f"{where}: {flag} ignored: it changes how pip installs, not what")
     else:

@@ -77,6 +77,11 @@ def test_requirement_lines(text: str, texts: list[str], pinned: list[str | None]
     ("-f https://download.pytorch.org/whl/torch_stable.html",
      "a find-links page: specs take indexes ([pypi] extra-indexes); PyTorch's local versions "
      "get their download.pytorch.org index"),
+    # GPT-SoVITS's first line: pip builds opencc from its sdist; the lock takes the wheel
+    ("--no-binary=opencc", "pip builds these from their sdists; samebits locks the "
+     "publisher's wheel wherever one fits, other bytes than pip's build"),
+    ("--only-binary :all:", "pip refuses these packages' sdists; samebits locks a wheel "
+     "wherever one fits and builds an sdist only where none does"),
 ])
 def test_left_out(line: str, reason: str) -> None:
     """What cannot become part of a spec is listed with its reason, never silently dropped."""
