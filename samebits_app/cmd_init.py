@@ -232,7 +232,7 @@ def make_draft(declared: Declared, *, args: argparse.Namespace,
         platforms={p: glibc for p in platforms}, cuda=cuda,
         exclude_newer=exclude.value if exclude else None, channels=declared.channels,
         conda=conda, index=index, extra_indexes=extra,
-        requirements=[r.text for r in declared.pypi])
+        requirements=[r.text for r in declared.pypi], no_binary=declared.no_binary)
     comments = (f"Written by samebits {__version__} init from {declared.source} "
                 f"({declared.format}).",
                 f"python {python.value}: {python.why}.",
@@ -446,6 +446,7 @@ def _report(out: Output, draft: Draft, *, spec_path: Path, name: str) -> int:
                           if draft.exclude_newer else None),
         "pypi": {"index": (draft.mapping.get("pypi") or {}).get("index"),
                  "extra_indexes": (draft.mapping.get("pypi") or {}).get("extra-indexes", []),
+                 "no_binary": (draft.mapping.get("pypi") or {}).get("no-binary", []),
                  "requirements": [r.text for r in d.pypi]},
         "conda": draft.mapping.get("conda") or {},
         "pins": [{"requirement": w.pin.text, "where": w.pin.where, "state": w.state,

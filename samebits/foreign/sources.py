@@ -37,12 +37,12 @@ VCS_SCHEMES = ("git+", "hg+", "svn+", "bzr+")
 IGNORED = ("--pre", "--prefer-binary", "--trusted-host", "--require-hashes", "--use-feature",
            "--progress-bar", "--no-deps", "--upgrade", "-U", "--user", "--no-cache-dir",
            "--no-build-isolation")
-# options that change which file pip installs, which a spec cannot say (yet): left out, and
-# the spec says so (GPT-SoVITS's --no-binary=opencc: pip builds opencc from its sdist, the
-# lock takes the publisher's wheel, and the two trees differ)
+# options that change which file pip installs: ``--no-binary NAME,...`` becomes the spec's
+# ``[pypi] no-binary`` (GPT-SoVITS's --no-binary=opencc: pip builds opencc from its sdist,
+# and so does the lock); what a spec cannot say is left out, and the spec says so
 WHICH_FILE = {
-    "--no-binary": "pip builds these from their sdists; samebits locks the publisher's wheel "
-                   "wherever one fits, other bytes than pip's build",
+    "--no-binary": "pip builds every package from its sdist; a spec names each package in "
+                   "[pypi] no-binary, and samebits locks the publisher's wheel of the others",
     "--only-binary": "pip refuses these packages' sdists; samebits locks a wheel wherever one "
                      "fits and builds an sdist only where none does",
 }
@@ -92,6 +92,7 @@ class Declared:
     channels: tuple[str, ...] = ()
     index: str | None = None
     extra_indexes: tuple[str, ...] = ()
+    no_binary: tuple[str, ...] = ()     # --no-binary NAME: built from their sdists, as pip does
     python: str | None = None
     requires_python: str | None = None
     left: tuple[Left, ...] = ()
@@ -129,6 +130,7 @@ class _Reading:
     problems: list[Problem] = field(default_factory=list)
     index: str | None = None
     extra: list[str] = field(default_factory=list)
+    no_binary: list[str] = field(default_factory=list)   # --no-binary NAME,...
     files: list[str] = field(default_factory=list)
 
 
@@ -142,6 +144,7 @@ def read_requirements(text: str, *, source: str, include: Include | None = None)
                           "in a spec by hand (docs/reference/spec.md)")
     return Declared(format="requirements.txt", source=source, pypi=_unique(got.pypi, got.notes),
                     index=got.index, extra_indexes=tuple(dict.fromkeys(got.extra)),
+                    no_binary=tuple(dict.fromkeys(canonicalize_name(n) for n in got.no_binary)),
                     left=tuple(got.left), notes=tuple(got.notes), files=tuple(got.files))
 
 
@@ -238,6 +241,8 @@ def _option(line: str, where: str, *, source: str, include: Include | None, into
                               "their download.pytorch.org index"))
     elif flag == "--no-index":
         into.notes.append(f"{where}: --no-index ignored: the spec names its indexes")
+    elif flag == "--no-binary" and value and not set(value.split(",")) & {":all:", ":none:"}:
+        into.no_binary.extend(n.strip() for n in value.split(",") if n.strip())
     elif flag in WHICH_FILE:
         into.left.append(Left(where=where, text=line, reason=WHICH_FILE[flag]))
     elif flag in IGNORED:

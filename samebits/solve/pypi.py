@@ -94,6 +94,9 @@ def uv_command(spec: EnvironmentSpec, target: PlatformTarget, *, fmt: str, out: 
         cmd += ["--annotation-style", "split"]
     if spec.exclude_newer:
         cmd += ["--exclude-newer", spec.exclude_newer]
+    if "--only-binary" not in extra:  # not a build environment's wheels-only resolution
+        for name in spec.pypi_no_binary:
+            cmd += ["--no-binary", name]
     if offline:
         cmd.append("--offline")
     return [*cmd, *extra]
@@ -347,7 +350,14 @@ def parse_via(text: str) -> dict[str, set[str]]:
 def _locked(pkg: dict[str, Any], tags: Target, edges: dict[str, set[str]],
             spec: EnvironmentSpec) -> LockedPackage:
     name = canonicalize_name(pkg["name"])
-    art = choose_artifact(pkg, tags)
+    sdist_only = name in spec.pypi_no_binary
+    art = choose_artifact(pkg, tags, sdist_only=sdist_only)
+    if art is None and sdist_only:
+        raise UnplaceableError(
+            f"{spec.file}: [pypi] {name} {pkg.get('version', '')} on {tags.platform}: "
+            "[pypi] no-binary names it, and uv locked it without an sdist "
+            f"({_kind_of(pkg, tags)})", hint=f"take {name} out of [pypi] no-binary, or "
+            "pin a version that has an sdist")
     if art is None:
         raise UnplaceableError(
             f"{spec.file}: [pypi] {name} {pkg.get('version', '')} on {tags.platform}: uv "
@@ -372,13 +382,17 @@ def artifact_name(art: dict[str, Any]) -> str:
     return unquote(str(where).rsplit("/", 1)[-1].split("#", 1)[0])
 
 
-def choose_artifact(pkg: dict[str, Any], tags: Target) -> dict[str, Any] | None:
+def choose_artifact(pkg: dict[str, Any], tags: Target, *, sdist_only: bool = False
+                    ) -> dict[str, Any] | None:
     """The file of a pylock package that install places: a direct-URL ``archive``; else, of
     the wheels uv lists, the one the target's tags rank first (pip's choice, whatever order
-    uv wrote them in); else the sdist (built into a wheel). None: nothing install can place
-    (a VCS checkout, a local directory)."""
+    uv wrote them in); else the sdist (built into a wheel). ``sdist_only`` (``[pypi]
+    no-binary``): the sdist, or None. None: nothing install can place (a VCS checkout, a
+    local directory)."""
     if pkg.get("archive"):
         return dict(pkg["archive"])
+    if sdist_only:
+        return dict(pkg["sdist"]) if pkg.get("sdist") else None
     wheels = sorted(pkg.get("wheels") or (), key=artifact_name)
     best = tags.best((w, artifact_name(w)) for w in wheels)
     if best is not None:

@@ -25,6 +25,7 @@ naming the file, the key and the value. The format, in full (docs/reference/spec
                                      # more simple indexes, or file:// folders of wheels
                                      # (find-links); uv prefers them to `index`
     requirements = ["torch==2.13.0"] # PEP 508
+    no-binary = ["opencc"]           # packages locked as their sdist, built (pip's --no-binary)
     [install]                        # where `samebits install` finds locked files; not locked
     find-links = ["wheels"]          # folders (relative: to the project root), searched first
     mirrors = { "https://download.pytorch.org/whl/" = "https://mirror.example/whl/" }
@@ -67,7 +68,7 @@ TOP_KEYS = (
 TABLE_KEYS = {
     "cuda": ("version",),
     "conda": ("channels", "dependencies"),
-    "pypi": ("index", "extra-indexes", "requirements"),
+    "pypi": ("index", "extra-indexes", "requirements", "no-binary"),
     "install": ("find-links", "mirrors"),
 }
 # keys that say where install finds files, not what is locked: outside the spec's digest
@@ -111,6 +112,7 @@ class EnvironmentSpec:
     find_links: tuple[str, ...] = ()                 # [install] find-links, as written
     mirrors: tuple[tuple[str, str], ...] = ()        # [install] mirrors, FROM -> TO
     pypi_extra_indexes: tuple[str, ...] = ()
+    pypi_no_binary: tuple[str, ...] = ()             # canonical names: their sdist, built
 
     @classmethod
     def from_mapping(
@@ -142,6 +144,7 @@ class EnvironmentSpec:
         channels, conda_deps = v.conda(data)
         index, reqs = v.pypi(data)
         extra_indexes = v.extra_indexes(data)
+        no_binary = v.no_binary(data)
         exclude_newer = v.exclude_newer(data)
         find_links, mirrors = v.install(data)
         if conda_deps == () and reqs == ():
@@ -169,6 +172,7 @@ class EnvironmentSpec:
             find_links=find_links,
             mirrors=mirrors,
             pypi_extra_indexes=extra_indexes,
+            pypi_no_binary=no_binary,
         )
 
     def target(self, platform: str) -> PlatformTarget:

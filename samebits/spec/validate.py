@@ -261,6 +261,20 @@ class Validator:
             seen.add(url.rstrip("/"))
         return urls
 
+    def no_binary(self, data: Mapping[str, Any]) -> tuple[str, ...]:
+        """``[pypi] no-binary``: packages whose sdist is locked and built, never a wheel (what
+        pip's ``--no-binary NAME`` asks): package names, each once, canonical."""
+        out: list[str] = []
+        for name in self.strings(data, "pypi.no-binary") or ():
+            if not re.fullmatch(r"[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?", name):
+                self.add("pypi.no-binary", name, "must be a package name (pip's :all: is not "
+                         "taken: name each package)")
+            elif canonicalize_name(name) in out:
+                self.add("pypi.no-binary", name, "is given twice")
+            else:
+                out.append(canonicalize_name(name))
+        return tuple(out)
+
     def torch_facts(self, gen: Generation, cuda: str | None, platforms: tuple[PlatformTarget, ...],
                     index: str, reqs: tuple[str, ...]) -> None:
         """Fail before solving when torch from PyPI cannot serve this generation."""

@@ -22,7 +22,8 @@ def spec_mapping(*, name: str, description: str, generation: str, python: str,
                  exclude_newer: str | None = None, channels: Sequence[str] = (),
                  conda: Sequence[str] = (), index: str = PYPI_DEFAULT_INDEX,
                  extra_indexes: Sequence[str] = (),
-                 requirements: Sequence[str] = ()) -> dict[str, Any]:
+                 requirements: Sequence[str] = (),
+                 no_binary: Sequence[str] = ()) -> dict[str, Any]:
     """A spec's mapping; ``platforms`` maps each platform to its glibc floor."""
     out: dict[str, Any] = {"format": SPEC_FORMAT, "name": name, "description": description,
                            "generation": generation, "python": python}
@@ -38,6 +39,8 @@ def spec_mapping(*, name: str, description: str, generation: str, python: str,
         if extra_indexes:
             pypi["extra-indexes"] = list(extra_indexes)
         pypi["requirements"] = list(requirements)
+        if no_binary:
+            pypi["no-binary"] = list(no_binary)
         out["pypi"] = pypi
     return out
 

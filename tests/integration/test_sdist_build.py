@@ -88,6 +88,44 @@ def test_sdist_only_package_is_locked_with_its_build(tmp_path: Path) -> None:
     assert len(parse_conda_lock_file(p.lockfile).package) == 2
 
 
+@pytest.mark.parametrize(("names", "message"), [
+    ([":all:"], 'env.toml: pypi.no-binary = ":all:": must be a package name (pip\'s :all: is '
+     "not taken: name each package)"),
+    (["OpenCC", "opencc"], 'env.toml: pypi.no-binary = "opencc": is given twice'),
+    ("opencc", 'env.toml: pypi.no-binary = "opencc": must be a list of non-empty strings'),
+])
+def test_a_bad_no_binary_is_named_by_key_and_value(names: object, message: str) -> None:
+    from samebits.errors import SpecError
+    from samebits.spec.model import EnvironmentSpec
+
+    data = {"generation": "cpu", "python": "3.12", "platforms": {"linux-64": {"glibc": "2.28"}},
+            "pypi": {"requirements": ["opencc"], "no-binary": names}}
+    with pytest.raises(SpecError) as err:
+        EnvironmentSpec.from_mapping(data, file="env.toml")
+    assert str(err.value) == message
+
+
+def test_no_binary_locks_the_sdist_where_a_wheel_is_there(tmp_path: Path) -> None:
+    """``[pypi] no-binary`` (pip's ``--no-binary NAME``, GPT-SoVITS's ``--no-binary=opencc``):
+    of a release with both a wheel and an sdist, the lock takes the sdist and records its
+    build, where without it the wheel is taken; the spec's digest changes with it."""
+    from tests.fixtures.fakewheels import Wheel, wheel_bytes_to
+
+    p = Project(tmp_path, Sdist("tinypkg", "1.0"))
+    wheel = wheel_bytes_to(p.index, Wheel(name="tinypkg", version="1.0",
+                                         files={"tinypkg/__init__.py": b"X = 1\n"}))
+    p.spec('"tinypkg==1.0"')
+    assert (res := p.run("lock")).returncode == 0, res.stderr
+    (pkg,) = parse_lock(p.lockfile).packages_for("linux-64", "pip")
+    assert pkg.url == wheel.as_uri() and not p.builds()
+    spec = p.root / "environments" / "env.toml"
+    spec.write_text(spec.read_text() + 'no-binary = ["TinyPkg"]\n')
+    assert (res := p.run("lock")).returncode == 0, res.stderr
+    (pkg,) = parse_lock(p.lockfile).packages_for("linux-64", "pip")
+    assert pkg.url == (p.index / "tinypkg-1.0.tar.gz").as_uri()
+    assert p.builds()[("linux-64", "tinypkg")].wheel == "tinypkg-1.0-py3-none-any.whl"
+
+
 @pytest.mark.slow
 def test_install_builds_the_sdist_and_verify_env_is_identical(tmp_path: Path) -> None:
     """With an empty cache, install builds the sdist again from the locked inputs, gets the

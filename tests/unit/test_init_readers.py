@@ -77,9 +77,8 @@ def test_requirement_lines(text: str, texts: list[str], pinned: list[str | None]
     ("-f https://download.pytorch.org/whl/torch_stable.html",
      "a find-links page: specs take indexes ([pypi] extra-indexes); PyTorch's local versions "
      "get their download.pytorch.org index"),
-    # GPT-SoVITS's first line: pip builds opencc from its sdist; the lock takes the wheel
-    ("--no-binary=opencc", "pip builds these from their sdists; samebits locks the "
-     "publisher's wheel wherever one fits, other bytes than pip's build"),
+    ("--no-binary :all:", "pip builds every package from its sdist; a spec names each "
+     "package in [pypi] no-binary, and samebits locks the publisher's wheel of the others"),
     ("--only-binary :all:", "pip refuses these packages' sdists; samebits locks a wheel "
      "wherever one fits and builds an sdist only where none does"),
 ])
@@ -88,6 +87,14 @@ def test_left_out(line: str, reason: str) -> None:
     got = read_requirements(f"numpy==1.26.4\n{line}\n", source="r.txt")
     assert _texts(got) == ["numpy==1.26.4"]
     assert [(x.where, x.reason) for x in got.left] == [("r.txt:2", reason)]
+
+
+def test_no_binary_names_become_the_specs() -> None:
+    """GPT-SoVITS's first line, ``--no-binary=opencc``: opencc is built from its sdist, as pip
+    builds it (the spec's ``[pypi] no-binary``), not left out."""
+    got = read_requirements("--no-binary=OpenCC\nopencc\n--no-binary a,b\n",
+                            source="r.txt")
+    assert got.no_binary == ("opencc", "a", "b") and not got.left
 
 
 def test_indexes_and_includes() -> None:
