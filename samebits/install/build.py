@@ -35,7 +35,7 @@ import sys
 import tarfile
 import tempfile
 import zipfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -193,6 +193,45 @@ def path_environment(work: Path) -> dict[str, str]:
     return {"TMPDIR": str(tmp), "CFLAGS": c, "CXXFLAGS": c, "RUSTFLAGS": rust}
 
 
+BUILD_FOLDERS = Path("/tmp")  # where builds run: one absolute path per sdist, on every machine
+
+
+@contextlib.contextmanager
+def build_folder(sdist_sha256: str, *, timeout: float = BUILD_TIMEOUT) -> Iterator[Path]:
+    """The empty folder a build of the sdist ``sdist_sha256`` runs in, removed after it:
+    ``/tmp/samebits-build-<sha256[:32]>``, the same absolute path for every build of that
+    sdist on every machine, so a path the build writes into its files is the same too (opencc
+    1.4.1, GPT-SoVITS's, compiles its cmake install prefix, a folder of the build, into its
+    programs and library: built in random folders it gave other bytes each time, and the
+    lock refused it where pip builds it). One build of an sdist at a time on a machine: held
+    under ``flock`` of a file beside it, waited for at most ``timeout`` seconds; a folder a
+    killed build left is removed first."""
+    from samebits.install.cache import remove_tree
+    from samebits.install.seal import file_lock
+
+    name = f"samebits-build-{sdist_sha256[:32]}"
+    work = BUILD_FOLDERS / name
+    try:
+        held = file_lock(BUILD_FOLDERS / f".{name}.lock", timeout=timeout)
+        held.__enter__()
+    except (OSError, TimeoutError) as exc:
+        raise BuildFailed(f"{work}: {exc}", hint="another build of this sdist holds it (or "
+                          "another user's): wait for it, or remove the folder") from None
+    try:
+        remove_tree(work)
+        try:
+            work.mkdir(mode=0o700)
+        except OSError as exc:
+            raise BuildFailed(f"{work}: {exc.strerror or exc} (left by another user's build?)",
+                              hint=f"remove {work}") from None
+        try:
+            yield work
+        finally:
+            remove_tree(work)
+    finally:
+        held.__exit__(None, None, None)
+
+
 def last_lines(text: str, n: int = 15) -> str:
     """The last ``n`` lines a tool wrote, each clipped, for an error message (indented)."""
     return "\n  ".join(clip(line, 300) for line in text.strip().splitlines()[-n:])
@@ -336,9 +375,9 @@ def built_wheel(p: LockedPackage, record: BuildRecord, cache: Path, *,
     sdist = prove(p, cache, fetch, sources)
     requires = prove_requirements(record.requires, p.platform, cache, fetch=fetch,
                                   sources=sources)
-    with tempfile.TemporaryDirectory(prefix="samebits-build-") as tmp:
+    with build_folder(record.sdist) as tmp:
         wheel = build_sdist(sdist.path, python=python(record.python), requires=requires,
-                            epoch=record.source_date_epoch, work=Path(tmp))
+                            epoch=record.source_date_epoch, work=tmp)
         sha, md5 = digests(wheel)
         if (wheel.name, sha) != (record.wheel, record.sha256):
             kept = cache / "builds" / "rejected" / sha / wheel.name

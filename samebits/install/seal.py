@@ -246,6 +246,12 @@ def key_lock(cache: Path, key: str) -> contextlib.AbstractContextManager[None]:
     return _flock(folder / f"unpacked-{key}.lock", exclusive=True, timeout=UNPACK_LOCK_TIMEOUT)
 
 
+def file_lock(path: Path, *, timeout: float) -> contextlib.AbstractContextManager[None]:
+    """An exclusive flock on ``path`` (made if missing), waited for at most ``timeout``
+    seconds (then ``TimeoutError`` naming the file)."""
+    return _flock(path, exclusive=True, timeout=timeout)
+
+
 @contextlib.contextmanager
 def _flock(path: Path, *, exclusive: bool, timeout: float) -> Iterator[None]:
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)

@@ -42,6 +42,7 @@ from samebits.errors import SamebitsError, UnreachableError
 from samebits.foreign.target import Target
 from samebits.install.build import (
     BuildSystem,
+    build_folder,
     build_interpreter,
     build_sdist,
     build_system,
@@ -104,7 +105,8 @@ def spec_sources(spec: EnvironmentSpec) -> Sources:
 
 
 def _where(spec: EnvironmentSpec, target: PlatformTarget, p: LockedPackage) -> str:
-    return f"{spec.file}: [pypi] {p.name} {p.version} on {target.platform} (an sdist only)"
+    why = "[pypi] no-binary" if p.name in spec.pypi_no_binary else "an sdist only"
+    return f"{spec.file}: [pypi] {p.name} {p.version} on {target.platform} ({why})"
 
 
 async def _record(spec: EnvironmentSpec, target: PlatformTarget, p: LockedPackage, *,
@@ -218,10 +220,10 @@ def _built(inputs: BuildRecord, sdist: Path, p: LockedPackage, cache: Path, fetc
         requires = prove_requirements(inputs.requires, p.platform, cache, fetch=fetch,
                                       sources=sources)
         built: list[tuple[str, str]] = []
-        for attempt in ("a", "b"):  # two folders: a path in the wheel shows as a difference
-            with tempfile.TemporaryDirectory(prefix=f"samebits-build-{attempt}-") as tmp:
+        for _ in ("a", "b"):  # twice: what a build takes from the clock or chance differs
+            with build_folder(p.sha256 or inputs.sdist) as tmp:
                 out = build_sdist(sdist, python=python, requires=requires,
-                                  epoch=inputs.source_date_epoch, work=Path(tmp))
+                                  epoch=inputs.source_date_epoch, work=tmp)
                 sha = digests(out)[0]
                 if not built:
                     file_wheel(out, archive_path(cache, LockedPackage(

@@ -338,13 +338,30 @@ def test_a_build_that_stamps_its_date_is_reproducible(tmp_path: Path) -> None:
     assert record.source_date_epoch == EPOCH
 
 
+def test_a_build_that_writes_its_folder_is_reproducible(tmp_path: Path) -> None:
+    """A backend that writes the folder it builds in into the wheel (opencc 1.4.1's cmake
+    install prefix, in GPT-SoVITS with --no-binary=opencc): every build of an sdist runs in
+    one absolute folder named by the sdist's sha256, on every machine, so the lock's two
+    builds agree (they were 'two builds ... gave different wheels') and an install from
+    another cache builds the same bytes; the folder is gone after each build."""
+    p = Project(tmp_path, Sdist("tinypkg", "1.0", stamp_path=True))
+    p.spec('"tinypkg==1.0"')
+    assert (res := p.run("lock")).returncode == 0, res.stderr
+    sdist = sha(p.index / "tinypkg-1.0.tar.gz")
+    folder = f"/tmp/samebits-build-{sdist[:32]}"
+    _install(p, tmp_path / "env", tmp_path / "other-cache")  # built again, checked by hash
+    site = tmp_path / "env" / f"lib/python{PY}/site-packages/tinypkg/_stamp.py"
+    assert site.read_text().startswith(f"PREFIX = '{folder}/")
+    assert not Path(folder).exists()
+
+
 @pytest.mark.network
 @pytest.mark.slow
 def test_a_c_extension_sdist_builds_the_same_bytes_in_any_folder(tmp_path: Path) -> None:
     """pesq 0.0.4 (BigVGAN's metric) is an sdist only: Cython and C, compiled against the
-    numpy headers of its build environment. Built in two folders by the lock and in a third
-    by an install with an empty cache, it is the same wheel: the folders are written as
-    /build and the build environment's random one is in no debug info. The caller's CFLAGS
+    numpy headers of its build environment. Built twice by the lock and again by an install
+    with an empty cache, it is the same wheel: the build's folder is written as /build and
+    the build environment is in no debug info. The caller's CFLAGS
     (``-O0``: other code if it reached the compiler) do not reach the build."""
     root = tmp_path
     (root / "environments").mkdir()
