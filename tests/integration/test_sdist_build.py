@@ -54,6 +54,18 @@ class Project(SpecFolder):
         return builds_of(parse_lock(self.lockfile).custom, file=str(self.lockfile))
 
 
+def pypi_project(root: Path, requirement: str, instant: str) -> Project:
+    """A project in ``root`` whose one environment requires ``requirement`` from PyPI as of
+    ``instant``."""
+    (root / "environments").mkdir()
+    (root / "environments" / "env.toml").write_text(
+        f'generation = "cpu"\npython = "{PY}"\nexclude-newer = "{instant}"\n'
+        f'{LINUX_64}\n[pypi]\nrequirements = ["{requirement}"]\n')
+    p = Project.__new__(Project)
+    p.root = root
+    return p
+
+
 def sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -280,12 +292,7 @@ def test_real_sdist_only_package_from_pypi(tmp_path: Path, instant: str) -> None
     URL and sha256) into a py2.py3 wheel; an install with an empty cache builds the same bytes
     and verify env finds the prefix identical."""
     root = tmp_path
-    (root / "environments").mkdir()
-    (root / "environments" / "env.toml").write_text(
-        f'generation = "cpu"\npython = "{PY}"\nexclude-newer = "{instant}"\n'
-        f'{LINUX_64}\n[pypi]\nrequirements = ["docopt==0.6.2"]\n')
-    p = Project.__new__(Project)
-    p.root = root
+    p = pypi_project(root, "docopt==0.6.2", instant)
     assert (res := p.run("lock")).returncode == 0, res.stderr
     (pkg,) = parse_lock(p.lockfile).packages_for("linux-64", "pip")
     assert pkg.filename == "docopt-0.6.2.tar.gz"
@@ -364,12 +371,7 @@ def test_a_c_extension_sdist_builds_the_same_bytes_in_any_folder(tmp_path: Path)
     the build environment is in no debug info. The caller's CFLAGS
     (``-O0``: other code if it reached the compiler) do not reach the build."""
     root = tmp_path
-    (root / "environments").mkdir()
-    (root / "environments" / "env.toml").write_text(
-        f'generation = "cpu"\npython = "{PY}"\nexclude-newer = "2023-01-01T00:00:00Z"\n'
-        f'{LINUX_64}\n[pypi]\nrequirements = ["pesq==0.0.4"]\n')
-    p = Project.__new__(Project)
-    p.root = root
+    p = pypi_project(root, "pesq==0.0.4", "2023-01-01T00:00:00Z")
     assert (res := p.run("lock")).returncode == 0, res.stderr
     (record,) = p.builds().values()
     assert record.wheel == f"pesq-0.0.4-cp{PY.replace('.', '')}-cp{PY.replace('.', '')}" \
@@ -393,12 +395,7 @@ def test_a_cython_module_that_cimports_numpy_builds_the_same_bytes(tmp_path: Pat
     tree now: the lock's two builds agree, and an install from an empty cache builds the same
     bytes again."""
     root = tmp_path
-    (root / "environments").mkdir()
-    (root / "environments" / "env.toml").write_text(
-        f'generation = "cpu"\npython = "{PY}"\nexclude-newer = "2026-08-18T09:16:25Z"\n'
-        f'{LINUX_64}\n[pypi]\nrequirements = ["pyopenjtalk==0.4.1"]\n')
-    p = Project.__new__(Project)
-    p.root = root
+    p = pypi_project(root, "pyopenjtalk==0.4.1", "2026-08-18T09:16:25Z")
     assert (res := p.run("lock")).returncode == 0, res.stderr
     records = p.builds()
     assert {"cython", "numpy"} <= {r.name for r in records[("linux-64", "pyopenjtalk")].requires}
