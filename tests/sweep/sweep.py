@@ -63,7 +63,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -446,11 +446,8 @@ def _pip_alone(row: Row, spec: Path, source: Path, work: Path, out: Path,
         return
     row.python = line
     code, said = pip_install(row, source, spec, python, work, out, pip, log, constraints=None)
-    if code != 0:
-        row.reason = f"pip fails too, on Python {line}: {_pip_cause(said)}; " \
-                     f"samebits: {row.reason}"
-    else:
-        row.reason = f"pip installs it on Python {line}; samebits: {row.reason}"
+    row.reason = _pip_alone_said(row.reason, installs_on=line if code == 0 else None,
+                                 fails_on=[line], cause=_pip_cause(said) if code else "")
 
 
 LINES = ("3.13", "3.12", "3.11", "3.10", "3.9")  # the Pythons init chooses from
@@ -475,13 +472,21 @@ def _pip_everywhere(row: Row, entry: dict, source: Path, work: Path, out: Path,
                                  constraints=None)
         if code == 0:
             row.python = line
-            row.reason = f"pip installs it on Python {line}; samebits: {samebits_said}"
+            row.reason = _pip_alone_said(samebits_said, installs_on=line)
             return
         tried.append(line)
         cause = _pip_cause(said)
     if tried:
-        row.reason = f"pip fails too, on Python {', '.join(tried)}: {cause}; " \
-                     f"samebits: {samebits_said}"
+        row.reason = _pip_alone_said(samebits_said, fails_on=tried, cause=cause)
+
+
+def _pip_alone_said(samebits: str, *, installs_on: str | None = None,
+                    fails_on: Sequence[str] = (), cause: str = "") -> str:
+    """A row's reason where samebits failed and pip was given the file alone: pip installs
+    it (the divergence), or pip fails too on each Python it was given, and why."""
+    if installs_on is not None:
+        return f"pip installs it on Python {installs_on}; samebits: {samebits}"
+    return f"pip fails too, on Python {', '.join(fails_on)}: {cause}; samebits: {samebits}"
 
 
 def _pip_cause(said: str) -> str:
