@@ -211,13 +211,12 @@ def build_folder(sdist_sha256: str, *, timeout: float = BUILD_TIMEOUT) -> Iterat
 
     name = f"samebits-build-{sdist_sha256[:32]}"
     work = BUILD_FOLDERS / name
-    try:
-        held = file_lock(BUILD_FOLDERS / f".{name}.lock", timeout=timeout)
-        held.__enter__()
-    except (OSError, TimeoutError) as exc:
-        raise BuildFailed(f"{work}: {exc}", hint="another build of this sdist holds it (or "
-                          "another user's): wait for it, or remove the folder") from None
-    try:
+    with contextlib.ExitStack() as held:
+        try:
+            held.enter_context(file_lock(BUILD_FOLDERS / f".{name}.lock", timeout=timeout))
+        except (OSError, TimeoutError) as exc:
+            raise BuildFailed(f"{work}: {exc}", hint="another build of this sdist holds it (or "
+                              "another user's): wait for it, or remove the folder") from None
         remove_tree(work)
         try:
             work.mkdir(mode=0o700)
@@ -228,8 +227,6 @@ def build_folder(sdist_sha256: str, *, timeout: float = BUILD_TIMEOUT) -> Iterat
             yield work
         finally:
             remove_tree(work)
-    finally:
-        held.__exit__(None, None, None)
 
 
 def last_lines(text: str, n: int = 15) -> str:

@@ -220,8 +220,8 @@ def _built(inputs: BuildRecord, sdist: Path, p: LockedPackage, cache: Path, fetc
         requires = prove_requirements(inputs.requires, p.platform, cache, fetch=fetch,
                                       sources=sources)
         built: list[tuple[str, str]] = []
-        for _ in ("a", "b"):  # twice: what a build takes from the clock or chance differs
-            with build_folder(p.sha256 or inputs.sdist) as tmp:
+        for _ in range(2):  # twice: what a build takes from the clock or chance differs
+            with build_folder(inputs.sdist) as tmp:  # the folder install builds it in too
                 out = build_sdist(sdist, python=python, requires=requires,
                                   epoch=inputs.source_date_epoch, work=tmp)
                 sha = digests(out)[0]
