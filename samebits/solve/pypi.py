@@ -77,7 +77,9 @@ def extra_index_args(indexes: tuple[str, ...]) -> list[str]:
 
 def uv_command(spec: EnvironmentSpec, target: PlatformTarget, *, fmt: str, out: Path,
                offline: bool = False, index: list[str] | None = None,
-               extra: tuple[str, ...] = ()) -> list[str]:
+               wheels_only: bool = False) -> list[str]:
+    """``uv pip compile`` of the spec's requirements for ``target``; ``wheels_only``: no sdist
+    at all (a build environment), else the spec's ``[pypi] no-binary`` packages as sdists."""
     cmd = [
         uv_binary(), "pip", "compile", "-",
         "--python", spec_interpreter(spec.python),  # skips uv's discovery (see there)
@@ -94,12 +96,14 @@ def uv_command(spec: EnvironmentSpec, target: PlatformTarget, *, fmt: str, out: 
         cmd += ["--annotation-style", "split"]
     if spec.exclude_newer:
         cmd += ["--exclude-newer", spec.exclude_newer]
-    if "--only-binary" not in extra:  # not a build environment's wheels-only resolution
+    if not wheels_only:
         for name in spec.pypi_no_binary:
             cmd += ["--no-binary", name]
     if offline:
         cmd.append("--offline")
-    return [*cmd, *extra]
+    if wheels_only:
+        cmd += ["--only-binary", ":all:"]
+    return cmd
 
 
 @functools.cache
@@ -162,7 +166,7 @@ async def compile_wheels_only(spec: EnvironmentSpec, target: PlatformTarget,
     with tempfile.TemporaryDirectory(prefix="samebits-uv-") as tmp:
         out = Path(tmp) / "pylock.toml"
         cmd = uv_command(spec, target, fmt="pylock", out=out, offline=offline,
-                         extra=("--only-binary", ":all:"))
+                         wheels_only=True)
         try:
             await _run(cmd, "\n".join(requirements) + "\n", timeout=timeout)
         except _CompileFailed as exc:
