@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from samebits.errors import InputError, LockfileError, SamebitsError, plural
+from samebits.gcpause import paused_gc
 from samebits.host import host_platform
 from samebits.install.build import Artifacts, build_pythons
 from samebits.install.bytecode import BytecodeReport, compile_bytecode
@@ -324,6 +325,7 @@ def check_something_to_place(env: LockedEnv, platform: str) -> None:
                            + why, hint="nothing was installed and no prefix was made")
 
 
+@paused_gc()
 def install_prefix(env: LockedEnv, platform: str, prefix: Path, *, final: str, cache: Path,
                    interpreter: str | None = None, fetch: Fetcher = fetch_url,
                    link_mode: LinkMode = "auto", bytecode: bool = False,

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from samebits.errors import UsageError
+from samebits.gcpause import paused_gc
 from samebits.host import host_platform
 from samebits.lock.read import ReadOptions
 
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
     from verify.env.pycheck import Handed
 
 
+@paused_gc()
 def check_env(prefix: Path, *, lockfile: Path | None = None, platform: str | None = None,
               against: Path | None = None, jobs: int | None = None, linkage: bool = True,
               bytecode: bool = True, cache: Path | None = None,
