@@ -1,5 +1,3 @@
-import sys
+from samebits_app.cli import entry
 
-from samebits_app.cli import main
-
-sys.exit(main())
+entry()

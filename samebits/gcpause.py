@@ -13,13 +13,22 @@ each call::
 
     @paused_gc()
     def install_prefix(...): ...
+
+When the command is done the process ends, and Python's finalization runs the collector over
+everything still alive (the modules, the parsed seals kept for the process) several times
+while it tears the modules down: 0.05 to 0.09 s after a warm install's report was printed.
+``exit_now`` freezes those objects first (``gc.freeze``: the collector skips them; each is
+still freed as its module is), then exits: what ``samebits`` and ``python -m samebits`` /
+``python -m verify`` end with, never a function a test calls in-process.
 """
 
 from __future__ import annotations
 
 import contextlib
 import gc
+import sys
 from collections.abc import Iterator
+from typing import NoReturn
 
 
 @contextlib.contextmanager
@@ -32,3 +41,9 @@ def paused_gc() -> Iterator[None]:
     finally:
         if was:
             gc.enable()
+
+
+def exit_now(code: int) -> NoReturn:
+    """End the process with ``code``, the heap frozen first (see the module docstring)."""
+    gc.freeze()
+    sys.exit(code)

@@ -62,5 +62,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     return run_cli(build_parser(words), words)
 
 
+def entry() -> None:
+    """The ``samebits`` program: ``main``, then the process ends (``gcpause.exit_now``)."""
+    from samebits.gcpause import exit_now
+
+    exit_now(main())
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

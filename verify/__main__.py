@@ -1,7 +1,6 @@
 """``python -m verify SUBCOMMAND``: the same commands as ``samebits verify SUBCOMMAND``."""
 
-import sys
-
+from samebits.gcpause import exit_now
 from verify.cli import main
 
-sys.exit(main())
+exit_now(main())

@@ -88,3 +88,29 @@ def test_install_runs_with_the_collector_paused(monkeypatch, tmp_path: Path):
                                   final=str(tmp_path / "p"), cache=tmp_path / "c")
     assert seen == [False]
     assert gc.isenabled()
+
+
+def test_the_program_ends_with_the_heap_frozen(monkeypatch):
+    """``samebits`` (the console script) runs ``main``, freezes the heap, exits with its
+    code: Python's finalization then has no collection to walk the objects in."""
+    import samebits_app.cli as cli
+
+    monkeypatch.setattr(cli, "main", lambda: 3)
+    assert gc.get_freeze_count() == 0
+    try:
+        with pytest.raises(SystemExit) as ended:
+            cli.entry()
+        assert ended.value.code == 3
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
+
+
+def test_the_console_script_is_the_entry():
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        import tomli as tomllib
+
+    doc = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
+    assert doc["project"]["scripts"]["samebits"] == "samebits_app.cli:entry"
