@@ -157,7 +157,7 @@ def run_install(args: argparse.Namespace, out: Output) -> int:
     from samebits.host import cache_dir, host_platform
     from samebits.install import find_interpreter, install_prefix
     from samebits.install.cache import evict
-    from samebits.install.prefix import check_something_to_place
+    from samebits.install.prefix import check_something_to_place, reseal_seen
     from samebits.staging import staged_dir
     from verify.env.check import check_env
     from verify.env.envreport import report_json, report_text
@@ -192,7 +192,8 @@ def run_install(args: argparse.Namespace, out: Output) -> int:
             report = install_prefix(env, platform, stage, final=str(prefix), cache=cache,
                                     interpreter=python, link_mode=args.link_mode,
                                     bytecode=not args.no_bytecode, progress=progress,
-                                    sources=sources, build_python=args.python)
+                                    sources=sources, build_python=args.python,
+                                    reseal=False)
     except OSError as exc:  # a full disk, a read-only cache: said, not a traceback
         where = exc.filename or prefix
         raise InputError(f"{where}: {exc.strerror or exc}",
@@ -204,7 +205,8 @@ def run_install(args: argparse.Namespace, out: Output) -> int:
                             progress=progress, read=read, trust_seal=report.sealed_entries,
                             loaded=env, handed=handed,
                             interpreter_cache=cache if args.no_cache_interpreter
-                            else cache_dir())
+                            else cache_dir(), linked_now=report.linked)
+        report = reseal_seen(report, verdict.relinked)  # from the stats its walk proved
     broken = sorted(report.entries_of([f.path for f in verdict.findings
                                        if f.kind in REPAIR_KINDS and f.path]))
     for where in broken:  # a placed file differs from its record: its cache entry is bad

@@ -22,7 +22,9 @@
               (``wheels``), the records
     compile   bytecode, when asked (``bytecode``)
     re-seal   every hardlinked file re-stated and its new ctime and link count sealed
-              (``seal.reseal_all``), so the verify that follows proves it by a stat
+              (``seal.reseal_all``), so the verify that follows proves it by a stat; or, for
+              ``samebits install`` (``reseal=False``), after its verify, from the stats its
+              walk took of those very inodes (``reseal_seen``)
 
 The caller stages the prefix beside its target, renames it into place and runs ``verify env``
 on it (``samebits_app.cmd_render``). ``progress(description, total)`` is the caller's progress
@@ -35,7 +37,7 @@ import contextlib
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -70,7 +72,7 @@ from samebits.install.place import (
     place_all,
     write_all,
 )
-from samebits.install.seal import CheckResult, reseal_all
+from samebits.install.seal import CheckResult, archive_of, linked_entries, reseal_all
 from samebits.install.seal import check as check_seal
 from samebits.install.sources import NO_SOURCES, Sources
 from samebits.install.unpack import UnpackError, unpack
@@ -113,6 +115,10 @@ class InstallReport:
     seal: dict[str, int] = field(default_factory=dict)      # see _seal_counts
     sealed_entries: tuple[str, ...] = ()   # keys of the entries files were hardlinked from
     overwritten: tuple[Overwrite, ...] = ()  # paths two wheels write with different bytes
+    # reseal=False: the cache paths hardlinked, and each entry with its members linked, for
+    # ``reseal_seen`` once the verify has proven them (its walk's stats)
+    linked: tuple[str, ...] = ()
+    to_reseal: tuple[tuple[Entry, tuple[str, ...]], ...] = ()
 
     def to_json(self) -> dict[str, object]:
         return {"platform": self.platform, "prefix": self.prefix, "python": self.python,
@@ -331,7 +337,7 @@ def install_prefix(env: LockedEnv, platform: str, prefix: Path, *, final: str, c
                    link_mode: LinkMode = "auto", bytecode: bool = False,
                    progress: Progress | None = None,
                    host: str | None = None, sources: Sources = NO_SOURCES,
-                   build_python: str | None = None) -> InstallReport:
+                   build_python: str | None = None, reseal: bool = True) -> InstallReport:
     """Install ``platform`` of ``env`` into ``prefix`` (an empty or new folder).
 
     ``final`` is the path the prefix will have where it runs (the same as ``prefix`` for a plain
@@ -341,6 +347,9 @@ def install_prefix(env: LockedEnv, platform: str, prefix: Path, *, final: str, c
     runs on ``host`` (default: this machine's platform). ``sources`` are where else a
     locked archive may be found (``--find-links``, ``--mirror``); an sdist is built on
     ``build_python`` when it is of the recorded line, else on a Python of that line found here.
+    ``reseal=False``: the hardlinked files are not stated again and re-sealed here; the
+    report names them (``linked``, ``to_reseal``) for the verify that follows, whose walk
+    stats those very inodes, and ``reseal_seen`` re-seals them from its stats.
     """
     env.check_platform(platform)
     check_something_to_place(env, platform)
@@ -410,7 +419,8 @@ def install_prefix(env: LockedEnv, platform: str, prefix: Path, *, final: str, c
         notes += [f"{w.package.name}: {n}" for n in w.notes]
     pyc_entries = report_bytecode.entries if report_bytecode else {}
     checked.update(report_bytecode.checked if report_bytecode else {})
-    resealed, linked_from = reseal_all({**entries, **pyc_entries}, placer.linked)
+    linked = linked_entries({**entries, **pyc_entries}, placer.linked)
+    resealed = reseal_all(linked) if reseal else 0
     return InstallReport(
         platform=platform, prefix=final, python=line,
         conda=tuple(f"{p.name}={p.version}={p.build}" for p in conda),
@@ -419,7 +429,18 @@ def install_prefix(env: LockedEnv, platform: str, prefix: Path, *, final: str, c
         link_mode=link_mode, placed=placer.methods, unpacked=tuple(unpacked),
         bytecode=report_bytecode, sources=placed_from, notes=tuple(notes),
         fetch=stats.to_json(), seal=_seal_counts(checked, resealed),
-        sealed_entries=tuple(sorted(linked_from)), overwritten=overwritten)
+        sealed_entries=tuple(sorted({archive_of(str(e.root)) for e, _ in linked})),
+        overwritten=overwritten, linked=() if reseal else tuple(placer.linked),
+        to_reseal=() if reseal else tuple(linked))
+
+
+def reseal_seen(report: InstallReport, seen: Mapping[str, os.stat_result]) -> InstallReport:
+    """Re-seal what an ``install_prefix(reseal=False)`` linked, from the stats its verify
+    proved the files by (``SealIndex.seen``), and count them in the report's seal."""
+    if not report.to_reseal:
+        return report
+    n = reseal_all(report.to_reseal, seen)
+    return replace(report, seal={**report.seal, "resealed": n}, to_reseal=())
 
 
 def _seal_counts(checked: dict[str, CheckResult], resealed: int) -> dict[str, int]:

@@ -25,10 +25,13 @@ went". The install that links checks every file against the seal first (``check`
 right after placing, re-stats each file it linked and seals its new ctime and link count when
 its inode, size, mtime_ns and mode are still the sealed ones (``reseal``, under the entry's
 exclusive lock, so two installs do not race; the lock is waited for at most
-``LOCK_TIMEOUT`` seconds). What that cannot see: a write into the file in place that keeps
-its size, sets mtime back to the nanosecond (``os.utime``) *and* happens while its link count
-also changes, or between an install's check and its re-seal (the seconds it takes to
-place). Such a write is deliberate, by someone who may write into the cache, who could as well
+``LOCK_TIMEOUT`` seconds). ``samebits install`` takes that stat from its own verify instead:
+the walk stats the very inodes it linked, proves each by the same rule
+(``SealIndex.linked_now``) and the re-seal writes those stats (one stat of each linked file,
+not two). What that cannot see: a write into the file in place that keeps its size, sets
+mtime back to the nanosecond (``os.utime``) *and* happens while its link count also changes,
+or between an install's check and its re-seal (the seconds it takes to place and, for
+``samebits install``, to walk the prefix). Such a write is deliberate, by someone who may write into the cache, who could as well
 rewrite the seal and its digest (both live in that writable folder): the seal guards
 against accidents and against tools writing through a link, not against the cache's owner
 (nothing on the same machine does; ``samebits cache verify --full`` and ``verify env``
@@ -406,11 +409,15 @@ def _update(entry: Entry, changes: Mapping[str, Sealed], *, whole: bool) -> None
         write_seal(entry.root, entry.key, entry.manifest_sha256, files)
 
 
-def reseal(entry: Entry, linked: Iterable[str]) -> int:
+def reseal(entry: Entry, linked: Iterable[str],
+           seen: Mapping[str, os.stat_result] | None = None) -> int:
     """After linking ``linked`` (members of ``entry``, each vouched for by ``check`` just
     before) into a prefix: re-stat each under the entry's exclusive lock and seal its new
     ctime and link count when its inode, size, mtime and mode are the sealed ones
-    (``unchanged_but_links``). The number of files re-sealed."""
+    (``unchanged_but_links``). ``seen``: the stat each was proven by a moment ago, by cache
+    path (install's own verify, whose walk stats the very inodes: ``SealIndex.linked_now``),
+    taken instead of another stat; a member it lacks is left as sealed. The number of files
+    re-sealed."""
     linked = sorted(set(linked))
     if not linked:
         return 0
@@ -427,10 +434,15 @@ def reseal(entry: Entry, linked: Iterable[str]) -> int:
             s = files.get(rel)
             if s is None:
                 continue
-            try:
-                st = os.lstat(entry.source(rel))
-            except OSError:
-                continue
+            if seen is not None:
+                st = seen.get(entry.source(rel))
+                if st is None:
+                    continue
+            else:
+                try:
+                    st = os.lstat(entry.source(rel))
+                except OSError:
+                    continue
             if unchanged_but_links(s, st) and (st.st_ctime_ns, st.st_nlink) != (s.ctime_ns,
                                                                                s.nlink):
                 files[rel] = sealed_of(st, s.sha256, s.elf)
@@ -446,12 +458,20 @@ def reseal(entry: Entry, linked: Iterable[str]) -> int:
 class SealIndex:
     """Sealed inodes by (st_dev, st_ino), from the seals of some entries, each read under its
     shared lock and checked against its digest and its manifest; a seal that cannot be
-    trusted is left out (its files are hashed)."""
+    trusted is left out (its files are hashed).
+
+    ``linked_now``: the cache paths this very process linked into the prefix a moment ago
+    (install's own verify, which then re-seals them: ``reseal`` with ``seen``). Linking moved
+    each one's ctime and link count, so it is proven by the rule ``reseal`` applies
+    (``unchanged_but_links``: the same inode, size, mtime and mode), with the walk's stat,
+    which ``seen`` keeps for that re-seal: one stat of each linked file instead of two."""
 
     inodes: Mapping[tuple[int, int], tuple[Sealed, str, int]] = field(default_factory=dict)
     roots: tuple[str, ...] = ()               # the entries' folders, by the index in inodes
     entries: tuple[str, ...] = ()             # the keys whose seals were read
     refused: tuple[tuple[str, str], ...] = ()  # (key, why) of seals that were not used
+    linked_now: frozenset[str] = frozenset()
+    seen: dict[str, os.stat_result] = field(default_factory=dict)  # of linked_now, as proven
 
     def lookup(self, st: os.stat_result) -> Sealed | None:
         """The sealed file ``st`` is, when the seal vouches for it and, unless its ctime is
@@ -465,19 +485,28 @@ class SealIndex:
         """``lookup``, with the folder of the cache entry whose seal vouches (where
         ``verify.env.headmemo`` keeps what the file's head says)."""
         got = self.inodes.get((st.st_dev, st.st_ino))
-        if got is None or not vouches(got[0], st):
+        if got is None:
             return None
-        if st.st_ctime_ns != got[0].ctime_ns:  # the sealed ctime: no other inode can have it
+        sealed, path, root = got
+        if path in self.linked_now:  # linked by this process a moment ago: reseal's rule
+            if not unchanged_but_links(sealed, st):
+                return None
+            self.seen[path] = st
+            return sealed, self.roots[root]
+        if not vouches(sealed, st):
+            return None
+        if st.st_ctime_ns != sealed.ctime_ns:  # the sealed ctime: no other inode can have it
             try:
-                there = os.lstat(got[1])
+                there = os.lstat(path)
             except OSError:
                 return None
             if (there.st_dev, there.st_ino) != (st.st_dev, st.st_ino):
                 return None
-        return got[0], self.roots[got[2]]
+        return sealed, self.roots[root]
 
     @classmethod
-    def load(cls, cache: Path, keys: Iterable[str]) -> SealIndex:
+    def load(cls, cache: Path, keys: Iterable[str], linked_now: Iterable[str] = ()
+             ) -> SealIndex:
         """The seals of the unpacked entries ``keys`` (archive sha256s) and of the bytecode
         entries compiled from them (``CACHE/pyc/<key>/*``)."""
         inodes: dict[tuple[int, int], tuple[Sealed, str, int]] = {}
@@ -500,7 +529,7 @@ class SealIndex:
                 for rel, s in seal.files.items():
                     inodes[(s.dev, s.ino)] = (s, f"{root}/tree/{rel}", len(roots) - 1)
         return cls(inodes=inodes, roots=tuple(roots), entries=tuple(used),
-                   refused=tuple(refused))
+                   refused=tuple(refused), linked_now=frozenset(linked_now))
 
 
 def _sealed_roots(cache: Path, key: str) -> list[tuple[Path, str]]:
@@ -541,18 +570,24 @@ def archive_of(root: str) -> str:
     return folder if folder != UNPACKED and parent.rsplit("/", 1)[-1] == PYC else name
 
 
-def reseal_all(entries: Mapping[str, Entry], linked: Iterable[str]) -> tuple[int, set[str]]:
-    """``reseal`` every entry some of ``linked`` (cache paths) came from: (the number of files
-    re-sealed, the archive keys of the entries linked from)."""
+def linked_entries(entries: Mapping[str, Entry], linked: Iterable[str]
+                   ) -> list[tuple[Entry, tuple[str, ...]]]:
+    """(entry, its members among ``linked``) for every entry of ``entries`` some of
+    ``linked`` (cache paths) came from, by the entry's folder."""
     by_root: dict[str, list[str]] = {}
     for path in linked:
         got = member_of(path)
         if got is not None:
             by_root.setdefault(got[0], []).append(got[1])
     roots = {str(e.root): e for e in entries.values()}
-    n = sum(reseal(roots[r], members) for r, members in sorted(by_root.items())
-            if r in roots)
-    return n, {archive_of(r) for r in by_root}
+    return [(roots[r], tuple(members)) for r, members in sorted(by_root.items())
+            if r in roots]
+
+
+def reseal_all(linked: Sequence[tuple[Entry, tuple[str, ...]]],
+               seen: Mapping[str, os.stat_result] | None = None) -> int:
+    """``reseal`` each (entry, members) of ``linked_entries``: the number of files re-sealed."""
+    return sum(reseal(entry, members, seen) for entry, members in linked)
 
 
 # ------------------------------------------------------------------------ samebits cache verify

@@ -333,6 +333,41 @@ def test_seal_index_vouches_only_for_sealed_unchanged_inodes(tmp_path: Path) -> 
     assert refused.entries == () and refused.refused[0][0] == entry.key
 
 
+def test_what_install_just_linked_is_proven_by_the_walks_stat_and_resealed_from_it(
+        tmp_path: Path) -> None:
+    """Install's own verify is told which cache files it has just linked (``linked_now``):
+    each is proven by reseal's rule with the walk's stat (no second stat of the cache path),
+    even where a link went and came (the sealed link count, only the ctime moved), and
+    ``reseal`` then writes exactly that stat. A file linked and then rewritten (its mtime
+    moved) is not proven; one the walk did not see is left as sealed."""
+    cache, entry = _entry(tmp_path)
+    data, init = entry.source("alpha/data.bin"), entry.source("alpha/__init__.py")
+    os.link(data, tmp_path / "old")
+    assert reseal(entry, ["alpha/data.bin"]) == 1
+    os.unlink(tmp_path / "old")  # a previous prefix removed ...
+    os.link(data, tmp_path / "data.bin")  # ... and the new one linked: nlink as sealed
+    os.link(init, tmp_path / "init.py")
+    sealed = read_seal(entry.root, entry.key, entry.manifest_sha256).files
+    st = os.lstat(tmp_path / "data.bin")
+    assert st.st_nlink == sealed["alpha/data.bin"].nlink
+    assert SealIndex.load(cache, [entry.key]).lookup(st) is None  # ctime alone moved
+    index = SealIndex.load(cache, [entry.key], linked_now=[data, init])
+    assert index.lookup(st) == sealed["alpha/data.bin"]
+    assert index.seen == {data: st}
+    assert reseal(entry, ["alpha/data.bin", "alpha/__init__.py"], index.seen) == 1
+    now = read_seal(entry.root, entry.key, entry.manifest_sha256).files
+    assert (now["alpha/data.bin"].ctime_ns, now["alpha/data.bin"].nlink) == (
+        st.st_ctime_ns, st.st_nlink)
+    assert now["alpha/__init__.py"] == sealed["alpha/__init__.py"]  # not seen: as sealed
+    os.chmod(init, 0o644)  # rewritten through the link after linking: mtime moves
+    with open(init, "r+b") as f:
+        f.write(b"B")
+    os.chmod(init, 0o444)
+    index = SealIndex.load(cache, [entry.key], linked_now=[data, init])
+    assert index.lookup(os.lstat(tmp_path / "init.py")) is None
+    assert init not in index.seen
+
+
 # ---------------------------------------------------------------------------------- placing
 
 def _jobs(entry) -> list[Copy]:

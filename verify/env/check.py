@@ -36,7 +36,8 @@ def check_env(prefix: Path, *, lockfile: Path | None = None, platform: str | Non
               coverage: bool = True, trust_seal: bool | Collection[str] = False,
               loaded: LockedEnv | None = None, handed: Handed | None = None,
               import_timeout: float | None = None,
-              interpreter_cache: Path | None = None) -> EnvReport:
+              interpreter_cache: Path | None = None,
+              linked_now: Collection[str] = ()) -> EnvReport:
     """Everything ``verify env`` checks, as an ``EnvReport`` (also ``samebits audit``'s API).
     ``read`` says how to read a lockfile of another format (converted on read).
     ``trust_seal``: prove sealed cache inodes by a stat (``verify.env.sealproof``): True for
@@ -51,7 +52,10 @@ def check_env(prefix: Path, *, lockfile: Path | None = None, platform: str | Non
     ``interpreter_cache``: where what is learnt of the environment's interpreter is kept (the
     stat memo of a venv's base interpreter files and their heads, the bytecode verdicts, each
     keyed by the interpreter's files and identity); ``cache`` unless given (install keeps
-    them in the user's cache whatever ``--cache-dir`` says)."""
+    them in the user's cache whatever ``--cache-dir`` says).
+    ``linked_now``: the cache paths the calling install hardlinked into the prefix a moment
+    ago and has not re-sealed (``SealIndex.linked_now``); the report's ``relinked`` gives
+    the stat the walk proved each by, for that install's re-seal."""
     from samebits.install import default_cache_dir
     from samebits.lock.read import load_lock
     from verify.env import sealproof
@@ -83,7 +87,7 @@ def check_env(prefix: Path, *, lockfile: Path | None = None, platform: str | Non
     cache = cache or default_cache_dir()
 
     loc = locate(prefix, kind, read_pyvenv_cfg(prefix))
-    seals, records = sealproof.seals_for(prefix, cache, trust_seal)
+    seals, records = sealproof.seals_for(prefix, cache, trust_seal, linked_now)
     outside = outside_paths(loc)
     # the base interpreter's files: proved by the stat memo where the seals are trusted,
     # the memo refreshed from what is hashed either way (verify.env.statmemo)
@@ -162,7 +166,8 @@ def check_env(prefix: Path, *, lockfile: Path | None = None, platform: str | Non
         locked_packages=locked, lockfile=str(lockfile) if lockfile else None,
         reference=reference, notes=tuple(notes), interpreter=interpreter, bytecode=bc,
         unproven=tuple(unproven(manifest.records.packages)), coverage=kernels,
-        not_runnable=not_runnable, proof=sealproof.proof_doc(manifest, seals))
+        not_runnable=not_runnable, proof=sealproof.proof_doc(manifest, seals),
+        relinked=seals.seen if seals is not None else {})
 
 
 def _judge_by_imports(links: LinkageReport, manifest: Manifest, loc: Located, *, runs: bool,

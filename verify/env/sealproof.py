@@ -22,11 +22,12 @@ if TYPE_CHECKING:
     from verify.env.manifest import Manifest
 
 
-def seals_for(prefix: Path, cache: Path, trust: bool | Collection[str]
-              ) -> tuple[SealIndex | None, Records | None]:
+def seals_for(prefix: Path, cache: Path, trust: bool | Collection[str],
+              linked_now: Collection[str] = ()) -> tuple[SealIndex | None, Records | None]:
     """(the seals to trust, the prefix's records when they had to be read to find them).
     ``trust``: False (none), True (the entries whose archives the prefix's records name by
-    sha256 or md5), or the keys of the entries themselves (install knows them)."""
+    sha256 or md5), or the keys of the entries themselves (install knows them).
+    ``linked_now``: the cache paths install has just linked (``SealIndex.linked_now``)."""
     if not trust:  # False, or no entry to trust
         return None, None
     from samebits.install.seal import SealIndex
@@ -37,7 +38,7 @@ def seals_for(prefix: Path, cache: Path, trust: bool | Collection[str]
         keys = {h.lower() for p in records.packages for h in (p.sha256, p.md5) if h}
     else:
         keys = set(trust)
-    return SealIndex.load(cache, keys), records
+    return SealIndex.load(cache, keys, linked_now), records
 
 
 def proof_doc(manifest: Manifest, seals: SealIndex | None) -> dict[str, Any]:
