@@ -434,6 +434,7 @@ def install_prefix(env: LockedEnv, platform: str, prefix: Path, *, final: str, c
         to_reseal=() if reseal else tuple(linked))
 
 
+@paused_gc()
 def reseal_seen(report: InstallReport, seen: Mapping[str, os.stat_result]) -> InstallReport:
     """Re-seal what an ``install_prefix(reseal=False)`` linked, from the stats its verify
     proved the files by (``SealIndex.seen``), and count them in the report's seal."""

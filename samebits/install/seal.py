@@ -31,14 +31,14 @@ the walk stats the very inodes it linked, proves each by the same rule
 not two). What that cannot see: a write into the file in place that keeps its size, sets
 mtime back to the nanosecond (``os.utime``) *and* happens while its link count also changes,
 or between an install's check and its re-seal (the seconds it takes to place and, for
-``samebits install``, to walk the prefix). Such a write is deliberate, by someone who may write into the cache, who could as well
-rewrite the seal and its digest (both live in that writable folder): the seal guards
-against accidents and against tools writing through a link, not against the cache's owner
-(nothing on the same machine does; ``samebits cache verify --full`` and ``verify env``
-without ``--trust-seal`` re-hash every byte). A write within the same clock tick as the stat
-that sealed the file (a few milliseconds after unpacking) may leave mtime and ctime as they
-were; the seal is taken after the whole entry is written. As root, the
-read-only modes stop nothing; the stat still shows a write.
+``samebits install``, to walk the prefix). Such a write is deliberate, by someone who may
+write into the cache, who could as well rewrite the seal and its digest (both live in that
+writable folder): the seal guards against accidents and against tools writing through a
+link, not against the cache's owner (nothing on the same machine does; ``samebits cache
+verify --full`` and ``verify env`` without ``--trust-seal`` re-hash every byte). A write
+within the same clock tick as the stat that sealed the file (a few milliseconds after
+unpacking) may leave mtime and ctime as they were; the seal is taken after the whole entry
+is written. As root, the read-only modes stop nothing; the stat still shows a write.
 
 **What is done with a seal that does not vouch** (``check``, before an install plans
 anything): a seal that is missing (an entry of an older samebits) means every file is hashed

@@ -6,8 +6,8 @@ untimed round fills both caches (the first run downloads about 3 GB from PyPI fo
 ``--runs`` timed rounds of the linked installs (uv, ours, the floor, ours' phases), interleaved,
 then ``--runs`` rounds of the copies (uv+pyc, copy, before: a copy writes 4.7 GB, which evicts
 the caches' inodes from memory, so a linked install after one would read them from disk), each
-run a whole process into a target folder that is absent (the previous one is deleted,
-untimed):
+run a whole process into a target folder that is absent (the previous one is set aside by
+the linked rounds, deleted by the others, untimed: ``Trash`` says why):
 
     uv        uv venv V --python PY && uv pip install --require-hashes --no-deps
               -r containers/cpu/linux-64.requirements.txt --python V/bin/python
@@ -102,13 +102,55 @@ def _uv() -> str:
     return find_uv_bin()
 
 
-def _clear(path: Path) -> None:
-    """Remove the previous run's target, then flush every dirty page (untimed): a copy
-    install leaves gigabytes for the kernel to write back, which would otherwise land in the
-    next timed run, whichever tool it is."""
-    if path.exists() or path.is_symlink():
-        shutil.rmtree(path)
+def _clear(path: Path, trash: Trash | None = None) -> None:
+    """Remove the previous run's target (untimed): with ``trash``, set it aside (a rename) to
+    be deleted after the rounds that must not follow a deletion (``Trash``); else delete it,
+    then flush every dirty page: a copy install leaves gigabytes for the kernel to write
+    back, which would otherwise land in the next timed run, whichever tool it is."""
+    if not (path.exists() or path.is_symlink()):
+        return
+    if trash is not None:
+        trash.put(path)
+        return
+    shutil.rmtree(path)
     os.sync()
+
+
+class Trash:
+    """Targets set aside (renamed into WORK/trash) instead of deleted before a timed run.
+
+    On an ext4 without a journal (this project's VM: ``/sys/fs/ext4/<dev>/journal_task`` is
+    ``<none>``) every new inode is taken only after the allocator has skipped each free inode
+    deleted in the last 60 s (300 s more while its inode table block is not written back;
+    ``find_inode_bit`` and ``recently_deleted`` in the kernel's ``fs/ext4/ialloc.c``, which
+    checks this only when the filesystem has no journal). Deleting the previous run's 2,100
+    folders right before a run made each ``mkdir`` of the next one skip up to as many: 0.2 to
+    0.4 s more for a tool that makes 2,100 folders, more than for one that makes 1,400 (the
+    cost grows with both counts), and a cost a journaled ext4, XFS or btrfs, or a machine
+    that did not just delete a tree, never pays. The linked rounds set their targets aside
+    and the trash is emptied after them (a linked install's tree is folders and links, a few
+    MB). Copies (4.7 GB each) and cold caches are deleted as before: both tools of each
+    comparison there pay alike."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.n = 0
+        if folder.exists():  # an interrupted bench's: emptied with this one's, after
+            os.rename(folder, folder.with_name(f"{folder.name}-old-{os.getpid()}"))
+            self.old: Path | None = folder.with_name(f"{folder.name}-old-{os.getpid()}")
+        else:
+            self.old = None
+        folder.mkdir(parents=True)
+
+    def put(self, path: Path) -> None:
+        self.n += 1
+        os.rename(path, self.folder / f"{self.n}-{path.name}")
+
+    def empty(self) -> None:
+        for folder in (self.folder, self.old):
+            if folder is not None and folder.exists():
+                shutil.rmtree(folder)
+        os.sync()
 
 
 def timed(cmd: list[str], env: dict[str, str] | None = None, cwd: Path = ROOT
@@ -130,10 +172,10 @@ def timed(cmd: list[str], env: dict[str, str] | None = None, cwd: Path = ROOT
 
 
 def run_ours(lock: Path, prefix: Path, cache: Path, python: str, *extra: str,
-             source: Path = ROOT) -> tuple[float, float, dict]:
+             source: Path = ROOT, trash: Trash | None = None) -> tuple[float, float, dict]:
     """``samebits install`` as ``python -m samebits`` started in ``source`` (this checkout, or
     ``before_source``'s older samebits) runs it."""
-    _clear(prefix)
+    _clear(prefix, trash)
     seconds, cpu, out = timed([sys.executable, "-m", "samebits", "install", str(lock),
                                "--platform", "linux-64", "--target", str(prefix),
                                "--python", python, "--cache-dir", str(cache), "--json",
@@ -141,11 +183,12 @@ def run_ours(lock: Path, prefix: Path, cache: Path, python: str, *extra: str,
     return seconds, cpu, json.loads(out)
 
 
-def phases(lock: Path, prefix: Path, cache: Path, python: str) -> list[tuple[str, float]]:
+def phases(lock: Path, prefix: Path, cache: Path, python: str, trash: Trash | None = None
+           ) -> list[tuple[str, float]]:
     """One more warm run of ours (untimed as a whole) with its progress lines on stderr, each
     stamped as it arrives: (phase, seconds until the next line), the last phase ending when
     the process does. The first is the start: the interpreter, imports, reading the lock."""
-    _clear(prefix)
+    _clear(prefix, trash)
     t0 = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-m", "samebits", "install", str(lock),
                              "--platform", "linux-64", "--target", str(prefix), "--python",
@@ -216,13 +259,14 @@ def share_archives(cache: Path, other: Path) -> int:
     return n
 
 
-def floor(prefix: Path, work: Path, python: str) -> dict[str, float | int]:
+def floor(prefix: Path, work: Path, python: str, trash: Trash | None = None
+          ) -> dict[str, float | int]:
     """The system calls alone of a linked, verified install of ``prefix``'s files, timed from
     this Python with no logic between them (module docstring): ``check`` (one lstat per
     file), ``place`` (one mkdir per folder, one link per file into WORK/floor), ``walk``
     (scandir and one lstat per entry of the new folder); then ``cp -al`` of the same prefix
     and the start of ``python`` (``-c pass``, best of 3). Untimed: listing ``prefix`` first,
-    and removing WORK/floor after each part."""
+    and removing WORK/floor after each part (into ``trash`` where given)."""
     root = str(prefix)
     files: list[str] = []
     dirs: list[str] = []
@@ -238,7 +282,7 @@ def floor(prefix: Path, work: Path, python: str) -> dict[str, float | int]:
     dirs.sort()
     out = work / "floor"
     dest = str(out)
-    _clear(out)
+    _clear(out, trash)
     t0 = time.perf_counter()
     for f in files:
         os.lstat(root + f)
@@ -251,17 +295,17 @@ def floor(prefix: Path, work: Path, python: str) -> dict[str, float | int]:
     t2 = time.perf_counter()
     walked = len(stat_walk(dest))
     t3 = time.perf_counter()
-    _clear(out)
+    _clear(out, trash)
     cp, _, _ = timed(["cp", "-al", root, dest])
-    _clear(out)
+    _clear(out, trash)
     start = min(timed([python, "-c", "pass"])[0] for _ in range(3))
     return {"files": len(files), "dirs": len(dirs), "walked": walked, "check": t1 - t0,
             "place": t2 - t1, "walk": t3 - t2, "total": t3 - t0, "cp -al": cp, "start": start}
 
 
-def run_uv(requirements: Path, venv: Path, python: str, uv_cache: Path, *extra: str
-           ) -> tuple[float, float]:
-    _clear(venv)
+def run_uv(requirements: Path, venv: Path, python: str, uv_cache: Path, *extra: str,
+           trash: Trash | None = None) -> tuple[float, float]:
+    _clear(venv, trash)
     uv = _uv()
     env = {**os.environ, "UV_CACHE_DIR": str(uv_cache)}
     total = cpu = 0.0
@@ -309,8 +353,9 @@ def main(argv: list[str]) -> int:
     print(f"load average before the bench: {background:.2f} on {cores} cores", flush=True)
     print(f"filling the caches (untimed): {cache}, {uv_cache}; Python {python}; {lock.name}",
           flush=True)
-    run_ours(lock, prefix, cache, python)
-    run_uv(requirements, venv, python, uv_cache)
+    trash = Trash(work / "trash")  # the linked rounds' targets, deleted after them
+    run_ours(lock, prefix, cache, python, trash=trash)
+    run_uv(requirements, venv, python, uv_cache, trash=trash)
     before, why_not = before_source(work)
     if before is not None and (wrong := imports_from(before)):
         before, why_not = None, f"python -m samebits in {before} imports {wrong}"
@@ -319,7 +364,8 @@ def main(argv: list[str]) -> int:
         linked = share_archives(cache, before_cache)
         print(f"filling the cache of samebits {BEFORE[:7]} (untimed): {before_cache}, "
               f"{linked} archives linked from ours", flush=True)
-        run_ours(lock, prefix, before_cache, python, "--link-mode", "copy", source=before)
+        run_ours(lock, prefix, before_cache, python, "--link-mode", "copy", source=before,
+                 trash=trash)
     else:
         print(f"before: not measured ({why_not})", flush=True)
     kinds = ("uv", "uv+pyc", "ours", "copy", "before", "cold ours", "cold first", "cold nopyc",
@@ -344,15 +390,15 @@ def main(argv: list[str]) -> int:
     for r in range(1, args.runs + 1):
         print(f" round {r}", flush=True)
         at = load()
-        seconds, cpu = run_uv(requirements, venv, python, uv_cache)
+        seconds, cpu = run_uv(requirements, venv, python, uv_cache, trash=trash)
         record("uv", seconds, cpu, at)
         at = load()
-        seconds, cpu, doc = run_ours(lock, prefix, cache, python)
+        seconds, cpu, doc = run_ours(lock, prefix, cache, python, trash=trash)
         digests["ours"].append(doc["verify"]["digests"]["environment"])
         record("ours", seconds, cpu, at,
                f"environment {digests['ours'][-1][:16]}  ({_describe(doc)})")
         at = load()
-        floors.append(floor(prefix, work, python))
+        floors.append(floor(prefix, work, python, trash))
         f = floors[-1]
         print(f"  floor      {f['total']:7.2f} s (load {max(at, load()):4.1f})  "
               f"{f['files']:,} lstats {f['check']:.2f} s, {f['dirs']:,} mkdirs + "
@@ -360,11 +406,14 @@ def main(argv: list[str]) -> int:
               f"{f['walk']:.2f} s; cp -al {f['cp -al']:.2f} s; "
               f"{Path(python).name} -c pass {f['start']:.3f} s", flush=True)
         at = load()
-        split = phases(lock, prefix, cache, python)
+        split = phases(lock, prefix, cache, python, trash)
         print(f"  phases     (load {max(at, load()):4.1f}) " + ", ".join(
             f"{name} {sec:.2f}" for name, sec in split) + f"; total "
             f"{sum(sec for _, sec in split):.2f} s against uv {times['uv'][-1]:.2f} s",
             flush=True)
+    print(f" emptying the trash (untimed): {trash.n} targets the linked rounds set aside",
+          flush=True)
+    trash.empty()
     for r in range(1, args.runs + 1):
         print(f" copy round {r}", flush=True)
         at = load()
