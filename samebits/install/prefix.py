@@ -508,10 +508,12 @@ def _place(plan: _Plan, stage: Path, placer: Placer, venv: str | None, line: str
         copies += w.copies
         writes += w.writes
     plans: list[CondaPlan | WheelPlan] = [*plan.conda, *plan.wheels]
+    through = tuple(f"{rel}/" for rel in VENV_FOLDER_LINKS) if venv else ()
     for plan_ in plans:
         key = f"{UNPACKED}/{plan.key(plan_)}"
         for copy in plan_.copies:
-            sources[through_folder_links(copy.rel) if venv else copy.rel] = key
+            rel = copy.rel
+            sources[through_folder_links(rel) if rel.startswith(through) else rel] = key
     copies = one_copy_per_path(copies)  # wheels settled already: conda's files, same bytes
     total = sum(c.size for c in copies) + sum(len(d) for _, d, _ in writes)
     count = len(copies) + len(writes) + len(links)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import shutil
 from pathlib import Path
 
@@ -136,3 +137,19 @@ def test_prefix_digests_contract(pristine: Installed) -> None:
     assert set(got) == {"environment", "packages"}
     assert all(len(v) == 64 and int(v, 16) >= 0 for v in got.values())
     assert got == digests(build_manifest(pristine.prefix, jobs=2))
+
+
+def test_entries_sort_by_their_paths_bytes_whatever_the_characters() -> None:
+    """The manifest's and the digests' order is the paths' bytes. ASCII text is compared as
+    text (no encoding of every path); text with any other character, an undecodable byte
+    among them (a surrogate escape sorts between U+D7FF and U+E000 as text, at 0x80-0xFF as
+    a byte), is sorted by its bytes."""
+    from verify.env.manifest import by_path_bytes
+
+    ascii_paths = ["lib/a.py", "lib/a-b.py", "lib/a/b.py", "Z", "lib/a.b", "bin/x", "a/b_c"]
+    others = ["lib/\u00e9.py", "lib/\udcff.py", "lib/\U0001f600.py", "lib/\ufffd.py",
+              "lib/\ud7ff.py", "lib/z.py"]
+    for paths in (ascii_paths, ascii_paths + others):
+        entries = [Entry(p, "file") for p in reversed(paths)]
+        assert [e.path for e in by_path_bytes(entries)] == sorted(paths, key=os.fsencode)
+    assert sorted(ascii_paths + others) != sorted(ascii_paths + others, key=os.fsencode)

@@ -39,7 +39,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from samebits._io import compact_json, sha256_hex
-from verify.env.manifest import Entry, Manifest, build_manifest
+from verify.env.manifest import Entry, Manifest, build_manifest, by_path_bytes
 from verify.env.records import Package
 
 MANIFEST_VERSION = 2
@@ -64,7 +64,7 @@ def canonical_manifest(entries: Iterable[Entry], interpreter: str | None = None
     yield HEADER
     if interpreter is not None:
         yield b"<interpreter>\0i\0-\0" + interpreter.encode() + b"\0"
-    for e in sorted((e for e in entries if e.in_digest), key=lambda e: os.fsencode(e.path)):
+    for e in by_path_bytes(e for e in entries if e.in_digest):
         yield manifest_record(e)
 
 
@@ -79,7 +79,7 @@ def stdlib_digest(entries: Iterable[Entry]) -> str:
     """sha256 of a stdlib folder's files (paths relative to it), written as the environment
     manifest writes entries, after ``samebits-stdlib 1\n``."""
     h = hashlib.sha256(b"samebits-stdlib 1\n")
-    for e in sorted(entries, key=lambda e: os.fsencode(e.path)):
+    for e in by_path_bytes(entries):
         h.update(manifest_record(e))
     return h.hexdigest()
 
