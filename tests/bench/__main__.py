@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from tests.bench import load
+from tests.bench import compile_checkout, load
 
 SETTLED = 0.5          # 1-minute load average a benchmark may start at
 SETTLE_LIMIT = 240.0   # seconds waited for it at most
@@ -56,6 +56,9 @@ def main(argv: list[str]) -> int:
             print(f"error: unknown benchmark '{name}' (known: {', '.join(known)})",
                   file=sys.stderr)
             return 2
+    compile_checkout(Path(__file__).resolve().parents[2])
+    print("bytecode of this checkout written (untimed): an installed samebits has its pycs",
+          flush=True)
     for i, name in enumerate(todo):
         if i:
             settle()

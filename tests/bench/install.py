@@ -84,7 +84,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from tests.bench import background_note, load, stat_walk
+from tests.bench import background_note, compile_checkout, load, stat_walk
 
 ROOT = Path(__file__).resolve().parents[2]
 LOCK = ROOT / "lockfiles" / "cpu.conda-lock.yml"
@@ -361,6 +361,7 @@ def main(argv: list[str]) -> int:
         before, why_not = None, f"python -m samebits in {before} imports {wrong}"
     before_cache = work / "before-cache"
     if before is not None:
+        compile_checkout(before)  # its bytecode, as this checkout's (tests.bench.__main__)
         linked = share_archives(cache, before_cache)
         print(f"filling the cache of samebits {BEFORE[:7]} (untimed): {before_cache}, "
               f"{linked} archives linked from ours", flush=True)
