@@ -34,3 +34,14 @@ def cache_dir() -> Path:
     """samebits' cache folder: archives, unpacked packages, bytecode, PyPI answers, inputs."""
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base).absolute() / "samebits"
+
+
+def thread_count() -> int:
+    """The threads of this process as the kernel counts them (a C library's too): whether it
+    may fork safely (a thread holding a lock would leave it held in the child)."""
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        import threading
+
+        return threading.active_count()

@@ -157,7 +157,8 @@ def run_install(args: argparse.Namespace, out: Output) -> int:
     from samebits.host import cache_dir, host_platform
     from samebits.install import find_interpreter, install_prefix
     from samebits.install.cache import evict
-    from samebits.install.prefix import check_something_to_place, reseal_seen
+    from samebits.install.prefix import check_something_to_place, resealed
+    from samebits.install.resealing import Resealer
     from samebits.staging import staged_dir
     from verify.env.check import check_env
     from verify.env.envreport import report_json, report_text
@@ -201,12 +202,14 @@ def run_install(args: argparse.Namespace, out: Output) -> int:
     with progress(f"verify env {prefix}", None):
         bc = report.bytecode
         handed = Handed(bc.identity, bc.verdicts) if bc is not None and bc.verdicts else None
+        resealer = Resealer(report.to_reseal)  # from the stats the walk proves them by
         verdict = check_env(prefix, lockfile=env.path, platform=platform, cache=cache,
                             progress=progress, read=read, trust_seal=report.sealed_entries,
                             loaded=env, handed=handed,
                             interpreter_cache=cache if args.no_cache_interpreter
-                            else cache_dir(), linked_now=report.linked)
-        report = reseal_seen(report, verdict.relinked)  # from the stats its walk proved
+                            else cache_dir(), linked_now=report.linked,
+                            after_walk=resealer.start)
+        report = resealed(report, *resealer.finish())
     broken = sorted(report.entries_of([f.path for f in verdict.findings
                                        if f.kind in REPAIR_KINDS and f.path]))
     for where in broken:  # a placed file differs from its record: its cache entry is bad

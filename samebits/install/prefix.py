@@ -23,8 +23,8 @@
     compile   bytecode, when asked (``bytecode``)
     re-seal   every hardlinked file re-stated and its new ctime and link count sealed
               (``seal.reseal_all``), so the verify that follows proves it by a stat; or, for
-              ``samebits install`` (``reseal=False``), after its verify, from the stats its
-              walk took of those very inodes (``reseal_seen``)
+              ``samebits install`` (``reseal=False``), from the stats its verify's walk
+              took of those very inodes, while the verify goes on (``resealing``)
 
 The caller stages the prefix beside its target, renames it into place and runs ``verify env``
 on it (``samebits_app.cmd_render``). ``progress(description, total)`` is the caller's progress
@@ -37,7 +37,7 @@ import contextlib
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -115,8 +115,8 @@ class InstallReport:
     seal: dict[str, int] = field(default_factory=dict)      # see _seal_counts
     sealed_entries: tuple[str, ...] = ()   # keys of the entries files were hardlinked from
     overwritten: tuple[Overwrite, ...] = ()  # paths two wheels write with different bytes
-    # reseal=False: the cache paths hardlinked, and each entry with its members linked, for
-    # ``reseal_seen`` once the verify has proven them (its walk's stats)
+    # reseal=False: the cache paths hardlinked, and each entry with its members linked, to
+    # re-seal once the verify has proven them (its walk's stats: ``resealing``)
     linked: tuple[str, ...] = ()
     to_reseal: tuple[tuple[Entry, tuple[str, ...]], ...] = ()
 
@@ -434,14 +434,11 @@ def install_prefix(env: LockedEnv, platform: str, prefix: Path, *, final: str, c
         to_reseal=() if reseal else tuple(linked))
 
 
-@paused_gc()
-def reseal_seen(report: InstallReport, seen: Mapping[str, os.stat_result]) -> InstallReport:
-    """Re-seal what an ``install_prefix(reseal=False)`` linked, from the stats its verify
-    proved the files by (``SealIndex.seen``), and count them in the report's seal."""
-    if not report.to_reseal:
-        return report
-    n = reseal_all(report.to_reseal, seen)
-    return replace(report, seal={**report.seal, "resealed": n}, to_reseal=())
+def resealed(report: InstallReport, n: int, note: str = "") -> InstallReport:
+    """The report of an ``install_prefix(reseal=False)`` with the files its verify's stats
+    re-sealed counted (``samebits.install.resealing``), and what went wrong, if anything."""
+    return replace(report, seal={**report.seal, "resealed": n}, to_reseal=(),
+                   notes=(*report.notes, note) if note else report.notes)
 
 
 def _seal_counts(checked: dict[str, CheckResult], resealed: int) -> dict[str, int]:

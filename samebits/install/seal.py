@@ -66,6 +66,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from samebits.install.cache import PYC, UNPACKED, Entry, Member
+from samebits.gcpause import paused_gc
 from samebits.install.entryfiles import CorruptEntry, EntryGone
 
 SEAL = "seal.json"
@@ -584,6 +585,7 @@ def linked_entries(entries: Mapping[str, Entry], linked: Iterable[str]
             if r in roots]
 
 
+@paused_gc()
 def reseal_all(linked: Sequence[tuple[Entry, tuple[str, ...]]],
                seen: Mapping[str, os.stat_result] | None = None) -> int:
     """``reseal`` each (entry, members) of ``linked_entries``: the number of files re-sealed."""

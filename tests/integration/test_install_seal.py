@@ -368,6 +368,82 @@ def test_what_install_just_linked_is_proven_by_the_walks_stat_and_resealed_from_
     assert init not in index.seen
 
 
+RESEAL_IN_A_CHILD = """
+import json, os, sys
+from pathlib import Path
+from samebits.install import resealing
+from samebits.install.cache import read_entry
+from samebits.install.seal import entry_lock
+from samebits.host import thread_count
+
+cache, key, wait = Path(sys.argv[1]), sys.argv[2], float(sys.argv[3])
+entry = read_entry(cache, key, None)
+data = entry.source("alpha/data.bin")
+resealing.WAIT_LIMIT = wait
+job = [(entry, ("alpha/data.bin",))]
+before = thread_count()
+r = resealing.Resealer(job)
+if wait < 1:  # held here: the child waits on it past its limit
+    with entry_lock(entry.root, exclusive=True):
+        r.start({data: os.lstat(data)})
+        got = r.finish()
+else:
+    r.start({data: os.lstat(data)})
+    got = r.finish()
+print(json.dumps({"threads": before, "forked": r.pid is not None, "got": list(got)}))
+"""
+
+
+def _reseal_in_a_fresh_process(cache: Path, key: str, wait: float) -> dict:
+    """``Resealer`` in a fresh interpreter with only its main thread (a pytest process may
+    hold threads of its own, and xdist's always does: there it would not fork)."""
+    proc = subprocess.run([sys.executable, "-c", RESEAL_IN_A_CHILD, str(cache), key,
+                           str(wait)], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def test_the_reseal_runs_in_a_child_while_the_verify_goes_on(tmp_path: Path) -> None:
+    """``Resealer``: forked once the walk has its stats, the child writes the seal the
+    parent reads back and counts; with another thread alive it re-seals in this process
+    instead (no fork); a child that outlives its limit is killed, said, and the seal is left
+    as it was."""
+    import threading
+
+    from samebits.install import resealing
+
+    cache, entry = _entry(tmp_path)
+    data = entry.source("alpha/data.bin")
+    os.link(data, tmp_path / "linked")
+    st = os.lstat(data)
+    got = _reseal_in_a_fresh_process(cache, entry.key, resealing.WAIT_LIMIT)
+    assert got == {"threads": 1, "forked": True, "got": [1, ""]}
+    now = read_seal(entry.root, entry.key, entry.manifest_sha256).files["alpha/data.bin"]
+    assert (now.ctime_ns, now.nlink) == (st.st_ctime_ns, 2)
+
+    os.link(data, tmp_path / "again")
+    st = os.lstat(data)
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    try:
+        here = resealing.Resealer([(entry, ("alpha/data.bin",))])
+        here.start({data: st})
+        assert here.pid is None  # a thread besides this one: no fork
+        assert here.finish() == (1, "")
+    finally:
+        stop.set()
+        other.join()
+    assert read_seal(entry.root, entry.key, entry.manifest_sha256).files[
+        "alpha/data.bin"].nlink == 3
+
+    os.link(data, tmp_path / "third")
+    before = (entry.root / SEAL).read_bytes()
+    got = _reseal_in_a_fresh_process(cache, entry.key, 0.5)
+    assert got["forked"] is True and got["got"][0] == 0 and "not refreshed" in got["got"][1]
+    assert (entry.root / SEAL).read_bytes() == before
+
+
 # ---------------------------------------------------------------------------------- placing
 
 def _jobs(entry) -> list[Copy]:

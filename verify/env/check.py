@@ -8,7 +8,7 @@ report, its JSON and its text: ``verify.env.envreport``.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Collection
+from collections.abc import Callable, Collection, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import nullcontext
 from pathlib import Path
@@ -37,7 +37,8 @@ def check_env(prefix: Path, *, lockfile: Path | None = None, platform: str | Non
               loaded: LockedEnv | None = None, handed: Handed | None = None,
               import_timeout: float | None = None,
               interpreter_cache: Path | None = None,
-              linked_now: Collection[str] = ()) -> EnvReport:
+              linked_now: Collection[str] = (),
+              after_walk: Callable[[Mapping[str, Any]], None] | None = None) -> EnvReport:
     """Everything ``verify env`` checks, as an ``EnvReport`` (also ``samebits audit``'s API).
     ``read`` says how to read a lockfile of another format (converted on read).
     ``trust_seal``: prove sealed cache inodes by a stat (``verify.env.sealproof``): True for
@@ -54,8 +55,10 @@ def check_env(prefix: Path, *, lockfile: Path | None = None, platform: str | Non
     keyed by the interpreter's files and identity); ``cache`` unless given (install keeps
     them in the user's cache whatever ``--cache-dir`` says).
     ``linked_now``: the cache paths the calling install hardlinked into the prefix a moment
-    ago and has not re-sealed (``SealIndex.linked_now``); the report's ``relinked`` gives
-    the stat the walk proved each by, for that install's re-seal."""
+    ago and has not re-sealed (``SealIndex.linked_now``); ``after_walk(stats)`` is called
+    with the stat the walk proved each by (cache path -> stat) as soon as the walk is done,
+    before the rest of the checks, for that install's re-seal (``samebits.install.resealing``,
+    which runs it on the other core meanwhile)."""
     from samebits.install import default_cache_dir
     from samebits.lock.read import load_lock
     from verify.env import sealproof
@@ -104,6 +107,8 @@ def check_env(prefix: Path, *, lockfile: Path | None = None, platform: str | Non
                                   records=records, memo=memo, meanwhile=meanwhile)
         found = side["probe"].result() if "probe" in side else probe(loc.executable)
         owners = side["base"].result() if "base" in side else base_records(loc)
+    if after_walk is not None:  # this process has no other thread now (the pool is done)
+        after_walk(seals.seen if seals is not None else {})
     interpreter = identity(manifest, loc, found)
     platform = platform or _default_platform(lock, manifest)
     shared = shared_writers(lock, platform, file=loaded.origin if loaded else "")
@@ -166,8 +171,7 @@ def check_env(prefix: Path, *, lockfile: Path | None = None, platform: str | Non
         locked_packages=locked, lockfile=str(lockfile) if lockfile else None,
         reference=reference, notes=tuple(notes), interpreter=interpreter, bytecode=bc,
         unproven=tuple(unproven(manifest.records.packages)), coverage=kernels,
-        not_runnable=not_runnable, proof=sealproof.proof_doc(manifest, seals),
-        relinked=seals.seen if seals is not None else {})
+        not_runnable=not_runnable, proof=sealproof.proof_doc(manifest, seals))
 
 
 def _judge_by_imports(links: LinkageReport, manifest: Manifest, loc: Located, *, runs: bool,

@@ -68,9 +68,6 @@ class EnvReport:
     coverage: Mapping[str, Any] | None = None  # verify.kernels.report.platform_doc
     not_runnable: str | None = None   # why the environment's Python cannot start, when it can't
     proof: Mapping[str, Any] | None = None   # verify.env.sealproof.proof_doc
-    # the stat each file the calling install had just linked was proven by, by cache path
-    # (``check_env(linked_now=)``), for that install's re-seal; not in the report
-    relinked: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def identical(self) -> bool:

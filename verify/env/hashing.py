@@ -32,6 +32,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from samebits.errors import ToolError
+from samebits.host import thread_count
 from verify.env.elfinfo import ElfInfo, read_elf_info
 
 BUFFER = 1 << 20            # bytes read at a time, per worker
@@ -151,21 +152,13 @@ def _worker_init() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def _threads() -> int:
-    """The threads of this process as the kernel counts them (a C library's too)."""
-    try:
-        return len(os.listdir("/proc/self/task"))
-    except OSError:
-        return threading.active_count()
-
-
 def _context() -> multiprocessing.context.BaseContext:
     # fork starts a worker in a millisecond. Python 3.12+ warns when a process that has
     # threads forks (a thread holding a lock would leave it held in the child), so there,
     # unless this process has only its main thread, the fork server starts them: it costs
     # half a second on Python 3.12 (a new interpreter importing this module) before the
     # first file is hashed, which is why a single-threaded process still forks.
-    if sys.platform == "linux" and (sys.version_info < (3, 12) or _threads() == 1):
+    if sys.platform == "linux" and (sys.version_info < (3, 12) or thread_count() == 1):
         return multiprocessing.get_context("fork")
     ctx = multiprocessing.get_context("forkserver" if sys.platform == "linux" else "spawn")
     if sys.platform == "linux":
