@@ -8,9 +8,9 @@
               wheel taken from the cache or built again and proved against the lock's record
               (``build``)
     unpack    ... and unpacked into the cache (``unpack``) as soon as it is proved, while the
-              others download (eight downloads, four unpacks at a time, each archive's hashes
-              computed as its bytes stream in); every problem of every archive is listed in one
-              error before anything is placed
+              others download (eight downloads, four unpacks at a time, the largest archive
+              waiting first, each archive's hashes computed as its bytes stream in); every
+              problem of every archive is listed in one error before anything is placed
     check     every entry's files against its seal (``seal.check``: a stat each; what the
               seal cannot vouch for is hashed); a broken entry is evicted and unpacked again,
               once
@@ -34,6 +34,7 @@ factory (``Output.progress``): each phase is one row, or one line when piped.
 from __future__ import annotations
 
 import contextlib
+import heapq
 import os
 import threading
 import time
@@ -239,7 +240,9 @@ def _entries(packages: Sequence[LockedPackage], how: Artifacts, progress: Progre
     last = [started]
     with progress(f"fetching and unpacking {what}", len(missing)) as advance, \
             ThreadPoolExecutor(max_workers=UNPACK_THREADS) as unpacking:
-        def unpack_one(f: Any) -> None:
+        def unpack_one() -> None:
+            with lock:  # the largest archive proved and waiting, not the one this job was
+                f = heapq.heappop(waiting)[2]  # queued for: torch's 1.1 GB goes first
             try:
                 entries[cache_key(f.package)] = unpack(f, cache)
             except UnpackError as exc:
@@ -262,9 +265,11 @@ def _entries(packages: Sequence[LockedPackage], how: Artifacts, progress: Progre
                     stats.bytes += f.size
                     last[0] = time.monotonic()
             with lock:
-                unpacks.append(unpacking.submit(unpack_one, f))
+                heapq.heappush(waiting, (-(f.size or 0), len(unpacks), f))
+                unpacks.append(unpacking.submit(unpack_one))
 
         unpacks: list[Future[None]] = []
+        waiting: list[tuple[int, int, Any]] = []  # (-size, order, proved archive)
         biggest_first = sorted(missing, key=lambda p: -(p.size or 0))
         with ThreadPoolExecutor(max_workers=FETCH_THREADS) as pool:
             list(pool.map(one, biggest_first))

@@ -104,6 +104,36 @@ def test_every_record_lie_is_named(tmp_path: Path) -> None:
     assert got["demo/d.py"] == (hashlib.sha256(b"d").hexdigest(), 1)  # the archive's bytes
 
 
+@pytest.mark.parametrize("split", [False, True])
+def test_a_large_wheel_written_on_threads_gives_the_same_entry(tmp_path: Path, monkeypatch,
+                                                                split: bool) -> None:
+    """A wheel above ``SPLIT_BYTES`` is written member by member on threads, largest first:
+    the same members, hashes, modes and notes, in the archive's order, as one thread gives
+    (the threshold lowered so a small wheel takes that path)."""
+    from samebits.install import unpack as unpack_mod
+
+    if split:
+        monkeypatch.setattr(unpack_mod, "SPLIT_BYTES", 0)
+    big = bytes(range(256)) * 4096
+    members = [*WHEEL_META, *((f"demo/m{i:02}.py", bytes([i]) * (i * 97)) for i in range(40)),
+               ("demo/big.bin", big), ("demo/__pycache__/x.cpython-312.pyc", b"pyc")]
+    wrong = _row("demo/m07.py", b"no")
+    record = "\n".join([*(_row(n, d) for n, d in members if n not in (
+        "demo/m03.py", "demo/m07.py")), wrong, f"{DIST}/RECORD,,"]) + "\n"
+    entry = _unpack(_wheel(tmp_path, members, record), tmp_path / "cache")
+    slip = "the wheel's RECORD is wrong about it (the archive is the locked one: its bytes " \
+           "are placed, and the installed RECORD says what they are)"
+    assert entry.notes == (
+        f"demo/m03.py: {slip}: not mentioned in it",
+        f"demo/m07.py: {slip}: its hash / size ({wrong.split(',')[1]}, 2 bytes) are not the "
+        "member's (679 bytes)",
+        "demo/__pycache__/x.cpython-312.pyc: bytecode shipped in the wheel, not installed")
+    got = {m.path: (m.sha256, m.size) for m in entry.members}
+    assert got == {n: (hashlib.sha256(d).hexdigest(), len(d)) for n, d in
+                   [*members[:-1], (f"{DIST}/RECORD", record.encode())]}
+    assert (entry.tree / "demo/big.bin").read_bytes() == big
+
+
 def test_a_member_twice_is_named(tmp_path: Path) -> None:
     members = [*WHEEL_META, ("demo/a.py", b"a"), ("demo/a.py", b"a")]
     wheel = _wheel(tmp_path, members)
