@@ -44,6 +44,13 @@ def compact_json(obj: Any) -> bytes:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
 
+def stat_key(st: os.stat_result) -> tuple[int, int, int, int, int, int]:
+    """(device, inode, size, mtime_ns, ctime_ns, mode): what a stat proves of a file's bytes
+    while none of them moves (any write, chmod or link moves ctime, which user space cannot
+    set back)."""
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode)
+
+
 def sha256_hex(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 

@@ -188,13 +188,14 @@ def run_install(args: argparse.Namespace, out: Output) -> int:
     # exactly what `verify env L --platform P [--lock-env E --lock-python X]` reads
     read = (ReadOptions(environment=read_as.environment, python=read_as.python)
             if env.conversion is not None else None)
+    facts = cache if args.no_cache_interpreter else cache_dir()  # what is learnt of Python
     try:
         with staged_dir(prefix, replace=args.replace) as stage:
             report = install_prefix(env, platform, stage, final=str(prefix), cache=cache,
                                     interpreter=python, link_mode=args.link_mode,
                                     bytecode=not args.no_bytecode, progress=progress,
                                     sources=sources, build_python=args.python,
-                                    reseal=False)
+                                    reseal=False, interpreter_cache=facts)
     except OSError as exc:  # a full disk, a read-only cache: said, not a traceback
         where = exc.filename or prefix
         raise InputError(f"{where}: {exc.strerror or exc}",
@@ -206,8 +207,7 @@ def run_install(args: argparse.Namespace, out: Output) -> int:
         verdict = check_env(prefix, lockfile=env.path, platform=platform, cache=cache,
                             progress=progress, read=read, trust_seal=report.sealed_entries,
                             loaded=env, handed=handed,
-                            interpreter_cache=cache if args.no_cache_interpreter
-                            else cache_dir(), linked_now=report.linked,
+                            interpreter_cache=facts, linked_now=report.linked,
                             after_walk=resealer.start)
         report = resealed(report, *resealer.finish())
     broken = sorted(report.entries_of([f.path for f in verdict.findings

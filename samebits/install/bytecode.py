@@ -58,7 +58,7 @@ from samebits.install.cache import (
     staging,
 )
 from samebits.install.entryfiles import CorruptEntry
-from samebits.install.interpreter import Interpreter, probe
+from samebits.install.interpreter import Interpreter, probe_known
 from samebits.install.place import Copy, Placer, one_copy_per_path, place_all
 from samebits.install.seal import CheckResult, sealed_of, write_seal
 from samebits.install.seal import check as check_seal
@@ -168,11 +168,13 @@ def read_pyc_entry(root: Path, name: str = "") -> Entry | None:
 
 def compile_bytecode(stage: Path, final: str, python: str, groups: Sequence[Sources],
                      cache: Path, placer: Placer, *, runs_here: str | None = None,
-                     progress: Callable[..., Any] | None = None) -> BytecodeReport:
+                     progress: Callable[..., Any] | None = None,
+                     facts: Path | None = None) -> BytecodeReport:
     """Compile (or take from the cache) every group's pycs and place them under ``stage``.
 
     ``python`` is the interpreter's prefix-relative path; ``runs_here`` a reason it cannot
-    (another architecture) found before trying it.
+    (another architecture) found before trying it; ``facts`` where what was learnt of the
+    interpreter is kept (``interpreter.probe_known``), ``cache`` unless given.
     """
     groups = [g for g in groups if g.files]
     where = f"{final}/{python}"
@@ -180,13 +182,14 @@ def compile_bytecode(stage: Path, final: str, python: str, groups: Sequence[Sour
         return BytecodeReport(interpreter=where, skipped="no Python sources")
     if runs_here:
         return BytecodeReport(interpreter=where, skipped=runs_here)
-    got = probe(str(stage / python), env={"PYTHONHASHSEED": "0"})
-    if isinstance(got, str):
-        return BytecodeReport(interpreter=where, skipped=f"{where} cannot run here: {got}")
+    known = probe_known(str(stage / python), facts if facts is not None else cache,
+                        env={"PYTHONHASHSEED": "0"})
+    if isinstance(known, str):
+        return BytecodeReport(interpreter=where, skipped=f"{where} cannot run here: {known}")
+    got, identity = known
     if not got.cache_tag:
         return BytecodeReport(interpreter=where, version=got.version,
                               skipped=f"{where} writes no bytecode (no cache tag)")
-    identity = got.identity()
     folder = Path(os.path.abspath(cache / PYC))  # the compilers run in folders of their own
     copies: list[Copy] = []
     placed: dict[str, str] = {}
@@ -219,8 +222,8 @@ def compile_bytecode(stage: Path, final: str, python: str, groups: Sequence[Sour
         ctx = progress(f"compiling {total:,} Python files", total) if progress else None
         advance = ctx.__enter__() if ctx else None
         try:
-            made = _compile_groups(stage, str(stage / python), got, todo, folder, advance,
-                                   verdicts)
+            made = _compile_groups(stage, str(stage / python), got, identity, todo, folder,
+                                   advance, verdicts)
         finally:
             if ctx:
                 ctx.__exit__(None, None, None)
@@ -240,7 +243,8 @@ def compile_bytecode(stage: Path, final: str, python: str, groups: Sequence[Sour
 
 
 def _compile_groups(stage: Path, python: str, interp: Interpreter,
-                    todo: list[tuple[str, Sources]], folder: Path,
+                    identity: dict[str, str | None], todo: list[tuple[str, Sources]],
+                    folder: Path,
                     advance: Callable[..., Any] | None,
                     verdicts: list[tuple[str, int, str, str]]) -> list[tuple[Entry, list[str]]]:
     """Compile every group into a staged entry, seal it there (the worker hashed each pyc
@@ -248,7 +252,6 @@ def _compile_groups(stage: Path, python: str, interp: Interpreter,
     ``verdicts`` gets, per pyc written, (source sha256, 0, pyc sha256, the checker's verdict
     on those bytes, as the worker found it)."""
     tag = interp.cache_tag or ""
-    identity = interp.identity()
     tmps: dict[str, Path] = {}
     jobs: list[tuple[str, str, str, str, str]] = []   # key, src rel, src, dfile, out
     for key, g in todo:

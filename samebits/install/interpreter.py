@@ -15,10 +15,15 @@ to look) is read from the environment once by the caller and passed in, so tests
 
 ``probe`` is also how the installer learns whether an environment's own interpreter runs here
 and what it is (version, cache tag, magic number, binary and libpython), for bytecode.
+``probe_known`` answers that for bytecode from what an earlier probe of the very same binary
+and libpython said, proved by their stats (``FACTS``), and probes and hashes them again
+otherwise.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
 import os
 import re
@@ -26,10 +31,14 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from samebits._io import sha256_file
+from samebits._io import atomic_write, sha256_file, stat_key
 from samebits.errors import InputError
 
 PROBE_TIMEOUT = 30.0
+# CACHE/interpreters/<sha256 of the binary's real path>[:32].json: what ``probe`` said of one
+# binary and its ``identity``, with the stats of the binary and libpython as they were then
+FACTS = "interpreters"
+FACTS_KIND = "samebits.interpreter"
 PROBE = (
     "import sys, json, importlib.util, os, sysconfig\n"
     "lib = None\n"
@@ -218,3 +227,62 @@ def find_interpreter(line: str, given: str | None = None, *,
                      + "\n  ".join(lines),
                      hint=f"pass --python /path/to/python{line}, or install one "
                      f"(uv python install {line})")
+
+
+def probe_known(python: str, facts: Path | None, *, env: dict[str, str] | None = None
+                ) -> tuple[Interpreter, dict[str, str | None]] | str:
+    """``probe(python, env=env)`` and the ``identity`` of what answered (the sha256 of its
+    binary and libpython: 0.04 s of a warm install, with the probe's start), or why it does
+    not run here. Where ``facts`` (a cache folder) remembers them for the same binary and
+    libpython, with stats that are still the remembered ones to the nanosecond (device, inode,
+    size, mtime, ctime, mode: ``verify.env.statmemo``'s rule, which a write, a chmod or a
+    reinstall in place all break), that is the answer, and nothing runs. Only for a real
+    binary: ``python`` is resolved through its links first, so a pyenv shim (a script whose
+    answer depends on the environment) is never taken for the interpreter it runs. The
+    environment's own verify runs it all the same (``verify.env.interpreter.probe``)."""
+    binary = os.path.realpath(python)
+    memo = None
+    if facts is not None:
+        name = hashlib.sha256(binary.encode()).hexdigest()[:32]
+        memo = facts / FACTS / f"{name}.json"
+        got = _remembered(memo, python, binary)
+        if got is not None:
+            return got
+    found = probe(python, env=env)
+    if isinstance(found, str) or memo is None:
+        return found if isinstance(found, str) else (found, found.identity())
+    before = _stats(binary, found.libpython)  # before hashing: a change meanwhile shows
+    identity = found.identity()
+    if before is not None and os.path.realpath(found.executable) == binary:
+        doc = {"format": 1, "kind": FACTS_KIND, "binary": binary, "stats": before,
+               "answer": {k: getattr(found, k) for k in _ANSWER}, "identity": identity}
+        with contextlib.suppress(OSError):  # a read-only cache: probed again next time
+            atomic_write(memo, json.dumps(doc, sort_keys=True) + "\n")
+    return found, identity
+
+
+_ANSWER = ("version", "line", "cache_tag", "magic", "libpython", "machine")
+
+
+def _stats(binary: str, libpython: str | None) -> list[list[int] | None] | None:
+    try:
+        return [list(stat_key(os.stat(binary))),
+                list(stat_key(os.stat(libpython))) if libpython else None]
+    except OSError:
+        return None
+
+
+def _remembered(memo: Path, python: str, binary: str
+                ) -> tuple[Interpreter, dict[str, str | None]] | None:
+    try:
+        doc = json.loads(memo.read_bytes())
+        if doc.get("format") != 1 or doc.get("kind") != FACTS_KIND or doc["binary"] != binary:
+            return None
+        answer = {k: doc["answer"][k] for k in _ANSWER}
+        if _stats(binary, answer["libpython"]) != doc["stats"]:
+            return None
+        found = Interpreter(executable=python, **answer)
+        identity = {str(k): (None if v is None else str(v)) for k, v in doc["identity"].items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    return found, identity

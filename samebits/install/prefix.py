@@ -342,7 +342,8 @@ def install_prefix(env: LockedEnv, platform: str, prefix: Path, *, final: str, c
                    link_mode: LinkMode = "auto", bytecode: bool = False,
                    progress: Progress | None = None,
                    host: str | None = None, sources: Sources = NO_SOURCES,
-                   build_python: str | None = None, reseal: bool = True) -> InstallReport:
+                   build_python: str | None = None, reseal: bool = True,
+                   interpreter_cache: Path | None = None) -> InstallReport:
     """Install ``platform`` of ``env`` into ``prefix`` (an empty or new folder).
 
     ``final`` is the path the prefix will have where it runs (the same as ``prefix`` for a plain
@@ -354,7 +355,9 @@ def install_prefix(env: LockedEnv, platform: str, prefix: Path, *, final: str, c
     ``build_python`` when it is of the recorded line, else on a Python of that line found here.
     ``reseal=False``: the hardlinked files are not stated again and re-sealed here; the
     report names them (``linked``, ``to_reseal``) for the verify that follows, whose walk
-    stats those very inodes, and ``reseal_seen`` re-seals them from its stats.
+    stats those very inodes, and ``samebits.install.resealing`` re-seals them from its stats.
+    ``interpreter_cache``: where what is learnt of the interpreter that compiles the bytecode
+    is kept (``interpreter.probe_known``); ``cache`` unless given.
     """
     env.check_platform(platform)
     check_something_to_place(env, platform)
@@ -418,7 +421,8 @@ def install_prefix(env: LockedEnv, platform: str, prefix: Path, *, final: str, c
         elsewhere = None if host == platform else (
             f"the environment is for {platform}, this machine is {host}")
         report_bytecode = compile_bytecode(prefix, final, python_rel, groups, cache, placer,
-                                           runs_here=elsewhere, progress=progress)
+                                           runs_here=elsewhere, progress=progress,
+                                           facts=interpreter_cache)
         placed_from.update(report_bytecode.sources)
     for w in plan.wheels:
         notes += [f"{w.package.name}: {n}" for n in w.notes]

@@ -65,8 +65,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
-from samebits.install.cache import PYC, UNPACKED, Entry, Member
 from samebits.gcpause import paused_gc
+from samebits.install.cache import PYC, UNPACKED, Entry, Member
 from samebits.install.entryfiles import CorruptEntry, EntryGone
 
 SEAL = "seal.json"

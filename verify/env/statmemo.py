@@ -40,17 +40,13 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from samebits._io import atomic_write
+from samebits._io import atomic_write, stat_key
 
 FOLDER = "statmemo"
 FORMAT = 1
 KIND = "samebits.statmemo"
 
 Key = tuple[int, int, int, int, int, int]   # dev, ino, size, mtime_ns, ctime_ns, mode
-
-
-def stat_key(st: os.stat_result) -> Key:
-    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode)
 
 
 class StatMemo:
