@@ -12,11 +12,11 @@ entry's lock is waited for ``seal.LOCK_TIMEOUT`` at most) and says how many file
 re-sealed.
 
 Where this process has threads besides its own (a fork would copy a lock another thread
-holds, never released in the child), where it cannot fork, or where the child fails, the
-re-seal runs here as it would have, in ``finish``: never skipped silently. A child that
-outlives the limit is killed and ``finish`` says so; the seals it did not write stay as they
-were, which proves nothing less (the next install's check vouches for links that came or
-went, or hashes the file), it only costs that check.
+holds, never released in the child), where it cannot fork (or the fork fails), or where the
+child fails, the re-seal runs here as it would have, in ``finish``: never skipped silently.
+A child that outlives the limit is killed and ``finish`` says so; the seals it did not write
+stay as they were, which proves nothing less (the next install's check vouches for links
+that came or went, or hashes the file), it only costs that check.
 """
 
 from __future__ import annotations
@@ -51,7 +51,12 @@ class Resealer:
         if not self.to_reseal or not hasattr(os, "fork") or thread_count() != 1:
             return  # re-sealed in finish(), in this process
         read, write = os.pipe()
-        pid = os.fork()
+        try:
+            pid = os.fork()
+        except OSError:  # no memory or no process left for a child: here, in finish()
+            os.close(read)
+            os.close(write)
+            return
         if pid == 0:  # the child: re-seal, write the count, and end without any cleanup
             code = 1
             try:
