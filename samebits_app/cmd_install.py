@@ -174,13 +174,14 @@ def run_install(args: argparse.Namespace, out: Output) -> int:
     platform = env.check_platform(platform)
     check_something_to_place(env, platform)  # before any prefix is made
     progress = _phases(out)
+    cache = options.cache_of(args)
+    facts = cache if args.no_cache_interpreter else cache_dir()  # what is learnt of Python
     python = None
     if env.python and env.pip(platform) and not any(p.name == "python"
                                                    for p in env.conda(platform)):
         with progress(f"finding a Python {env.python} interpreter", None):
-            python = find_interpreter(env.python, args.python).executable
+            python = find_interpreter(env.python, args.python, facts=facts).executable
     prefix = Path(args.target).absolute()
-    cache = options.cache_of(args)
     sources = sources_for(args, options.project_of(args), env.name)
     if args.from_nix:
         with progress("archives from the Nix store", None):
@@ -188,7 +189,6 @@ def run_install(args: argparse.Namespace, out: Output) -> int:
     # exactly what `verify env L --platform P [--lock-env E --lock-python X]` reads
     read = (ReadOptions(environment=read_as.environment, python=read_as.python)
             if env.conversion is not None else None)
-    facts = cache if args.no_cache_interpreter else cache_dir()  # what is learnt of Python
     try:
         with staged_dir(prefix, replace=args.replace) as stage:
             report = install_prefix(env, platform, stage, final=str(prefix), cache=cache,

@@ -208,11 +208,13 @@ def search(line: str, places: Places) -> Search:
 
 
 def find_interpreter(line: str, given: str | None = None, *,
-                     places: Places | None = None) -> Interpreter:
+                     places: Places | None = None, facts: Path | None = None) -> Interpreter:
     """A working Python ``line`` here (``given`` when passed), or an error naming every path
-    tried and why it was refused."""
+    tried and why it was refused. ``facts``: where ``probe_known`` keeps what ``given`` said
+    of itself (a real binary's answer, proved by its stat; a shim is always run)."""
     if given:
-        got = probe(given)
+        known = probe_known(given, facts) if facts is not None else probe(given)
+        got = known if isinstance(known, (str, Interpreter)) else known[0]
         if isinstance(got, str):
             raise InputError(f'--python "{given}": {got}')
         if got.line != line:

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from samebits.install import interpreter
-from samebits.install.interpreter import FACTS, probe_known
+from samebits.install.interpreter import FACTS, find_interpreter, probe_known
 
 
 def _copied_venv(tmp_path: Path) -> str:
@@ -33,6 +33,7 @@ def test_the_facts_are_kept_and_proved_by_the_binarys_stat(tmp_path: Path, monke
 
     monkeypatch.setattr(interpreter, "probe", lambda *a, **k: "probed again")
     assert probe_known(python, facts) == first  # nothing ran
+    assert find_interpreter(found.line, python, facts=facts) == found  # --python, the same
     os.chmod(python, 0o755)  # the same mode: only the ctime moved
     assert probe_known(python, facts) == "probed again"
     assert probe_known(python, None) == "probed again"  # no folder: always probed
