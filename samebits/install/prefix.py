@@ -116,10 +116,14 @@ class InstallReport:
     seal: dict[str, int] = field(default_factory=dict)      # see _seal_counts
     sealed_entries: tuple[str, ...] = ()   # keys of the entries files were hardlinked from
     overwritten: tuple[Overwrite, ...] = ()  # paths two wheels write with different bytes
-    # reseal=False: the cache paths hardlinked, and each entry with its members linked, to
-    # re-seal once the verify has proven them (its walk's stats: ``resealing``)
-    linked: tuple[str, ...] = ()
+    # reseal=False: each entry with its members hardlinked, to re-seal once the verify has
+    # proven them (its walk's stats: ``resealing``)
     to_reseal: tuple[tuple[Entry, tuple[str, ...]], ...] = ()
+
+    @property
+    def linked(self) -> list[str]:
+        """The cache paths of ``to_reseal``'s files, as the verify's seals name them."""
+        return [entry.source(m) for entry, members in self.to_reseal for m in members]
 
     def to_json(self) -> dict[str, object]:
         return {"platform": self.platform, "prefix": self.prefix, "python": self.python,
@@ -439,8 +443,7 @@ def install_prefix(env: LockedEnv, platform: str, prefix: Path, *, final: str, c
         bytecode=report_bytecode, sources=placed_from, notes=tuple(notes),
         fetch=stats.to_json(), seal=_seal_counts(checked, resealed),
         sealed_entries=tuple(sorted({archive_of(str(e.root)) for e, _ in linked})),
-        overwritten=overwritten, linked=() if reseal else tuple(placer.linked),
-        to_reseal=() if reseal else tuple(linked))
+        overwritten=overwritten, to_reseal=() if reseal else tuple(linked))
 
 
 def resealed(report: InstallReport, n: int, note: str = "") -> InstallReport:
