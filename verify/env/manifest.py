@@ -149,119 +149,115 @@ def build_manifest(prefix: Path, *, jobs: int | None = None, elf: bool = True,
     with FileHasher(jobs=jobs, elf=elf, root=f"{prefix}/") as hasher:  # workers start now
         if meanwhile is not None:
             meanwhile()
-        walked: list[tuple[str, os.stat_result, str | None, int]] = []
-        first_of_inode: dict[tuple[int, int], int] = {}
+        # One pass: each entry is made as soon as what it needs is known. A file proven by
+        # its seal or the stat memo, a symlink, a special file: at once, where the records
+        # are read already (install's verify, --trust-seal); a file to hash (or whose head
+        # is to be read): when its worker answers; the rest once the walk has ended.
+        inside: list[Entry] = []
+        out: list[Entry] = []
+        later: list[tuple[str, os.stat_result, str | None, Hashed | None]] = []
+        waiting: dict[int, list[tuple[str, os.stat_result, str | None]]] = {}  # hash index ->
+        first_of_inode: dict[tuple[int, int], int] = {}     # the entries its hash makes
         unreadable: list[tuple[str, str]] = []
         total = 0
-        n_inside = 0
-        given: dict[int, Hashed] = {}   # position in walked -> what its seal proves
         by_hash = by_identity = by_memo = 0
-        remember: list[int] = []        # outside files whose memo entry is written now
+        remember: dict[str, os.stat_result] = {}  # outside files whose memo entry is written now
         heads = HeadMemo()
         head_of: dict[int, tuple[str, str]] = {}  # hash index -> (entry root, sealed sha256)
+        claims = records.claims if records is not None else None
+        sps = tuple(sp + "/" for sp in site_packages(prefix))
 
-        def proven(rel: str, st: os.stat_result, sha256: str, is_elf: bool | None,
-                   root: str) -> int:
+        def made(rel: str, st: os.stat_result, target: str | None, h: Hashed | None) -> None:
+            if rel[0] == "/":
+                out.append(_outside(rel, st, target, h))
+            elif claims is not None:
+                inside.append(_entry(kind, made_by, rel, st, target, h, claims.get(rel, ()),
+                                     sps))
+            else:
+                later.append((rel, st, target, h))
+
+        def hash_later(n: int, rel: str, st: os.stat_result, target: str | None) -> None:
+            waiting.setdefault(n, []).append((rel, st, target))
+
+        def proven(rel: str, st: os.stat_result, target: str | None, sha256: str,
+                   is_elf: bool | None, root: str) -> None:
             """A file whose bytes a stat proved (``root``: where the heads of its kind are
-            remembered): its head taken from the memo, or read by a worker (the hash index)
-            when it is needed (a pyc's header; an ELF file's facts where ``elf``)."""
+            remembered): its head taken from the memo, or read by a worker when it is
+            needed (a pyc's header; an ELF file's facts where ``elf``)."""
             pyc = rel.endswith(".pyc")
             if not (pyc or (elf and is_elf is not False)):
-                given[len(walked)] = Hashed(sha256)
-                return -1
+                made(rel, st, target, Hashed(sha256))
+                return
             got_head = heads.get(root, sha256) if pyc or is_elf else None
             if got_head is not None:  # a pyc is never ELF: its facts are None either way
-                given[len(walked)] = Hashed(sha256, got_head[0] if elf else None, None,
-                                            got_head[1])
-                return -1
+                made(rel, st, target, Hashed(sha256, got_head[0] if elf else None, None,
+                                             got_head[1]))
+                return
             n = hasher.add(rel, st.st_size, known=sha256)
             if pyc or (elf and is_elf):  # remembered only what was read in full
                 head_of[n] = (root, sha256)
-            return n
+            hash_later(n, rel, st, target)
 
         outside_heads = memo.heads_root if memo is not None else ""
+        lookup = seals.lookup_in if seals is not None else None
         for rel, st, target in _walk_all(str(prefix), outside, unreadable):
-            n = -1
-            if stat.S_ISREG(st.st_mode) and rel[0] == "/" and memo is not None:
-                got = memo.lookup(rel, st)
-                if got is not None:
-                    by_memo += 1
-                    if got[1] is None and elf:  # remembered by a run without the linkage
-                        remember.append(len(walked))  # check: whether it is ELF, learnt now
-                    n = proven(rel, st, got[0], got[1], outside_heads)
-                    walked.append((rel, st, target, n))
-                    continue
-                remember.append(len(walked))
-            if stat.S_ISREG(st.st_mode):
-                found = seals.lookup_in(st) if seals is not None and rel[0] != "/" else None
+            if not stat.S_ISREG(st.st_mode):
+                made(rel, st, target, None)
+                continue
+            if rel[0] == "/":
+                if memo is not None:
+                    got = memo.lookup(rel, st)
+                    if got is not None:
+                        by_memo += 1
+                        if got[1] is None and elf:  # remembered by a run without the linkage
+                            remember[rel] = st      # check: whether it is ELF, learnt now
+                        proven(rel, st, target, got[0], got[1], outside_heads)
+                        continue
+                    remember[rel] = st
+            elif lookup is not None:
+                found = lookup(st)
                 if found is not None:
-                    sealed, root = found
                     by_identity += 1
-                    n = proven(rel, st, sealed.sha256, sealed.elf, root)
-                    walked.append((rel, st, target, n))
-                    if rel[0] != "/":
-                        n_inside = len(walked)
+                    proven(rel, st, target, found[0].sha256, found[0].elf, found[1])
                     continue
-                if st.st_nlink > 1:  # another name for a file already seen is hashed once
-                    inode = (st.st_dev, st.st_ino)
-                    n = first_of_inode.get(inode, -1)
-                if n < 0:
-                    n = hasher.add(rel, st.st_size)
-                    by_hash += 1
-                    total += st.st_size
-                    if st.st_nlink > 1:
-                        first_of_inode[(st.st_dev, st.st_ino)] = n
-            walked.append((rel, st, target, n))
-            if rel[0] != "/":
-                n_inside = len(walked)
+            n = -1
+            if st.st_nlink > 1:  # another name for a file already seen is hashed once
+                n = first_of_inode.get((st.st_dev, st.st_ino), -1)
+            if n < 0:
+                n = hasher.add(rel, st.st_size)
+                by_hash += 1
+                total += st.st_size
+                if st.st_nlink > 1:
+                    first_of_inode[(st.st_dev, st.st_ino)] = n
+            hash_later(n, rel, st, target)
         hasher.no_more()
         if records is None:
             records = read_records(prefix, archives=archives)  # while the workers hash
         claims = records.claims
-        sps = tuple(sp + "/" for sp in site_packages(prefix))
-        entries: list[Entry | None] = [None] * len(walked)
-        users: dict[int, int | list[int]] = {}  # hash index -> position(s) in walked
-
-        def make(pos: int, h: Hashed | None) -> Entry:
-            rel, st, target, _ = walked[pos]
-            if rel[0] == "/":
-                return _outside(rel, st, target, h)
-            return _entry(kind, made_by, rel, st, target, h, claims.get(rel, ()), sps)
-
-        for pos, (_, _, _, n) in enumerate(walked):
-            if n < 0:
-                entries[pos] = make(pos, given.get(pos))
-            elif n in users:  # hardlinks: one hash, several entries
-                had = users[n]
-                users[n] = [*(had if isinstance(had, list) else [had]), pos]
-            else:
-                users[n] = pos
+        for rel, st, target, h in later:
+            made(rel, st, target, h)
 
         def each(n: int, h: Hashed) -> None:  # entries are made while the workers hash
             if n in head_of and h[2] is None and h[0] == head_of[n][1]:  # a plain tuple
                 heads.remember(head_of[n][0], head_of[n][1], h[1], h[3])
-            who = users[n]
-            for pos in who if isinstance(who, list) else (who,):
-                entries[pos] = make(pos, h)
+            for rel, st, target in waiting[n]:
+                made(rel, st, target, h)
 
-        what = f"hashing {len(users):,} files of {prefix} ({total / 1e6:,.0f} MB)"
+        what = f"hashing {len(waiting):,} files of {prefix} ({total / 1e6:,.0f} MB)"
         bar = progress(what, total / 1e6) if progress else \
             nullcontext(lambda n=1: None)
         with bar as advance:
             hasher.wait(lambda nbytes: advance(nbytes / 1e6), each)
     if memo is not None:
-        for pos in remember:
-            e = entries[pos]
-            if e is not None and e.sha256 and e.error is None:
-                memo.remember(e.path, walked[pos][1], e.sha256, e.elf is not None if elf
-                              else None)
+        for e in out if remember else ():
+            st_ = remember.get(e.path)
+            if st_ is not None and e.sha256 and e.error is None:
+                memo.remember(e.path, st_, e.sha256, e.elf is not None if elf else None)
                 if e.path.endswith(".pyc") or (elf and e.elf is not None):
                     # what its bytes said, read with them: for the runs the memo proves
                     heads.remember(outside_heads, e.sha256, e.elf, e.head)
         memo.save()
     heads.save()
-    inside = [e for e in entries[:n_inside] if e is not None and e.path[0] != "/"]
-    out = [e for e in entries if e is not None and e.path[0] == "/"]
     return Manifest(prefix=prefix, kind=kind, entries=tuple(by_path_bytes(inside)),
                     records=records, unreadable=tuple(sorted(unreadable)), venv=cfg,
                     made_by=made_by, outside=tuple(by_path_bytes(out)),
