@@ -30,6 +30,7 @@ import fcntl
 import filecmp
 import os
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -45,6 +46,14 @@ NO_REFLINK = {errno.EOPNOTSUPP, errno.ENOTTY, errno.EXDEV, errno.EINVAL, errno.E
 NO_COPY_RANGE = {errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.EPERM}
 THREADS = 8
 DIR_BATCH = 32  # folders or files made by one thread at most; more go to THREADS
+# Threads only where the work waits. A link, a folder or a small file made on a local disk is
+# CPU work in the kernel, and on this project's 2-core machines more threads only slowed it
+# (the cpu lock's 22,481 links: 0.157 s on one thread, 0.279 s on eight; its 2,102 folders:
+# 0.066 s / 0.127 s), while on a network filesystem each waits on the server, and threads
+# overlap the waits. So the first PROBE are made in the calling thread and timed: SLOW or
+# more each, and the rest go to THREADS threads; quicker, and the calling thread goes on.
+PROBE = 64
+SLOW = 100e-6  # seconds per item
 CHUNK = 1 << 30
 PROGRESS_BYTES = 64 << 20
 
@@ -74,6 +83,12 @@ class Placer:
         self.used: Counter[str] = Counter()
         self.linked: list[str] = []   # the cache paths hardlinked (their seals are refreshed)
         self.dirs: set[str] = set()   # the folders made (or found) under the prefix so far
+
+    @property
+    def linking(self) -> bool:
+        """Whether files are placed without copying their bytes (a reflink, else a hardlink),
+        as the first file placed settled it."""
+        return self._reflink is True or (self._reflink is False and self._link is True)
 
     @property
     def methods(self) -> dict[str, int]:
@@ -210,26 +225,30 @@ def write_all(writes: Sequence[tuple[Path, bytes, bool]]) -> list[str]:
 
 
 def _each(fn: Callable[[Any], Any], items: Sequence[Any], *, chunksize: int) -> list[Any]:
-    """``fn`` of each item, in order: on ``THREADS`` threads when there are ``DIR_BATCH`` or
-    more (each waits on the filesystem's journal, not on the others), else in this thread; a
-    failure is raised here, in the calling thread."""
+    """``fn`` of each item, in order: in this thread while each is quick, on ``THREADS``
+    threads once the first ``PROBE`` show that they wait (``SLOW``, above); a failure is
+    raised here, in the calling thread."""
     if len(items) < DIR_BATCH or THREADS == 1:
         return [fn(x) for x in items]
+    t0 = time.perf_counter()
+    out = [fn(x) for x in items[:PROBE]]
+    if time.perf_counter() - t0 < SLOW * len(out):
+        return out + [fn(x) for x in items[PROBE:]]
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(max_workers=THREADS) as pool:
-        return list(pool.map(fn, items, chunksize=chunksize))
+        return out + list(pool.map(fn, items[PROBE:], chunksize=chunksize))
 
 
 def make_dirs(paths: Iterable[str], made: set[str] | None = None) -> None:
     """Every folder the files go into, made once, before the links are: each missing folder
     and its missing parents, one ``mkdir`` each, in waves: a folder whose parent is not to be
     made (it is there) goes in the first, its children in the next. A wave of many folders is
-    made on ``THREADS`` threads: a ``mkdir`` waits on the filesystem's journal (0.1 to 1 ms
-    each on this project's ext4 after a large tree was deleted, as a bench's previous run
-    leaves it: 2,100 folders took 0.9 to 1.4 s one after another and 0.5 to 0.65 s on four
-    threads), and folders of one wave do not wait on each other. uv makes its folders from
-    many threads too. ``made``: folders known to be there (an install's earlier calls), not
+    made in this thread, or on ``THREADS`` threads where its first folders show that each
+    waits (``SLOW``: a network filesystem; this project's ext4, which has no journal, right
+    after a large tree was deleted: 0.4 ms a folder, 2,100 folders 0.9 to 1.4 s one after
+    another and 0.5 to 0.65 s on four threads); folders of one wave do not wait on each other.
+    ``made``: folders known to be there (an install's earlier calls), not
     made or climbed again; those made now are added to it."""
     made = set() if made is None else made
     wanted: set[str] = set()
@@ -255,24 +274,20 @@ def _mkdir(d: str) -> None:
 
 def place_all(jobs: Sequence[Copy], root: str, placer: Placer, *,
               advance: Callable[..., None] | None = None) -> None:
-    """Place every job under ``root`` on a few threads (the kernel does the copying, so
-    threads overlap the waiting), each with its share of the bytes, biggest files first.
-    Every failure is collected and named."""
+    """Place every job under ``root``. The smallest goes first, in this thread: it settles
+    how ``placer`` places (``auto``). Files copied go to a few threads, each with its share
+    of the bytes, biggest files first (the kernel does the copying, and the threads overlap
+    its waits); files linked or cloned are placed in this thread while the next ``PROBE``
+    show that each is quick, else on threads too (``SLOW``, above). Every failure is
+    collected and named."""
     root = root.rstrip("/") + "/"
     folders = {j.rel.rpartition("/")[0] for j in jobs}  # 2,100 of 17,000 paths: joined once
     make_dirs((root + f if f else root[:-1] for f in folders), made=placer.dirs)
     problems: list[str] = []
     lock = threading.Lock()
-    shares: list[list[Copy]] = [[] for _ in range(min(THREADS, max(1, len(jobs) // 64)))]
-    loads = [0] * len(shares)
-    for job in sorted(jobs, key=lambda j: -j.size):
-        i = loads.index(min(loads))
-        shares[i].append(job)
-        loads[i] += job.size + 4096
-
     failures: list[BaseException] = []
 
-    def run(share: list[Copy]) -> None:
+    def run(share: Sequence[Copy]) -> None:
         done = 0
         for n, job in enumerate(share, 1):
             if failures:
@@ -295,15 +310,39 @@ def place_all(jobs: Sequence[Copy], root: str, placer: Placer, *,
         if advance is not None and done:
             advance(done)
 
+    ordered = sorted(jobs, key=lambda j: -j.size)
+    if ordered:
+        run([ordered.pop()])
+    if ordered and placer.linking and THREADS > 1:
+        probe = ordered[-PROBE:]
+        del ordered[-PROBE:]
+        t0 = time.perf_counter()
+        run(probe)
+        if time.perf_counter() - t0 < SLOW * len(probe):
+            run(ordered)
+            ordered = []
+    if ordered and not failures:
+        _on_threads(run, ordered)
+    if failures:
+        raise failures[0]
+    if problems:
+        raise PlaceError(sorted(problems))
+
+
+def _on_threads(run: Callable[[list[Copy]], None], jobs: list[Copy]) -> None:
+    """``run`` of shares of ``jobs`` (biggest first) on up to ``THREADS`` threads, each with
+    about as many bytes."""
+    shares: list[list[Copy]] = [[] for _ in range(min(THREADS, max(1, len(jobs) // 64)))]
+    loads = [0] * len(shares)
+    for job in jobs:
+        i = loads.index(min(loads))
+        shares[i].append(job)
+        loads[i] += job.size + 4096
     threads = [threading.Thread(target=run, args=(s,)) for s in shares if s]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    if failures:
-        raise failures[0]
-    if problems:
-        raise PlaceError(sorted(problems))
 
 
 class PlaceError(InputError):
