@@ -210,10 +210,9 @@ def write_file(dest: str | Path, data: bytes, executable: bool) -> None:
 
 
 def write_all(writes: Sequence[tuple[Path, bytes, bool]]) -> list[str]:
-    """``write_file`` each (path, data, executable), on ``THREADS`` threads when there are
-    many (a file's creation waits on the journal as a folder's does: 105 records, INSTALLERs
-    and scripts of the cpu lock took 86 ms one after another); what could not be written
-    because something is there already, named."""
+    """``write_file`` each (path, data, executable), on threads where the first show that
+    each waits (``_each``); what could not be written because something is there already,
+    named."""
     def one(job: tuple[Path, bytes, bool]) -> str | None:
         try:
             write_file(*job)

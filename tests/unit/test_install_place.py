@@ -264,6 +264,77 @@ def test_place_all_places_many_files_on_threads(tmp_path: Path) -> None:
     assert sum(seen) == sum(j.size for j in jobs)
 
 
+class _Where(Placer):
+    """A real Placer that notes which thread placed each file, and waits ``wait`` seconds
+    first (a network filesystem's round trip)."""
+
+    def __init__(self, mode: place.LinkMode, wait: float = 0.0) -> None:
+        super().__init__(mode)
+        self.wait = wait
+        self.threads: set[int] = set()
+
+    def place(self, job: Copy, dest: str) -> None:
+        import threading
+        import time
+
+        self.threads.add(threading.get_ident())
+        if self.wait:
+            time.sleep(self.wait)
+        super().place(job, dest)
+
+
+def test_quick_links_stay_in_the_calling_thread_and_waits_go_to_threads(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hardlinks made quickly (a local disk: CPU work in the kernel, which more threads only
+    slow) are all made in the calling thread; links that each wait (a network filesystem,
+    here a 10 ms wait per file) go to threads once the first PROBE show it; copies go to
+    threads whatever their pace. Every file is placed either way. (Quick here is under 5 ms a
+    file, so that a busy machine cannot make the quick links look slow.)"""
+    import threading
+
+    monkeypatch.setattr(place, "SLOW", 0.005)
+
+    cache = tmp_path / "cache"
+    jobs = [Copy(_src(cache, f"f{i}", b"x" * i), f"pkg/{i % 7}/f{i}", False, size=i)
+            for i in range(place.PROBE * 3)]
+    here = threading.get_ident()
+    for mode, wait, on_threads in (("hardlink", 0.0, False), ("hardlink", 0.01, True),
+                                   ("copy", 0.0, True)):
+        placer = _Where(mode, wait)  # type: ignore[arg-type]
+        root = tmp_path / f"{mode}-{wait}"
+        place_all(jobs, str(root), placer)
+        assert all((root / j.rel).read_bytes() == Path(j.src).read_bytes() for j in jobs)
+        assert (placer.threads != {here}) is on_threads, (mode, wait)
+        assert placer.methods == {mode: len(jobs)}
+
+
+def test_each_judges_its_pace_on_the_first_items(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``_each`` keeps quick items in the calling thread and hands the rest of slow ones to
+    threads, the results in order either way."""
+    import threading
+    import time
+
+    monkeypatch.setattr(place, "SLOW", 0.005)
+
+    here = threading.get_ident()
+    seen: list[int] = []
+
+    def quick(x: int) -> int:
+        seen.append(threading.get_ident())
+        return x * 2
+
+    def slow(x: int) -> int:
+        time.sleep(0.01)
+        return quick(x)
+
+    items = list(range(place.PROBE * 2))
+    assert place._each(quick, items, chunksize=4) == [x * 2 for x in items]
+    assert set(seen) == {here}
+    seen.clear()
+    assert place._each(slow, items, chunksize=4) == [x * 2 for x in items]
+    assert set(seen[:place.PROBE]) == {here} and set(seen[place.PROBE:]) - {here}
+
+
 def test_place_all_names_every_problem(tmp_path: Path) -> None:
     """A path two packages write and a cache file that is gone: one PlaceError naming both,
     sorted; the rest is placed."""
