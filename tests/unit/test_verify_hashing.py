@@ -33,6 +33,31 @@ def test_hashes_equal_hashlib_for_every_size(tmp_path: Path, jobs: int) -> None:
     assert sum(seen) == sum(SIZES) * 3
 
 
+def test_workers_start_only_for_enough_work(tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Little to read (a verify whose files its seals prove) is read in this process, no
+    worker started; once START_BYTES of work waits, the workers start mid-walk. The same
+    hashes either way."""
+    import multiprocessing
+
+    from verify.env import hashing
+
+    files = []
+    for i in range(40):
+        p = tmp_path / f"f{i}"
+        p.write_bytes(os.urandom(1000 + i))
+        files.append(p)
+    want = [hashlib.sha256(p.read_bytes()).hexdigest() for p in files]
+    for start, workers in ((1 << 30, False), (10_000, True)):
+        monkeypatch.setattr(hashing, "START_BYTES", start)
+        before = set(multiprocessing.active_children())
+        with FileHasher(jobs=2) as hasher:
+            for p in files:
+                hasher.add(str(p), p.stat().st_size)
+            assert bool(set(multiprocessing.active_children()) - before) is workers
+            assert [h.sha256 for h in hasher.wait()] == want
+
+
 def test_largest_batches_go_first(tmp_path: Path) -> None:
     """Big files are batches of their own and are hashed first; small ones share batches."""
     seen: list[int] = []

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Collection, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -68,7 +67,14 @@ def check_env(prefix: Path, *, lockfile: Path | None = None, platform: str | Non
     from verify.env.drift import file_findings, merge, reference_findings, scaffold_findings
     from verify.env.envreport import EnvReport, load_reference
     from verify.env.hashing import default_jobs
-    from verify.env.interpreter import identity, identity_digest, locate, outside_paths, probe
+    from verify.env.interpreter import (
+        identity,
+        identity_digest,
+        locate,
+        outside_paths,
+        probe_result,
+        start_probe,
+    )
     from verify.env.linkage import check_linkage, host_library_dirs
     from verify.env.lockcheck import lock_check, shared_writers, unproven
     from verify.env.manifest import build_manifest, prefix_kind
@@ -96,18 +102,21 @@ def check_env(prefix: Path, *, lockfile: Path | None = None, platform: str | Non
     # the memo refreshed from what is hashed either way (verify.env.statmemo)
     facts = interpreter_cache or cache
     memo = StatMemo(facts, outside, trusted=seals is not None) if outside else None
-    side: dict[str, Future[Any]] = {}
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        def meanwhile() -> None:  # once the hashing workers run (forked single-threaded)
-            side["probe"] = pool.submit(probe, loc.executable)
-            side["base"] = pool.submit(base_records, loc)
-
+    # the interpreter answers while the walk goes on; no thread is started before the walk
+    # ends (the hashing workers fork: verify.env.hashing)
+    asked = start_probe(loc.executable)
+    try:
         manifest = build_manifest(prefix, jobs=jobs, elf=linkage, progress=progress,
                                   archives=cache, outside=outside, seals=seals,
-                                  records=records, memo=memo, meanwhile=meanwhile)
-        found = side["probe"].result() if "probe" in side else probe(loc.executable)
-        owners = side["base"].result() if "base" in side else base_records(loc)
-    if after_walk is not None:  # this process has no other thread now (the pool is done)
+                                  records=records, memo=memo)
+    except BaseException:
+        if asked is not None:  # not waited for: stopped
+            asked[0].kill()
+            asked[0].communicate()
+        raise
+    found = probe_result(asked)
+    owners = base_records(loc)
+    if after_walk is not None:  # this process has no other thread now
         after_walk(seals.seen if seals is not None else {})
     interpreter = identity(manifest, loc, found)
     platform = platform or _default_platform(lock, manifest)

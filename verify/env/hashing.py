@@ -1,10 +1,12 @@
 """Hash many files fast: sha256 in worker processes, streaming, constant memory.
 
-``FileHasher`` starts ``jobs`` worker processes when it is created (before the caller builds
-anything large, so each worker is small). The walk calls ``add(path, size)`` for each file and
-the workers start hashing at once; ``no_more()`` ends the input, the caller does its own work
+The walk calls ``FileHasher.add(path, size)`` for each file; once ``START_BYTES`` of work
+waits, ``jobs`` worker processes start and hash while the walk goes on (a walk with less to
+read, as a verify whose files are proven by their seal, reads it in this process after the
+walk: starting workers costs more). ``no_more()`` ends the input, the caller does its own work
 (reading the installers' records, making entries in ``wait``'s ``each`` callback) while the
-workers finish, and ``wait()`` gives one ``Hashed`` per path, in order.
+workers finish, and ``wait()`` gives one ``Hashed`` per path, in order. The caller starts no
+thread before the walk ends: the workers are forked (see ``_context``).
 
 Large files go out first (the largest-processing-time rule: one 400 MB library must not start
 last and finish alone; while the walk runs only two batches per worker are queued, so one found
@@ -29,7 +31,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from samebits.errors import ToolError
 from samebits.host import thread_count
@@ -41,6 +43,12 @@ BATCH_FILES = 256           # at most this many small files per batch
 BATCH_BYTES = 8 << 20       # ... or this many bytes
 ELF_MAGIC = b"\x7fELF"
 STARTUP_LIMIT = 60.0        # seconds for the first worker to answer before the pool is refused
+# The workers start once this much work waits (bytes to hash, and HEAD_COST for each head to
+# read): less is read here, after the walk. Starting two workers by fork cost a warm install's
+# verify 0.09 s (the fork of a process holding a whole install's heap, then a fault for each
+# page it wrote that the workers still shared), when all it had to read were 105 files, 2 MB.
+START_BYTES = 32 << 20
+HEAD_COST = 256 << 10       # an ELF file's facts (pyelftools) cost about what 256 KB hashed does
 _FLAGS = os.O_RDONLY | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
 
 
@@ -179,12 +187,9 @@ class FileHasher:
         self.jobs = jobs or default_jobs()
         self.elf = elf
         self.root = root  # every path added is relative to it (sent once per batch)
-        self._pool = _context().Pool(self.jobs, initializer=_worker_init) \
-            if self.jobs > 1 else None
-        # the first task: a worker that cannot start (an import failing in the worker, as on
-        # Python 3.12 when a vendored path led sys.path) is respawned by the pool forever and
-        # would make ``wait`` wait forever; this answer, due before any result, bounds that
-        self._ready = self._pool.apply_async(_ready) if self._pool is not None else None
+        self._pool: Any = None   # started by ``_start`` once START_BYTES of work waits
+        self._ready: Any = None
+        self._waiting = 0        # the cost of what was added before the workers started
         self._paths: list[str] = []
         self._sizes: list[int] = []
         self._known: list[str | None] = []
@@ -202,6 +207,14 @@ class FileHasher:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def _start(self) -> None:
+        """Start the workers (more than one job asked, enough work waiting)."""
+        self._pool = _context().Pool(self.jobs, initializer=_worker_init)
+        # the first task: a worker that cannot start (an import failing in the worker, as on
+        # Python 3.12 when a vendored path led sys.path) is respawned by the pool forever and
+        # would make ``wait`` wait forever; this answer, due before any result, bounds that
+        self._ready = self._pool.apply_async(_ready)
+
     def close(self) -> None:
         if self._pool is not None:
             self._pool.terminate()
@@ -218,6 +231,10 @@ class FileHasher:
         self._known.append(known)
         if known is not None:
             size = min(size, 1 << 16)  # what reading its head costs
+        if self._pool is None and self.jobs > 1:
+            self._waiting += HEAD_COST if known is not None else size + BUFFER // 64
+            if self._waiting >= START_BYTES:
+                self._start()
         if size >= BIG:
             self._push(size, [i])
         else:

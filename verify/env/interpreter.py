@@ -179,20 +179,46 @@ PROBE = (
 def probe(executable: str | None) -> Probe | None:
     """Version, cache tag and magic from the interpreter itself (``-I -S``), or None when it
     does not run here (another architecture, or not a Python)."""
+    return probe_result(start_probe(executable))
+
+
+Started = tuple[subprocess.Popen[bytes], str] | None
+
+
+def start_probe(executable: str | None) -> Started:
+    """``probe`` started: the interpreter runs while the caller works (no thread of this
+    process waits on it); ``probe_result`` takes its answer."""
     if not executable:
         return None
     nonce = secrets.token_hex(8)
     try:
-        proc = subprocess.run([executable, "-I", "-S", "-B", "-c",
-                               PROBE.replace("NONCE", repr(nonce))],
-                              capture_output=True, timeout=PROBE_TIMEOUT, stdin=subprocess.DEVNULL,
-                              env=child_environ(os.environ))
-        got = ast.literal_eval(proc.stdout.decode("utf-8", "replace").strip())
+        proc = subprocess.Popen([executable, "-I", "-S", "-B", "-c",
+                                 PROBE.replace("NONCE", repr(nonce))],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                stdin=subprocess.DEVNULL, env=child_environ(os.environ))
+    except OSError:
+        return None
+    return proc, nonce
+
+
+def probe_result(started: Started) -> Probe | None:
+    """What the interpreter ``start_probe`` started answered (within ``PROBE_TIMEOUT`` of
+    being asked), or None."""
+    if started is None:
+        return None
+    proc, nonce = started
+    try:
+        out, _ = proc.communicate(timeout=PROBE_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        return None
+    try:
+        got = ast.literal_eval(out.decode("utf-8", "replace").strip())
         if proc.returncode != 0 or not isinstance(got, tuple) or got[0] != nonce:
             return None
         _, version, tag, magic, stdlib, path = got
-    except (OSError, subprocess.TimeoutExpired, ValueError, SyntaxError, TypeError,
-            MemoryError, RecursionError):
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         return None
     return Probe(version=str(version), cache_tag=tag if isinstance(tag, str) else None,
                  magic=magic if isinstance(magic, bytes) else None,

@@ -134,21 +134,18 @@ def prefix_kind(prefix: Path) -> PrefixKind:
 def build_manifest(prefix: Path, *, jobs: int | None = None, elf: bool = True,
                    progress: Progress | None = None, archives: Path | None = None,
                    outside: tuple[str, ...] = (), seals: SealIndex | None = None,
-                   records: Records | None = None, memo: StatMemo | None = None,
-                   meanwhile: Callable[[], None] | None = None) -> Manifest:
+                   records: Records | None = None, memo: StatMemo | None = None) -> Manifest:
     """Walk, hash and attribute every file under ``prefix``; also hash ``outside`` (absolute
     files, or folders walked whole: a venv's base interpreter) with the same workers.
     ``seals``: sealed cache inodes whose sha256 is taken from their seal (module docstring);
-    ``records``: the prefix's records when the caller read them already; ``meanwhile()`` is
-    called once the hashing workers run (the caller starts its own side work then: threads
-    started before would make the workers start slower, see ``verify.env.hashing``)."""
+    ``records``: the prefix's records when the caller read them already. The caller starts
+    no thread before it returns: the hashing workers, when there is enough to read for them,
+    fork mid-walk (``verify.env.hashing``)."""
     prefix = Path(os.path.abspath(prefix))
     kind = prefix_kind(prefix)
     cfg = read_pyvenv_cfg(prefix) if kind == "venv" else {}
     made_by = producer(cfg) if kind == "venv" else None
-    with FileHasher(jobs=jobs, elf=elf, root=f"{prefix}/") as hasher:  # workers start now
-        if meanwhile is not None:
-            meanwhile()
+    with FileHasher(jobs=jobs, elf=elf, root=f"{prefix}/") as hasher:
         # One pass: each entry is made as soon as what it needs is known. A file proven by
         # its seal or the stat memo, a symlink, a special file: at once, where the records
         # are read already (install's verify, --trust-seal); a file to hash (or whose head
