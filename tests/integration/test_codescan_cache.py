@@ -103,3 +103,22 @@ def test_the_stack_files_are_read_once_by_sha256(tmp_path: Path) -> None:
     assert now["bin/ptxas"] != known["bin/ptxas"]
     again = scan_prefix(prefix, files=[], stack_paths=stack, owners={}, known=now, cache=cache)
     assert again.stack.ptxas == (("bin/ptxas", "13.0"),)
+
+
+def test_verify_env_hands_the_scan_what_it_proved(tmp_path: Path) -> None:
+    """``scan_manifest`` (what ``verify env`` runs on its manifest) scans the ELF files the
+    walk found with their owners and proven sha256s, and hands the stack files' sha256s too,
+    so their essences are kept: the same coverage as a scan of the prefix from scratch."""
+    from verify.env.manifest import build_manifest
+    from verify.kernels.codescan import scan_manifest
+
+    prefix = tmp_path / "env"
+    known = {**prefix_with_kernels(prefix), **_stack_prefix(prefix, b"12.4")}
+    (prefix / "conda-meta").mkdir()
+    cache = tmp_path / "cache"
+    got = scan_manifest(build_manifest(prefix, jobs=1), cache=cache)
+    kept = sorted(p.name for p in (cache / "codescan").rglob("*.essence"))
+    assert kept == sorted(f"{known[r]}.essence" for r in ("bin/ptxas", "torch/version.py",
+                                                            "include/cuda_runtime_api.h"))
+    assert [lib.path for lib in got.libraries] == ["lib/libk.so"]
+    assert got.to_dict() == scan_prefix(prefix).to_dict()

@@ -277,17 +277,29 @@ def scan_manifest(manifest: Any, *, cache: Path | None = None) -> Coverage:
     no ELF headers, ``--no-linkage``, the files that may be ELF files), owners from the
     manifest's records."""
     labels = {p.id: f"{p.name} {p.version}" for p in manifest.records.packages}
-    owners = {e.path: labels.get(e.owner, e.owner) for e in manifest.entries if e.owner}
     has_elf = any(e.elf is not None for e in manifest.entries)
-    files = [e.path for e in manifest.entries if e.type == "file" and (
-        (e.elf is not None and not e.elf.error) if has_elf
-        else _candidate(e.path.rsplit("/", 1)[-1], 0o111 if e.exec else 0))]
-    stack = sorted(e.path for e in manifest.entries  # as ``walk`` finds them
-                   if e.type in ("file", "symlink")
-                   and e.path.rsplit("/", 1)[-1].startswith(_STACK_NAMES)
-                   and not _skipped(e.path))
-    sizes = {e.path: e.size for e in manifest.entries if e.type == "file"}
-    known = {e.path: e.sha256 for e in manifest.entries if e.type == "file" and e.sha256}
+    files: list[str] = []
+    stack: list[str] = []
+    owners: dict[str, str] = {}  # of the files scanned: what scan_prefix asks of them
+    sizes: dict[str, int] = {}
+    known: dict[str, str] = {}   # ... and of the stack's files
+    for e in manifest.entries:  # one pass over 30,000 entries
+        path, kind = e.path, e.type
+        if kind == "symlink" or kind == "file":
+            name = path.rsplit("/", 1)[-1]
+            if name.startswith(_STACK_NAMES) and not _skipped(path):
+                stack.append(path)
+                if e.sha256:  # its essence is kept by it (a ptxas: 40 MB read otherwise)
+                    known[path] = e.sha256
+            if kind == "file" and ((e.elf is not None and not e.elf.error) if has_elf
+                                   else _candidate(name, 0o111 if e.exec else 0)):
+                files.append(path)
+                sizes[path] = e.size
+                if e.owner:
+                    owners[path] = labels.get(e.owner, e.owner)
+                if e.sha256:
+                    known[path] = e.sha256
+    stack.sort()  # as ``walk`` finds them
     return scan_prefix(manifest.prefix, owners=owners, files=files, stack_paths=stack,
                        sizes=sizes, known=known, cache=cache)
 
