@@ -62,14 +62,22 @@ def file_findings(manifest: Manifest, shared: Shared | None = None) -> list[Find
     """``shared``: the lock's record of paths several wheels write (path -> writers in pip's
     order, the last one's file stays; ``verify.env.lockcheck.shared_writers``)."""
     out: list[Finding] = []
-    owners = _folder_owners(manifest.entries)
+    owners: dict[str, str] | None = None  # made for the first unowned file, which names them
     by_path = manifest.by_path()
     winners = winner_claims(manifest, shared)
     for e in manifest.entries:
-        won = winners.get(e.path)
+        won = winners.get(e.path) if winners else None
         if won is not None and e.category == "package" and won is not e.claim:
             e = e._replace(claim=won, owner=won.package)
-        found = _check_entry(e, owners, by_path)
+        c = e.claim
+        if e.error is None and e.category != "unowned" and (
+                e.category != "package" or c is None
+                or (c.type == "file" == e.type and (not c.sha256 or c.sha256 == e.sha256)
+                    and (c.exec is None or c.exec == e.exec))):
+            continue  # nothing _check_entry would say: the 30,000 files that match
+        if owners is None and e.category == "unowned":
+            owners = _folder_owners(manifest.entries)
+        found = _check_entry(e, owners or {}, by_path)
         if won is not None and shared is not None:
             writers = shared[e.path]
             why = (f"the lock records {writers[-1]}'s file here: pip installs "
