@@ -362,7 +362,7 @@ def check(entry: Entry, *, full: bool = False, refresh_links: bool = True) -> Ch
                 raise EntryGone(entry, m.path, "the entry was replaced while it was read") \
                     from None
             raise CorruptEntry(entry, m.path, "missing from the cache") from None
-        if st.st_size != m.size or st.st_mode != (_EXEC if m.exec else _READ):
+        if st.st_size != m.size or st.st_mode != expected_mode(m):
             if not stat.S_ISREG(st.st_mode) or st.st_size != m.size:
                 raise CorruptEntry(entry, m.path, f"{st.st_size} bytes in the cache, the "
                                    f"archive held {m.size}")

@@ -74,6 +74,7 @@ def check_env(prefix: Path, *, lockfile: Path | None = None, platform: str | Non
         outside_paths,
         probe_result,
         start_probe,
+        stop_probe,
     )
     from verify.env.linkage import check_linkage, host_library_dirs
     from verify.env.lockcheck import lock_check, shared_writers, unproven
@@ -110,9 +111,7 @@ def check_env(prefix: Path, *, lockfile: Path | None = None, platform: str | Non
                                   archives=cache, outside=outside, seals=seals,
                                   records=records, memo=memo)
     except BaseException:
-        if asked is not None:  # not waited for: stopped
-            asked[0].kill()
-            asked[0].communicate()
+        stop_probe(asked)  # not waited for
         raise
     found = probe_result(asked)
     owners = base_records(loc)

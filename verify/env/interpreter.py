@@ -201,6 +201,13 @@ def start_probe(executable: str | None) -> Started:
     return proc, nonce
 
 
+def stop_probe(started: Started) -> None:
+    """The interpreter ``start_probe`` started, killed and waited for: its answer unread."""
+    if started is not None:
+        started[0].kill()
+        started[0].communicate()
+
+
 def probe_result(started: Started) -> Probe | None:
     """What the interpreter ``start_probe`` started answered (within ``PROBE_TIMEOUT`` of
     being asked), or None."""
@@ -210,8 +217,7 @@ def probe_result(started: Started) -> Probe | None:
     try:
         out, _ = proc.communicate(timeout=PROBE_TIMEOUT)
     except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.communicate()
+        stop_probe(started)
         return None
     try:
         got = ast.literal_eval(out.decode("utf-8", "replace").strip())

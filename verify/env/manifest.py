@@ -153,8 +153,9 @@ def build_manifest(prefix: Path, *, jobs: int | None = None, elf: bool = True,
         inside: list[Entry] = []
         out: list[Entry] = []
         later: list[tuple[str, os.stat_result, str | None, Hashed | None]] = []
-        waiting: dict[int, list[tuple[str, os.stat_result, str | None]]] = {}  # hash index ->
-        first_of_inode: dict[tuple[int, int], int] = {}     # the entries its hash makes
+        # hash index -> the entries its hash makes (several: hardlinks within the prefix)
+        waiting: dict[int, list[tuple[str, os.stat_result, str | None]]] = {}
+        first_of_inode: dict[tuple[int, int], int] = {}
         unreadable: list[tuple[str, str]] = []
         total = 0
         by_hash = by_identity = by_memo = 0
