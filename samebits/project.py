@@ -14,7 +14,6 @@ from pathlib import Path
 
 from samebits.errors import UsageError, clip
 from samebits.lock.model import LOCK_SUFFIX
-from samebits.spec.read import is_abstract
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -40,9 +39,13 @@ class Project:
         if not self.environments.is_dir():
             raise UsageError(f"{self.environments}: no such folder",
                              hint="run samebits from the project root or pass --environments")
+        from samebits.spec.read import is_abstract  # the specs' reader: only when listing them
+
         return sorted(p.stem for p in self.environments.glob("*.toml") if not is_abstract(p))
 
     def all_ids(self) -> list[str]:
+        from samebits.spec.read import is_abstract
+
         return sorted(str(p.relative_to(self.environments).with_suffix(""))
                       for p in self.environments.rglob("*.toml") if not is_abstract(p))
 

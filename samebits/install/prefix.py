@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from samebits.errors import InputError, LockfileError, SamebitsError, plural
+from samebits.forked import answer, fork_call
 from samebits.gcpause import paused_gc
 from samebits.host import host_platform
 from samebits.install.build import Artifacts, build_pythons
@@ -73,7 +74,13 @@ from samebits.install.place import (
     place_all,
     write_all,
 )
-from samebits.install.seal import CheckResult, archive_of, linked_entries, reseal_all
+from samebits.install.seal import (
+    LOCK_TIMEOUT,
+    CheckResult,
+    archive_of,
+    linked_entries,
+    reseal_all,
+)
 from samebits.install.seal import check as check_seal
 from samebits.install.sources import NO_SOURCES, Sources
 from samebits.install.unpack import UnpackError, unpack
@@ -86,6 +93,9 @@ from samebits.lock.shared import SharedPaths, shared_of
 # The one link a venv prefix may have out of itself: the interpreter it runs on.
 VENV_LINKS = ("bin/python",)
 UNPACK_THREADS = 4
+# seconds for the seal check's child (``_plan``): each entry's lock is waited for
+# ``seal.LOCK_TIMEOUT`` at most; past this the check runs in this process
+CHECK_LIMIT = 2 * LOCK_TIMEOUT + 60.0
 FETCH_THREADS = 8
 
 Progress = Callable[[str, float | None], contextlib.AbstractContextManager[Callable[..., Any]]]
@@ -300,12 +310,37 @@ class _Plan:
 def _plan(env: LockedEnv, platform: str, entries: dict[str, Entry], stage: Path, final: str,
           line: str | None, python: str, how: Artifacts,
           checked: dict[str, CheckResult], *, venv: bool) -> _Plan:
-    conda, wheels = [], []
     keys = {p.key: cache_key(how.artifact(p)) for p in [*env.conda(platform),
                                                         *env.pip(platform)]}
-    for key in sorted(set(keys.values())):  # every file against its seal, before any plan
-        if key not in checked:
-            checked[key] = check_seal(entries[key], refresh_links=False)  # after linking
+    to_check = [key for key in sorted(set(keys.values())) if key not in checked]
+
+    def check_all() -> dict[str, CheckResult]:  # re-sealed after linking, not now
+        return {key: check_seal(entries[key], refresh_links=False) for key in to_check}
+
+    # every file against its seal before anything is placed: on the other core while the
+    # plans are made from the entries' manifests (``samebits.forked``), here where no child
+    # could be forked or it did not answer (a corrupt entry is raised here, as before, and
+    # before what planning from it raised)
+    child = fork_call(check_all) if len(to_check) > 1 else None
+    try:
+        plan = _plans(env, platform, entries, keys, stage, final, line, python, venv=venv)
+    except Exception:
+        got: dict[str, CheckResult] = answer(child, check_all, CHECK_LIMIT)
+        checked.update(got)
+        raise
+    except BaseException:  # an interrupt: no answer is waited for
+        if child is not None:
+            child.stop()
+        raise
+    got = answer(child, check_all, CHECK_LIMIT)
+    checked.update(got)
+    return plan
+
+
+def _plans(env: LockedEnv, platform: str, entries: dict[str, Entry],
+           keys: dict[tuple[str, str, str], str], stage: Path, final: str, line: str | None,
+           python: str, *, venv: bool) -> _Plan:
+    conda, wheels = [], []
     for p in env.conda(platform):
         e = entries[keys[p.key]]
         try:

@@ -11,10 +11,9 @@ re-seals while the verify goes on; ``finish`` waits for it (``WAIT_LIMIT`` at mo
 entry's lock is waited for ``seal.LOCK_TIMEOUT`` at most) and says how many files it
 re-sealed.
 
-Where this process has threads besides its own (a fork would copy a lock another thread
-holds, never released in the child), where it cannot fork (or the fork fails), or where the
-child fails, the re-seal runs here as it would have, in ``finish``: never skipped silently.
-A child that outlives the limit is killed and ``finish`` says so; the seals it did not write
+Where no child can be forked (``samebits.forked``: another thread alive, no ``fork``, a fork
+that fails) or the child fails, the re-seal runs here as it would have, in ``finish``: never
+skipped silently. A child that outlives the limit is killed and ``finish`` says so; the seals it did not write
 stay as they were, which proves nothing less (the next install's check vouches for links
 that came or went, or hashes the file), it only costs that check.
 """
@@ -22,16 +21,13 @@ that came or went, or hashes the file), it only costs that check.
 from __future__ import annotations
 
 import os
-import signal
-import time
 from collections.abc import Mapping, Sequence
 
-from samebits.host import thread_count
+from samebits.forked import Child, fork_call
 from samebits.install.cache import Entry
 from samebits.install.seal import LOCK_TIMEOUT, reseal_all
 
 WAIT_LIMIT = 2 * LOCK_TIMEOUT + 60.0   # seconds for the child to finish at most
-POLL = 0.005
 
 
 class Resealer:
@@ -42,56 +38,32 @@ class Resealer:
     def __init__(self, to_reseal: Sequence[tuple[Entry, tuple[str, ...]]]) -> None:
         self.to_reseal = to_reseal
         self.seen: Mapping[str, os.stat_result] = {}
-        self.pid: int | None = None
-        self.pipe: int | None = None
+        self.child: Child[int] | None = None
         self.started = False
+
+    @property
+    def pid(self) -> int | None:
+        """The child's process id; None where the re-seal runs here, in ``finish``."""
+        return self.child.pid if self.child is not None else None
 
     def start(self, seen: Mapping[str, os.stat_result]) -> None:
         self.seen, self.started = seen, True
-        if not self.to_reseal or not hasattr(os, "fork") or thread_count() != 1:
-            return  # re-sealed in finish(), in this process
-        read, write = os.pipe()
-        try:
-            pid = os.fork()
-        except OSError:  # no memory or no process left for a child: here, in finish()
-            os.close(read)
-            os.close(write)
-            return
-        if pid == 0:  # the child: re-seal, write the count, and end without any cleanup
-            code = 1
-            try:
-                os.close(read)
-                os.write(write, str(reseal_all(self.to_reseal, seen)).encode())
-                code = 0
-            finally:
-                os._exit(code)
-        os.close(write)
-        self.pid, self.pipe = pid, read
+        if self.to_reseal:  # no child where it cannot fork safely: re-sealed in finish()
+            self.child = fork_call(self._reseal)
+
+    def _reseal(self) -> int:
+        return reseal_all(self.to_reseal, self.seen)
 
     def finish(self) -> tuple[int, str]:
-        """(files re-sealed, a note when the child failed or was killed, else "")."""
+        """(files re-sealed, a note when the child was killed, else "")."""
         if not self.started or not self.to_reseal:
             return 0, ""
-        if self.pid is None:
-            return reseal_all(self.to_reseal, self.seen), ""
-        assert self.pipe is not None
-        deadline = time.monotonic() + WAIT_LIMIT
-        status = None
-        while status is None:
-            pid, raw = os.waitpid(self.pid, os.WNOHANG)
-            if pid:
-                status = os.waitstatus_to_exitcode(raw)
-            elif time.monotonic() > deadline:
-                os.kill(self.pid, signal.SIGKILL)
-                os.waitpid(self.pid, 0)
-                os.close(self.pipe)
+        if self.child is not None:
+            answered, n = self.child.wait(WAIT_LIMIT)
+            if answered and n is not None:
+                return n, ""
+            if self.child.timed_out:
                 return 0, (f"the cache's seals were not refreshed: the re-seal took more "
                            f"than {WAIT_LIMIT:g} s (another samebits held their locks); the "
                            "next install checks those files again")
-            else:
-                time.sleep(POLL)
-        with open(self.pipe, "rb", closefd=True) as out:
-            said = out.read().decode().strip()
-        if status == 0 and said.isdigit():
-            return int(said), ""
-        return reseal_all(self.to_reseal, self.seen), ""  # the child failed: here, as before
+        return self._reseal(), ""  # no child, or it failed: here, as before

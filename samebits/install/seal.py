@@ -209,9 +209,14 @@ def read_seal(root: Path, key: str, manifest_sha256: str | None = None) -> Seal 
             raise SealProblem(f"{SEAL}: format {doc.get('format')!r}, kind {doc.get('kind')!r}")
         if doc["key"] != key:
             raise SealProblem(f"{SEAL}: the seal of {doc['key']!r}, not of {key!r}")
-        files = {str(p): Sealed(int(d), int(i), int(n), int(mt), int(ct), int(md), int(nl),
-                                str(sha), bool(elf))
-                 for p, d, i, n, mt, ct, md, nl, sha, elf in doc["files"]}
+        # each row taken as JSON typed it, unconverted (a check of every field costs more than
+        # the parse): a field of the wrong type never equals a stat's, so its file is hashed
+        make = Sealed._make
+        files = {row[0]: make(row[1:]) for row in doc["files"] if len(row) == 10}
+        if len(files) != len(doc["files"]) or not all(
+                type(s.sha256) is str for s in files.values()):
+            raise ValueError("a row is not [path, dev, ino, size, mtime, ctime, mode, nlink, "
+                             "sha256, elf]")
         manifest = str(doc["manifest"])
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise SealProblem(f"{SEAL}: unreadable ({type(exc).__name__}: {exc})") from None

@@ -398,3 +398,34 @@ def test_reflink_mode_on_a_filesystem_without_it(tmp_path: Path) -> None:
     assert "hint: use --link-mode auto (reflink where possible, else a hardlink or a copy)" \
         in proc.stderr
     assert not (tmp_path / "env").exists()
+
+
+NO_FORK = ("import sys; import samebits.install.prefix as p; p.fork_call = lambda fn: None; "
+           "from samebits_app.cli import main; sys.exit(main(sys.argv[1:]))")
+
+
+def test_the_seal_check_on_the_other_core_is_the_check_made_here(tmp_path: Path) -> None:
+    """A warm install checks its cache entries against their seals in a forked child while it
+    plans (``samebits.install.prefix._plan``, ``samebits.forked``): its report (how each file
+    was proven, the environment's digests, the verdict) is the report of an install that
+    checks them in its own process; and an entry changed in place is found either way."""
+    lock = small_lock(tmp_path)
+    cache = tmp_path / "cache"
+    assert install(lock, tmp_path / "env", cache)[0] == 0
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "SAMEBITS_FIND_LINKS": str(tmp_path)}
+    docs = []
+    for n, forked in enumerate((True, False, True, False)):
+        args = ["install", str(lock), "--target", str(tmp_path / f"env{n}"), "--platform",
+                "linux-64", "--python", sys.executable, "--cache-dir", str(cache), "--json"]
+        cmd = [sys.executable, *(("-m", "samebits") if forked else ("-c", NO_FORK)), *args]
+        proc = subprocess.run(cmd, cwd=lock.parent, env=env, capture_output=True, text=True,
+                              timeout=600)
+        assert proc.returncode == 0, proc.stderr
+        doc = json.loads(proc.stdout)
+        docs.append((doc["seal"], doc["verify"]["digests"], doc["identical"]))
+    assert docs[0] == docs[1] and docs[2] == docs[3]
+    assert docs[0][0]["entries"] == 4 and docs[0][0]["hashed"] == 0  # 2 archives, 2 pyc
+    entry = entry_of(cache, lock, "alpha")
+    _rewrite(entry, CHANGES["a file"])
+    rc, doc = install(lock, tmp_path / "changed", cache)
+    assert rc == 0 and doc["cache"]["unpacked"] == ["alpha-1.0-py3-none-any.whl"]

@@ -187,6 +187,32 @@ def test_each_alteration_is_found_and_evicted(tmp_path: Path, alter: Callable,
     assert verify_cache(cache).exit_code == 0
 
 
+def test_a_seal_row_of_the_wrong_type_vouches_for_nothing(tmp_path: Path) -> None:
+    """A seal's rows are taken as JSON typed them (``read_seal``): a stat field written as
+    text never equals a stat, so that file is hashed (and sealed again from the hash); a
+    sha256 that is not text, or a row of another length, makes the seal unreadable."""
+    cache, entry = _entry(tmp_path)
+
+    def edit(change: Callable[[list], None]) -> None:
+        doc = json.loads((entry.root / SEAL).read_bytes())
+        change(doc["files"])
+        data = json.dumps(doc).encode()
+        (entry.root / SEAL).write_bytes(data)
+        (entry.root / SEAL_DIGEST).write_text(hashlib.sha256(data).hexdigest() + "\n")
+
+    def size_as_text(rows: list) -> None:
+        rows[0][3] = str(rows[0][3])
+
+    edit(size_as_text)
+    got = check(entry)
+    assert (got.hashed, got.vouched) == (1, nfiles(entry) - 1)
+    assert check(entry).vouched == nfiles(entry)  # sealed again from the hash
+    for change in (lambda rows: rows[0].__setitem__(8, 0), lambda rows: rows[0].pop()):
+        edit(change)
+        with pytest.raises(CorruptEntry, match="unreadable"):
+            check(entry)
+
+
 def test_untouched_entries_are_sound_by_stat_alone(tmp_path: Path) -> None:
     """The control: nothing hashed, nothing evicted, the seal unchanged."""
     cache, entry = _entry(tmp_path)

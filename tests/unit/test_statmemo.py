@@ -4,6 +4,7 @@ remembered inode to the nanosecond, and only where the caller trusts it."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from pathlib import Path
 
@@ -67,6 +68,22 @@ def test_a_damaged_memo_is_ignored(tmp_path: Path) -> None:
     assert again == first and (m.by_memo, m.by_hash) == (0, 3)
     memo_file.write_bytes(b"\0not json")
     assert _outside(prefix, base, cache, trusted=True)[1].by_hash == 3
+    assert _outside(prefix, base, cache, trusted=True)[1].by_memo == 2  # written again
+
+
+def test_a_row_of_the_wrong_type_proves_nothing(tmp_path: Path) -> None:
+    """The memo's rows are taken as JSON typed them: a stat field written as text never
+    equals the stat, a sha256 that is not text drops the row; either way the file is hashed,
+    and the memo written again from that hash."""
+    prefix, base, cache = _setup(tmp_path)
+    first, _ = _outside(prefix, base, cache, trusted=True)
+    (memo_file,) = (f for f in (cache / "statmemo").iterdir() if f.suffix == ".json")
+    doc = json.loads(memo_file.read_bytes())
+    doc["files"][0][3] = str(doc["files"][0][3])  # the size as text
+    doc["files"][1][7] = 0                          # a sha256 that is a number
+    memo_file.write_text(json.dumps(doc))
+    again, m = _outside(prefix, base, cache, trusted=True)
+    assert again == first and (m.by_memo, m.by_hash) == (0, 3)
     assert _outside(prefix, base, cache, trusted=True)[1].by_memo == 2  # written again
 
 

@@ -26,6 +26,10 @@ if TYPE_CHECKING:
     from verify.env.manifest import Manifest
     from verify.env.pycheck import Handed
 
+# seconds for the walk of a venv's base interpreter files on the other core (a stale memo: its
+# 290 MB hashed); past this it is walked here, after the prefix
+OUTSIDE_LIMIT = 300.0
+
 
 @paused_gc()
 def check_env(prefix: Path, *, lockfile: Path | None = None, platform: str | None = None,
@@ -58,6 +62,7 @@ def check_env(prefix: Path, *, lockfile: Path | None = None, platform: str | Non
     with the stat the walk proved each by (cache path -> stat) as soon as the walk is done,
     before the rest of the checks, for that install's re-seal (``samebits.install.resealing``,
     which runs it on the other core meanwhile)."""
+    from samebits.forked import answer, fork_call
     from samebits.install import default_cache_dir
     from samebits.lock.read import load_lock
     from verify.env import sealproof
@@ -78,7 +83,13 @@ def check_env(prefix: Path, *, lockfile: Path | None = None, platform: str | Non
     )
     from verify.env.linkage import check_linkage, host_library_dirs
     from verify.env.lockcheck import lock_check, shared_writers, unproven
-    from verify.env.manifest import build_manifest, prefix_kind
+    from verify.env.manifest import (
+        Outside,
+        build_manifest,
+        prefix_kind,
+        walk_outside,
+        with_outside,
+    )
     from verify.env.overwritten import overwrite_notes
     from verify.env.recordslip import archive_slips, cached_member_sha256
     from verify.env.scaffold import read_pyvenv_cfg
@@ -102,19 +113,36 @@ def check_env(prefix: Path, *, lockfile: Path | None = None, platform: str | Non
     # the base interpreter's files: proved by the stat memo where the seals are trusted,
     # the memo refreshed from what is hashed either way (verify.env.statmemo)
     facts = interpreter_cache or cache
-    memo = StatMemo(facts, outside, trusted=seals is not None) if outside else None
+    apart = seals is not None and bool(outside)
+
+    def base_files() -> tuple[Outside, dict[str, tuple[str, str | None, str]]]:
+        memo = StatMemo(facts, outside, trusted=True)
+        return walk_outside(outside, jobs=jobs, elf=linkage, memo=memo), base_records(loc)
+
+    # trusted, the base interpreter's files (7,500 of CPython 3.12, each a stat the memo
+    # proves) are walked on the other core while this process walks the prefix
+    # (``samebits.forked``; here, after it, where no child can be forked); untrusted, every
+    # byte is hashed, by the same workers as the prefix's
+    ahead = fork_call(base_files) if apart else None
+    memo = StatMemo(facts, outside, trusted=False) if outside and not apart else None
     # the interpreter answers while the walk goes on; no thread is started before the walk
     # ends (the hashing workers fork: verify.env.hashing)
     asked = start_probe(loc.executable)
     try:
         manifest = build_manifest(prefix, jobs=jobs, elf=linkage, progress=progress,
-                                  archives=cache, outside=outside, seals=seals,
-                                  records=records, memo=memo)
+                                  archives=cache, outside=() if apart else outside,
+                                  seals=seals, records=records, memo=memo)
     except BaseException:
         stop_probe(asked)  # not waited for
+        if ahead is not None:
+            ahead.stop()
         raise
+    if apart:
+        walked, owners = answer(ahead, base_files, OUTSIDE_LIMIT)
+        manifest = with_outside(manifest, walked)
+    else:
+        owners = base_records(loc)
     found = probe_result(asked)
-    owners = base_records(loc)
     if after_walk is not None:  # this process has no other thread now
         after_walk(seals.seen if seals is not None else {})
     interpreter = identity(manifest, loc, found)

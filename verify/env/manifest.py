@@ -42,7 +42,7 @@ import re
 import stat
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from operator import itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, NamedTuple
@@ -131,6 +131,16 @@ def prefix_kind(prefix: Path) -> PrefixKind:
                      hint="pass --prefix with a conda prefix or a virtual environment")
 
 
+class Outside(NamedTuple):
+    """A venv's base interpreter files, walked apart from its prefix (``walk_outside``)."""
+
+    paths: tuple[str, ...]         # what was walked (``verify.env.interpreter.outside_paths``)
+    entries: tuple[Entry, ...]     # sorted by path
+    unreadable: tuple[tuple[str, str], ...] = ()
+    by_hash: int = 0
+    by_memo: int = 0
+
+
 def build_manifest(prefix: Path, *, jobs: int | None = None, elf: bool = True,
                    progress: Progress | None = None, archives: Path | None = None,
                    outside: tuple[str, ...] = (), seals: SealIndex | None = None,
@@ -145,6 +155,50 @@ def build_manifest(prefix: Path, *, jobs: int | None = None, elf: bool = True,
     kind = prefix_kind(prefix)
     cfg = read_pyvenv_cfg(prefix) if kind == "venv" else {}
     made_by = producer(cfg) if kind == "venv" else None
+    got = _scan(str(prefix), kind, made_by, outside, jobs=jobs, elf=elf, progress=progress,
+                archives=archives, seals=seals, records=records, memo=memo)
+    assert got.records is not None
+    return Manifest(prefix=prefix, kind=kind, entries=tuple(by_path_bytes(got.inside)),
+                    records=got.records, unreadable=tuple(sorted(got.unreadable)), venv=cfg,
+                    made_by=made_by, outside=tuple(by_path_bytes(got.out)),
+                    by_hash=got.by_hash, by_identity=got.by_identity, by_memo=got.by_memo)
+
+
+def walk_outside(outside: tuple[str, ...], *, jobs: int | None = None, elf: bool = True,
+                 memo: StatMemo | None = None) -> Outside:
+    """``build_manifest``'s walk of ``outside`` alone (its entries, proofs and the memo's
+    refresh the same), for a caller that walks them on another core: ``with_outside``."""
+    got = _scan(None, None, None, outside, jobs=jobs, elf=elf, progress=None, archives=None,
+                seals=None, records=None, memo=memo)
+    return Outside(paths=tuple(outside), entries=tuple(by_path_bytes(got.out)),
+                   unreadable=tuple(got.unreadable), by_hash=got.by_hash,
+                   by_memo=got.by_memo)
+
+
+def with_outside(manifest: Manifest, walked: Outside) -> Manifest:
+    """The manifest of a prefix built without ``outside``, with those files walked apart."""
+    return replace(manifest, outside=walked.entries,
+                   unreadable=tuple(sorted((*manifest.unreadable, *walked.unreadable))),
+                   by_hash=manifest.by_hash + walked.by_hash,
+                   by_memo=manifest.by_memo + walked.by_memo)
+
+
+class _Scanned(NamedTuple):
+    inside: list[Entry]
+    out: list[Entry]
+    records: Records | None
+    unreadable: list[tuple[str, str]]
+    by_hash: int
+    by_identity: int
+    by_memo: int
+
+
+def _scan(root: str | None, kind: PrefixKind | None, made_by: str | None,
+          outside: tuple[str, ...], *, jobs: int | None, elf: bool,
+          progress: Progress | None, archives: Path | None, seals: SealIndex | None,
+          records: Records | None, memo: StatMemo | None) -> _Scanned:
+    """The walk of the prefix ``root`` (None: none) and of ``outside``, in one pass."""
+    prefix = root or ""
     with FileHasher(jobs=jobs, elf=elf, root=f"{prefix}/") as hasher:
         # One pass: each entry is made as soon as what it needs is known. A file proven by
         # its seal or the stat memo, a symlink, a special file: at once, where the records
@@ -163,12 +217,13 @@ def build_manifest(prefix: Path, *, jobs: int | None = None, elf: bool = True,
         heads = HeadMemo()
         head_of: dict[int, tuple[str, str]] = {}  # hash index -> (entry root, sealed sha256)
         claims = records.claims if records is not None else None
-        sps = tuple(sp + "/" for sp in site_packages(prefix))
+        sps = tuple(sp + "/" for sp in site_packages(Path(root))) if root else ()
 
         def made(rel: str, st: os.stat_result, target: str | None, h: Hashed | None) -> None:
             if rel[0] == "/":
                 out.append(_outside(rel, st, target, h))
             elif claims is not None:
+                assert kind is not None
                 inside.append(_entry(kind, made_by, rel, st, target, h, claims.get(rel, ()),
                                      sps))
             else:
@@ -198,7 +253,7 @@ def build_manifest(prefix: Path, *, jobs: int | None = None, elf: bool = True,
 
         outside_heads = memo.heads_root if memo is not None else ""
         lookup = seals.lookup_in if seals is not None else None
-        for rel, st, target in _walk_all(str(prefix), outside, unreadable):
+        for rel, st, target in _walk_all(root, outside, unreadable):
             if not stat.S_ISREG(st.st_mode):
                 made(rel, st, target, None)
                 continue
@@ -229,9 +284,9 @@ def build_manifest(prefix: Path, *, jobs: int | None = None, elf: bool = True,
                     first_of_inode[(st.st_dev, st.st_ino)] = n
             hash_later(n, rel, st, target)
         hasher.no_more()
-        if records is None:
-            records = read_records(prefix, archives=archives)  # while the workers hash
-        claims = records.claims
+        if records is None and root is not None:
+            records = read_records(Path(root), archives=archives)  # while the workers hash
+        claims = records.claims if records is not None else {}
         for rel, st, target, h in later:
             made(rel, st, target, h)
 
@@ -241,7 +296,8 @@ def build_manifest(prefix: Path, *, jobs: int | None = None, elf: bool = True,
             for rel, st, target in waiting[n]:
                 made(rel, st, target, h)
 
-        what = f"hashing {len(waiting):,} files of {prefix} ({total / 1e6:,.0f} MB)"
+        what = (f"hashing {len(waiting):,} files of {root or 'the base interpreter'} "
+                f"({total / 1e6:,.0f} MB)")
         bar = progress(what, total / 1e6) if progress else \
             nullcontext(lambda n=1: None)
         with bar as advance:
@@ -256,15 +312,13 @@ def build_manifest(prefix: Path, *, jobs: int | None = None, elf: bool = True,
                     heads.remember(outside_heads, e.sha256, e.elf, e.head)
         memo.save()
     heads.save()
-    return Manifest(prefix=prefix, kind=kind, entries=tuple(by_path_bytes(inside)),
-                    records=records, unreadable=tuple(sorted(unreadable)), venv=cfg,
-                    made_by=made_by, outside=tuple(by_path_bytes(out)),
-                    by_hash=by_hash, by_identity=by_identity, by_memo=by_memo)
+    return _Scanned(inside, out, records, unreadable, by_hash, by_identity, by_memo)
 
 
-def _walk_all(root: str, outside: tuple[str, ...], unreadable: list[tuple[str, str]]
+def _walk_all(root: str | None, outside: tuple[str, ...], unreadable: list[tuple[str, str]]
               ) -> Iterator[tuple[str, os.stat_result, str | None]]:
-    yield from _walk(root, unreadable)
+    if root is not None:
+        yield from _walk(root, unreadable)
     for path in outside:
         try:
             st = os.lstat(path)

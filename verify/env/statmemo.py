@@ -68,10 +68,11 @@ class StatMemo:
             doc = json.loads(self.file.read_bytes())
             if doc.get("format") == FORMAT and doc.get("kind") == KIND \
                     and doc.get("paths") == self.paths:
-                for path, dev, ino, size, mtime, ctime, mode, sha, elf in doc["files"]:
-                    self.known[str(path)] = ((int(dev), int(ino), int(size), int(mtime),
-                                              int(ctime), int(mode)), str(sha),
-                                             None if elf is None else bool(elf))
+                # each row as JSON typed it: a field of the wrong type never equals a stat's
+                # (``lookup`` compares tuples), so its file is hashed and remembered again
+                self.known = {row[0]: (tuple(row[1:7]), row[7], row[8])
+                              for row in doc["files"]
+                              if len(row) == 9 and type(row[7]) is str}
         except (OSError, ValueError, TypeError, KeyError, AttributeError):
             self.known = {}
 

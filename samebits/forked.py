@@ -1,0 +1,107 @@
+"""Work for the other core: a function run in a forked child while this process goes on.
+
+An install is one Python thread on a machine with two cores or more; where two steps need
+nothing from each other (the seal check of the cache entries and the planning that reads
+their manifests; the re-seal after linking and the verify's checks), ``fork_call(fn)`` runs
+``fn()`` in a child forked at once and ``Child.wait(limit)`` reads back what it returned
+(pickled through a pipe). The child shares every object this process had when it forked and
+changes none of them here: whatever ``fn`` writes to disk is written, whatever it changes in
+memory stays in the child.
+
+No fork where it is unsafe or impossible: this process has another thread (a lock that
+thread holds would stay held in the child), the platform has no ``fork``, or it fails (no
+memory, no process left). ``fork_call`` then returns None and the caller runs ``fn`` itself,
+as it would have; the same where the child raised, died, or answered nothing in ``limit``
+seconds (``wait`` kills it then): a child only ever saves time, it never decides.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import select
+import signal
+import time
+from collections.abc import Callable
+from typing import Generic, TypeVar
+
+from samebits.host import thread_count
+
+T = TypeVar("T")
+
+
+class Child(Generic[T]):
+    """A forked ``fn()``: ``wait`` for its answer."""
+
+    def __init__(self, pid: int, pipe: int) -> None:
+        self.pid, self.pipe = pid, pipe
+        self.timed_out = False
+
+    def wait(self, limit: float) -> tuple[bool, T | None]:
+        """(True, what ``fn`` returned) once the child has answered and ended; (False, None)
+        when it raised, died or did not answer within ``limit`` seconds (then it is killed,
+        and ``timed_out`` says so)."""
+        deadline = time.monotonic() + limit
+        chunks: list[bytes] = []
+        try:
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0 or not select.select([self.pipe], [], [], left)[0]:
+                    self.timed_out = True
+                    os.kill(self.pid, signal.SIGKILL)
+                    break
+                chunk = os.read(self.pipe, 1 << 20)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+        finally:
+            os.close(self.pipe)
+            _, raw = os.waitpid(self.pid, 0)
+        if self.timed_out or os.waitstatus_to_exitcode(raw) != 0:
+            return False, None
+        try:
+            return True, pickle.loads(b"".join(chunks))
+        except Exception:  # a torn answer: as if there were none
+            return False, None
+
+
+    def stop(self) -> None:
+        """Kill the child and forget its answer (this process is giving up: an interrupt)."""
+        os.kill(self.pid, signal.SIGKILL)
+        os.close(self.pipe)
+        os.waitpid(self.pid, 0)
+
+
+def answer(child: Child[T] | None, fn: Callable[[], T], limit: float) -> T:
+    """What the child ``fork_call(fn)`` answered within ``limit`` seconds, else ``fn()`` run
+    here (no child, or it raised, died or was too slow: what it raised is raised here)."""
+    if child is not None:
+        answered, got = child.wait(limit)
+        if answered:
+            return got  # type: ignore[return-value]  # what fn returned, a T
+    return fn()
+
+
+def fork_call(fn: Callable[[], T]) -> Child[T] | None:
+    """``fn()`` in a child forked now; None where no child could be forked safely."""
+    if not hasattr(os, "fork") or thread_count() != 1:
+        return None
+    read, write = os.pipe()
+    try:
+        pid = os.fork()
+    except OSError:
+        os.close(read)
+        os.close(write)
+        return None
+    if pid == 0:  # the child: answer, and end without any cleanup of the parent's state
+        code = 1
+        try:
+            os.close(read)
+            data = memoryview(pickle.dumps(fn(), protocol=pickle.HIGHEST_PROTOCOL))
+            while data:
+                data = data[os.write(write, data):]
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write)
+    return Child(pid, read)

@@ -1,0 +1,109 @@
+"""``samebits.forked``: a function run in a forked child, its answer read back; where no
+child can be forked, or it raises, dies or is too slow, the caller runs the function itself.
+The install's seal check, its re-seal and the verify's walk of a venv's base interpreter use
+it. Each case runs in a fresh interpreter: pytest's own threads forbid a fork here."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+PRELUDE = """
+import json, os, sys, threading, time
+from samebits.forked import answer, fork_call
+here = os.getpid()
+"""
+
+
+def _run(code: str, *args: str) -> dict:
+    proc = subprocess.run([sys.executable, "-c", PRELUDE + code, *args], capture_output=True,
+                          text=True, timeout=120, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def test_the_child_answers_with_what_the_function_returned() -> None:
+    got = _run("""
+big = {f"path/{i}": [i, "x" * 64] for i in range(20_000)}  # more than a pipe holds
+child = fork_call(lambda: (os.getpid(), big))
+answered, (pid, value) = child.wait(60)
+print(json.dumps({"answered": answered, "in_child": pid == child.pid != here,
+                  "same": value == big}))
+""")
+    assert got == {"answered": True, "in_child": True, "same": True}
+
+
+def test_what_the_child_changes_in_memory_stays_in_the_child(tmp_path: Path) -> None:
+    got = _run("""
+seen = []
+def work():
+    seen.append(os.getpid())
+    open(sys.argv[1], "w").write("by the child")  # what it writes to disk is written
+    return len(seen)
+n = answer(fork_call(work), work, 60)
+print(json.dumps({"n": n, "seen": seen, "file": open(sys.argv[1]).read()}))
+""", str(tmp_path / "written"))
+    assert got == {"n": 1, "seen": [], "file": "by the child"}
+
+
+def test_a_child_that_raises_is_answered_here_and_raises_here() -> None:
+    got = _run("""
+calls = []
+def work():
+    calls.append(os.getpid())
+    raise ValueError("a corrupt entry")
+child = fork_call(work)
+try:
+    answer(child, work, 60)
+    said = None
+except ValueError as exc:
+    said = str(exc)
+print(json.dumps({"forked": child is not None, "said": said, "here": calls == [here]}))
+""")
+    assert got == {"forked": True, "said": "a corrupt entry", "here": True}
+
+
+def test_a_child_past_its_limit_is_killed_and_the_work_done_here() -> None:
+    got = _run("""
+def work():
+    if os.getpid() != here:
+        time.sleep(60)
+    return os.getpid()
+child = fork_call(work)
+started = time.monotonic()
+who = answer(child, work, 0.5)
+took = time.monotonic() - started
+try:
+    os.waitpid(child.pid, os.WNOHANG)
+    reaped = False
+except ChildProcessError:
+    reaped = True
+print(json.dumps({"here": who == here, "timed_out": child.timed_out, "quick": took < 30,
+                  "reaped": reaped}))
+""")
+    assert got == {"here": True, "timed_out": True, "quick": True, "reaped": True}
+
+
+def test_no_fork_while_another_thread_runs_and_a_stopped_child_is_reaped() -> None:
+    got = _run("""
+stop = threading.Event()
+other = threading.Thread(target=stop.wait)
+other.start()
+none = fork_call(lambda: 1) is None
+stop.set()
+other.join()
+child = fork_call(lambda: time.sleep(60))
+child.stop()
+try:
+    os.waitpid(child.pid, os.WNOHANG)
+    reaped = False
+except ChildProcessError:
+    reaped = True
+print(json.dumps({"none": none, "here": answer(None, os.getpid, 60) == here,
+                  "reaped": reaped}))
+""")
+    assert got == {"none": True, "here": True, "reaped": True}
