@@ -13,9 +13,9 @@ re-sealed.
 
 Where no child can be forked (``samebits.forked``: another thread alive, no ``fork``, a fork
 that fails) or the child fails, the re-seal runs here as it would have, in ``finish``: never
-skipped silently. A child that outlives the limit is killed and ``finish`` says so; the seals it did not write
-stay as they were, which proves nothing less (the next install's check vouches for links
-that came or went, or hashes the file), it only costs that check.
+skipped silently. A child that outlives the limit is killed and ``finish`` says so; the
+seals it did not write stay as they were, which proves nothing less (the next install's
+check vouches for links that came or went, or hashes the file), it only costs that check.
 """
 
 from __future__ import annotations

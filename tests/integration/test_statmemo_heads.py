@@ -137,40 +137,41 @@ def test_a_memo_written_without_the_linkage_check_learns_which_files_are_elf(
     assert code == 0 and doc["proof"]["by_memo"] == len(flags)
 
 
-NO_FORK = ("import sys; import samebits.forked as f; f.fork_call = lambda fn: None; "
-           "from verify.cli import main; sys.exit(main(sys.argv[1:]))")
+NO_CHILD = ("import sys; import samebits.forked as f; f.spawn_call = lambda *a: None; "
+            "from verify.cli import main; sys.exit(main(sys.argv[1:]))")
 
 
 def test_the_base_files_walked_on_the_other_core_are_what_a_walk_here_gives(
         based: tuple[Path, Path, dict[str, Path]], tmp_path: Path) -> None:
-    """A trusted verify walks the base interpreter's files in a forked child while it walks
-    the prefix (``check_env``, ``samebits.forked``): its report is the report of the same
-    walk in the verifying process (no child forked), byte for byte, first with the memo to
-    write and then proven by it; a stdlib pyc rewritten in place is named by both."""
+    """A trusted verify walks the base interpreter's files in a fresh interpreter while it
+    walks the prefix (``check_env``, ``verify.env.basefiles``): its report is the report of
+    the same walk in the verifying process (no child started), byte for byte, first with
+    the memo to write and then proven by it; a stdlib pyc rewritten in place is named by
+    both."""
     env, _, pycs = based
     docs = {}
-    for how in ("forked", "here"):
+    for how in ("apart", "here"):
         cache = tmp_path / f"cache-{how}"
         runs = []
         for extra in ((), ("--trust-seal",), ("--trust-seal",)):
             args = ["env", "--prefix", str(env), "--json", "--cache-dir", str(cache), *extra]
-            cmd = ([sys.executable, "-m", "verify", *args] if how == "forked"
-                   else [sys.executable, "-c", NO_FORK, *args])
+            cmd = ([sys.executable, "-m", "verify", *args] if how == "apart"
+                   else [sys.executable, "-c", NO_CHILD, *args])
             res = subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=ROOT)
             assert res.returncode == 0, res.stderr
             runs.append(json.loads(res.stdout.replace(str(cache), "CACHE")))
         docs[how] = runs
-    assert docs["forked"] == docs["here"]
-    assert docs["forked"][2]["proof"]["by_memo"] > 0
+    assert docs["apart"] == docs["here"]
+    assert docs["apart"][2]["proof"]["by_memo"] > 0
     pyc = pycs["textwrap"]
     st = pyc.stat()
     pyc.write_bytes(pyc.read_bytes().replace(b"Text wrapping", b"Text wrappinG"))
     os.utime(pyc, ns=(st.st_atime_ns, st.st_mtime_ns))
-    for how in ("forked", "here"):
+    for how in ("apart", "here"):
         args = ["env", "--prefix", str(env), "--json", "--cache-dir",
                 str(tmp_path / f"cache-{how}"), "--trust-seal"]
-        cmd = ([sys.executable, "-m", "verify", *args] if how == "forked"
-               else [sys.executable, "-c", NO_FORK, *args])
+        cmd = ([sys.executable, "-m", "verify", *args] if how == "apart"
+               else [sys.executable, "-c", NO_CHILD, *args])
         res = subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=ROOT)
         assert res.returncode == 1, (how, res.stderr)
         assert str(pyc) in _bytecode(json.loads(res.stdout)), how

@@ -1,7 +1,8 @@
-"""``samebits.forked``: a function run in a forked child, its answer read back; where no
-child can be forked, or it raises, dies or is too slow, the caller runs the function itself.
-The install's seal check, its re-seal and the verify's walk of a venv's base interpreter use
-it. Each case runs in a fresh interpreter: pytest's own threads forbid a fork here."""
+"""``samebits.forked``: a function run in a forked child (or a fresh interpreter), its answer
+read back; where no child can be started, or it raises, dies or is too slow, the caller runs
+the function itself. The install's seal check and its re-seal fork; the verify's walk of a
+venv's base interpreter spawns. Each case runs in a fresh interpreter: pytest's own threads
+forbid a fork here."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 PRELUDE = """
 import json, os, sys, threading, time
-from samebits.forked import answer, fork_call
+from samebits.forked import answer, fork_call, spawn_call
 here = os.getpid()
 """
 
@@ -107,3 +108,29 @@ print(json.dumps({"none": none, "here": answer(None, os.getpid, 60) == here,
                   "reaped": reaped}))
 """)
     assert got == {"none": True, "here": True, "reaped": True}
+
+
+def test_a_spawned_interpreter_answers_and_shares_nothing(tmp_path: Path) -> None:
+    """``spawn_call``: the function, found by its module, runs in a fresh interpreter with
+    this one's sys.path (a folder added to it at run time included); it sees none of this
+    process's state; what it raises is raised here, by the call made here."""
+    (tmp_path / "jobmod.py").write_text(
+        "import os\nSTATE = ['fresh']\n"
+        "def job(n):\n    return os.getpid(), n * 2, list(STATE)\n"
+        "def bad():\n    raise ValueError('from ' + str(os.getpid()))\n")
+    got = _run("""
+sys.path.append(sys.argv[1])
+import jobmod
+jobmod.STATE.append("changed here")
+child = spawn_call(jobmod.job, 21)
+answered, (pid, doubled, state) = child.wait(60)
+said = None
+try:
+    answer(spawn_call(jobmod.bad), jobmod.bad, 60)
+except ValueError as exc:
+    said = str(exc)
+print(json.dumps({"answered": answered, "elsewhere": pid == child.pid != here,
+                  "doubled": doubled, "state": state, "said": said == f"from {here}"}))
+""", str(tmp_path))
+    assert got == {"answered": True, "elsewhere": True, "doubled": 42, "state": ["fresh"],
+                   "said": True}

@@ -62,11 +62,12 @@ def check_env(prefix: Path, *, lockfile: Path | None = None, platform: str | Non
     with the stat the walk proved each by (cache path -> stat) as soon as the walk is done,
     before the rest of the checks, for that install's re-seal (``samebits.install.resealing``,
     which runs it on the other core meanwhile)."""
-    from samebits.forked import answer, fork_call
+    from samebits.forked import answer, spawn_call
     from samebits.install import default_cache_dir
     from samebits.lock.read import load_lock
     from verify.env import sealproof
     from verify.env.archivefacts import cached_wheel_tags
+    from verify.env.basefiles import base_files
     from verify.env.bytecode import check_bytecode
     from verify.env.digest import digests
     from verify.env.drift import file_findings, merge, reference_findings, scaffold_findings
@@ -83,13 +84,7 @@ def check_env(prefix: Path, *, lockfile: Path | None = None, platform: str | Non
     )
     from verify.env.linkage import check_linkage, host_library_dirs
     from verify.env.lockcheck import lock_check, shared_writers, unproven
-    from verify.env.manifest import (
-        Outside,
-        build_manifest,
-        prefix_kind,
-        walk_outside,
-        with_outside,
-    )
+    from verify.env.manifest import build_manifest, prefix_kind, with_outside
     from verify.env.overwritten import overwrite_notes
     from verify.env.recordslip import archive_slips, cached_member_sha256
     from verify.env.scaffold import read_pyvenv_cfg
@@ -115,15 +110,12 @@ def check_env(prefix: Path, *, lockfile: Path | None = None, platform: str | Non
     facts = interpreter_cache or cache
     apart = seals is not None and bool(outside)
 
-    def base_files() -> tuple[Outside, dict[str, tuple[str, str | None, str]]]:
-        memo = StatMemo(facts, outside, trusted=True)
-        return walk_outside(outside, jobs=jobs, elf=linkage, memo=memo), base_records(loc)
-
     # trusted, the base interpreter's files (7,500 of CPython 3.12, each a stat the memo
-    # proves) are walked on the other core while this process walks the prefix
-    # (``samebits.forked``; here, after it, where no child can be forked); untrusted, every
-    # byte is hashed, by the same workers as the prefix's
-    ahead = fork_call(base_files) if apart else None
+    # proves) are walked by a fresh interpreter on the other core while this process walks
+    # the prefix (``verify.env.basefiles``; here, after the walk, where none could be
+    # started); untrusted, every byte is hashed, by the same workers as the prefix's
+    job = (loc, outside, facts, jobs, linkage)
+    ahead = spawn_call(base_files, *job) if apart else None
     memo = StatMemo(facts, outside, trusted=False) if outside and not apart else None
     # the interpreter answers while the walk goes on; no thread is started before the walk
     # ends (the hashing workers fork: verify.env.hashing)
@@ -138,7 +130,7 @@ def check_env(prefix: Path, *, lockfile: Path | None = None, platform: str | Non
             ahead.stop()
         raise
     if apart:
-        walked, owners = answer(ahead, base_files, OUTSIDE_LIMIT)
+        walked, owners = answer(ahead, lambda: base_files(*job), OUTSIDE_LIMIT)
         manifest = with_outside(manifest, walked)
     else:
         owners = base_records(loc)
