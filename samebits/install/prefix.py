@@ -313,27 +313,49 @@ def _plan(env: LockedEnv, platform: str, entries: dict[str, Entry], stage: Path,
     keys = {p.key: cache_key(how.artifact(p)) for p in [*env.conda(platform),
                                                         *env.pip(platform)]}
     to_check = [key for key in sorted(set(keys.values())) if key not in checked]
+    # the child takes the entries with the most files, three quarters of them; this process
+    # checks the rest once its plans are made (the child also pays for the pages it touches
+    # after the fork: given every entry, it kept the plans waiting 20-60 ms)
+    by_size = sorted(to_check, key=lambda k: -len(entries[k].members))
+    files = sum(len(entries[k].members) for k in to_check)
+    share: list[str] = []
+    taken = 0
+    while by_size and 4 * taken < 3 * files:
+        share.append(by_size.pop(0))
+        taken += len(entries[share[-1]].members)
 
-    def check_all() -> dict[str, CheckResult]:  # re-sealed after linking, not now
-        return {key: check_seal(entries[key], refresh_links=False) for key in to_check}
+    def check(keys_: list[str]) -> dict[str, CheckResult]:  # re-sealed after linking
+        return {key: check_seal(entries[key], refresh_links=False) for key in keys_}
 
     # every file against its seal before anything is placed: on the other core while the
     # plans are made from the entries' manifests (``samebits.forked``), here where no child
     # could be forked or it did not answer (a corrupt entry is raised here, as before, and
     # before what planning from it raised)
-    child = fork_call(check_all) if len(to_check) > 1 else None
+    child = fork_call(lambda: check(share)) if len(to_check) > 1 else None
+    if child is None:
+        share, by_size = [], to_check
+
+    def settle() -> None:
+        try:
+            mine = check(by_size)
+        except BaseException:
+            if child is not None:
+                child.stop()
+            raise
+        got: dict[str, CheckResult] = answer(child, lambda: check(share), CHECK_LIMIT)
+        checked.update(mine)
+        checked.update(got)
+
     try:
         plan = _plans(env, platform, entries, keys, stage, final, line, python, venv=venv)
     except Exception:
-        got: dict[str, CheckResult] = answer(child, check_all, CHECK_LIMIT)
-        checked.update(got)
+        settle()
         raise
     except BaseException:  # an interrupt: no answer is waited for
         if child is not None:
             child.stop()
         raise
-    got = answer(child, check_all, CHECK_LIMIT)
-    checked.update(got)
+    settle()
     return plan
 
 
