@@ -187,6 +187,9 @@ def through_links(claims: dict[str, tuple[Claim, ...]], links: dict[str, str]
     """``claims`` with each path under one of ``links`` (``folder_links``) named where the file
     is: ``lib64/libblosc2.so`` -> ``lib/libblosc2.so``; where packages claim one file by both
     names, their claims are kept together, as for one path."""
+    through = tuple(f"{name}/" for name in links)
+    if not any(path.startswith(through) for path in claims):
+        return claims  # a venv's lib64/: no record names a file through it (most wheels)
     out: dict[str, tuple[Claim, ...]] = {}
     for path, got in claims.items():
         head, sep, rest = path.partition("/")
