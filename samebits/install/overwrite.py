@@ -48,7 +48,6 @@ from samebits.install.cache import Entry
 from samebits.install.entryfiles import read_member
 from samebits.install.wheels import WheelPlan, dist_info_of
 from samebits.lock.model import LockedPackage
-from samebits.lock.pipordering import Dist, pip_order
 from samebits.lock.shared import RELOCK, SharedPaths
 
 SHOWN = 3  # paths a warning line names; --json lists every one
@@ -178,7 +177,10 @@ def _check_record(plans: Sequence[WheelPlan], by_path: dict[str, list[tuple[int,
 def installed_order(wheels: Sequence[tuple[LockedPackage, Entry]], *, environment: dict[str, str]
                     ) -> list[str]:
     """pip's installation order of these locked wheels (their METADATA read from the cache),
-    with every one a root requirement: ``pip install -r`` of the lock's pins."""
+    with every one a root requirement: ``pip install -r`` of the lock's pins (asked only where
+    several wheels write one path: the requirement parser is not imported otherwise)."""
+    from samebits.lock.pipordering import Dist, pip_order
+
     dists = []
     for p, entry in wheels:
         info = dist_info_of(entry)

@@ -40,13 +40,12 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from samebits.errors import InputError, UnreachableError, plural
 from samebits.lock.model import META, LockedPackage
-from samebits.lock.pipordering import PIP_VERSION, Dist, pip_order
 
 if TYPE_CHECKING:
     from samebits.lock.builds import BuildRecord
@@ -54,9 +53,17 @@ if TYPE_CHECKING:
 
 SHARED_PREFIX = META + "shared."
 SHARED_FORMAT = 1
-ORDER = f"pip {PIP_VERSION}"
 READ_THREADS = 8
 RELOCK = "re-lock it with `samebits lock`, which records the paths two wheels write"
+
+
+def pip_order_name() -> str:
+    """The order a new record is made in: ``pip <version>`` of the pip whose resolver
+    ``samebits.lock.pipordering`` transcribes (imported here only: its requirement parser is
+    not needed by an install that reads the record)."""
+    from samebits.lock.pipordering import PIP_VERSION
+
+    return f"pip {PIP_VERSION}"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -77,7 +84,7 @@ class SharedPaths:
 
     platform: str
     groups: tuple[SharedGroup, ...]
-    order: str = ORDER
+    order: str = field(default_factory=pip_order_name)
 
     @property
     def key(self) -> str:
@@ -188,6 +195,7 @@ def _record(spec: EnvironmentSpec, target: PlatformTarget, packages: Sequence[Lo
             offline: bool) -> SharedPaths | None:
     from samebits.foreign.target import Target
     from samebits.install.wheels import installed_path, layout_for
+    from samebits.lock.pipordering import Dist, pip_order
 
     pip = [p for p in packages if p.manager == "pip" and not p.vcs]
     if not pip:
