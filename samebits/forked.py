@@ -25,6 +25,7 @@ that takes longer than that and needs only what it is sent.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import select
@@ -64,7 +65,7 @@ class Child(Generic[T]):
                 left = deadline - time.monotonic()
                 if left <= 0 or not select.select([self.pipe], [], [], left)[0]:
                     self.timed_out = True
-                    os.kill(self.pid, signal.SIGKILL)
+                    self._kill()
                     break
                 chunk = os.read(self.pipe, 1 << 20)
                 if not chunk:
@@ -80,17 +81,21 @@ class Child(Generic[T]):
         except Exception:  # a torn answer: as if there were none
             return False, None
 
-
     def stop(self) -> None:
         """Kill the child and forget its answer (this process is giving up: an interrupt)."""
-        os.kill(self.pid, signal.SIGKILL)
+        self._kill()
         os.close(self.pipe)
         self._reap()
 
+    def _kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError):  # it ended meanwhile: reaped next
+            os.kill(self.pid, signal.SIGKILL)
+
 
 def answer(child: Child[T] | None, fn: Callable[[], T], limit: float) -> T:
-    """What the child ``fork_call(fn)`` answered within ``limit`` seconds, else ``fn()`` run
-    here (no child, or it raised, died or was too slow: what it raised is raised here)."""
+    """What ``child`` (``fork_call`` or ``spawn_call`` of the same work as ``fn``) answered
+    within ``limit`` seconds, else ``fn()`` run here (no child, or it raised, died or was too
+    slow: what it raised is raised here)."""
     if child is not None:
         answered, got = child.wait(limit)
         if answered:

@@ -97,6 +97,10 @@ other.start()
 none = fork_call(lambda: 1) is None
 stop.set()
 other.join()
+from samebits.host import thread_count
+deadline = time.monotonic() + 30
+while thread_count() != 1 and time.monotonic() < deadline:
+    time.sleep(0.01)  # a joined thread's task leaves /proc a moment after
 child = fork_call(lambda: time.sleep(60))
 child.stop()
 try:
