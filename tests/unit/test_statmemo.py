@@ -95,3 +95,39 @@ def test_the_memo_file_is_byte_stable(tmp_path: Path) -> None:
     memo_file.unlink()
     _outside(prefix, base, cache, trusted=False)
     assert memo_file.read_bytes() == data
+
+
+def test_the_interpreter_binary_is_read_once_while_its_stat_stays(tmp_path: Path,
+                                                                  monkeypatch) -> None:
+    """``locate`` reads the interpreter binary's dynamic section (pyelftools) to find its
+    libpython; with ``facts`` (where the seals are trusted) the answer is kept by the
+    binary's stat and the next run neither opens the binary nor imports pyelftools; a binary
+    rewritten in place (size and mtime kept) is read again; without ``facts`` it always is."""
+    from tests.fixtures.producers import copy_interpreter
+    from verify.env import interpreter
+
+    binary = str(copy_interpreter(tmp_path / "base"))
+    cache = tmp_path / "cache"
+    reads: list[str] = []
+    real = interpreter.read_elf_info
+
+    def counted(stream):
+        reads.append(stream.name)
+        return real(stream)
+
+    monkeypatch.setattr(interpreter, "read_elf_info", counted)
+    first = interpreter.binary_facts(binary, cache)
+    assert first is not None and first.error is None and reads == [binary]
+    assert interpreter.binary_facts(binary, cache) == first and len(reads) == 1
+    assert interpreter.binary_facts(binary, None) == first and len(reads) == 2
+    st = os.stat(binary)
+    data = Path(binary).read_bytes()
+    Path(binary).write_bytes(data)  # the same bytes, the same size and mtime: ctime moved
+    os.utime(binary, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert interpreter.binary_facts(binary, cache) == first and len(reads) == 3
+    assert interpreter.binary_facts(binary, cache) == first and len(reads) == 3
+    memo = cache / "statmemo" / interpreter.BINARIES
+    doc = json.loads(memo.read_bytes())
+    doc["files"][0][3] = str(doc["files"][0][3])  # the size as text: proves nothing
+    memo.write_text(json.dumps(doc))
+    assert interpreter.binary_facts(binary, cache) == first and len(reads) == 4

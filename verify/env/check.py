@@ -102,12 +102,13 @@ def check_env(prefix: Path, *, lockfile: Path | None = None, platform: str | Non
         _check_platform(lockfile, lock, platform)
     cache = cache or default_cache_dir()
 
-    loc = locate(prefix, kind, read_pyvenv_cfg(prefix))
     seals, records = sealproof.seals_for(prefix, cache, trust_seal, linked_now)
-    outside = outside_paths(loc)
     # the base interpreter's files: proved by the stat memo where the seals are trusted,
     # the memo refreshed from what is hashed either way (verify.env.statmemo)
     facts = interpreter_cache or cache
+    loc = locate(prefix, kind, read_pyvenv_cfg(prefix),
+                 facts=facts if seals is not None else None)
+    outside = outside_paths(loc)
     apart = seals is not None and bool(outside)
 
     # trusted, the base interpreter's files (7,500 of CPython 3.12, each a stat the memo

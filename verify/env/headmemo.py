@@ -43,11 +43,11 @@ Head = tuple[ElfInfo | None, bytes | None]
 _FIELDS = [f.name for f in dataclasses.fields(ElfInfo)]
 
 
-def _elf_json(info: ElfInfo | None) -> list[Any] | None:
+def elf_json(info: ElfInfo | None) -> list[Any] | None:
     return None if info is None else [getattr(info, name) for name in _FIELDS]
 
 
-def _elf_of(doc: Any) -> ElfInfo | None:
+def elf_of(doc: Any) -> ElfInfo | None:
     if doc is None:
         return None
     if not isinstance(doc, list) or len(doc) != len(_FIELDS):
@@ -88,7 +88,7 @@ class HeadMemo:
         if got is None and sha256 in self._raw[root]:
             try:
                 elf, head = self._raw[root].pop(sha256)
-                got = (_elf_of(elf), None if head is None else bytes.fromhex(head))
+                got = (elf_of(elf), None if head is None else bytes.fromhex(head))
             except (ValueError, TypeError, KeyError, AttributeError):
                 return None
             known[sha256] = got
@@ -114,7 +114,7 @@ class HeadMemo:
                 self._head(root, sha)
             heads = {**self._known[root], **added}
             doc = {"format": FORMAT, "kind": KIND,
-                   "heads": {sha: [_elf_json(elf), None if head is None else head.hex()]
+                   "heads": {sha: [elf_json(elf), None if head is None else head.hex()]
                              for sha, (elf, head) in sorted(heads.items())}}
             with contextlib.suppress(OSError):
                 atomic_write(Path(root) / FILE, json.dumps(doc, sort_keys=True,

@@ -24,7 +24,9 @@ What the interpreter runs at start-up is checked by ``verify.env.startup``.
 from __future__ import annotations
 
 import ast
+import contextlib
 import hashlib
+import json
 import os
 import re
 import secrets
@@ -36,7 +38,7 @@ from typing import Any
 
 from samebits.childenv import child_environ
 from verify.env.digest import stdlib_digest
-from verify.env.elfinfo import read_elf_info
+from verify.env.elfinfo import ElfInfo, read_elf_info
 from verify.env.manifest import Entry, Manifest, PrefixKind
 
 PROBE_TIMEOUT = 60.0
@@ -65,7 +67,10 @@ class Probe:
     path: tuple[str, ...]           # sys.path under -I -S
 
 
-def locate(prefix: Path, kind: PrefixKind, cfg: Mapping[str, str]) -> Located:
+def locate(prefix: Path, kind: PrefixKind, cfg: Mapping[str, str], *,
+           facts: Path | None = None) -> Located:
+    """``facts``: where the seals are trusted, the cache whose stat memo keeps the
+    interpreter binary's dynamic section (``binary_facts``)."""
     prefix = Path(prefix)
     lines = sorted(m.group(1) for name in _listdir(prefix / "lib")
                    if (m := _LINE.match(name)))
@@ -78,7 +83,8 @@ def locate(prefix: Path, kind: PrefixKind, cfg: Mapping[str, str]) -> Located:
         binary = os.path.realpath(exe)
         stdlib = str(prefix / "lib" / f"python{line}") if line else None
         return Located(executable=exe, binary=binary, line=line, stdlib=stdlib,
-                       base_prefix=str(prefix), libpython=_libpython(binary, str(prefix)),
+                       base_prefix=str(prefix),
+                       libpython=_libpython(binary, str(prefix), facts),
                        inside=True)
     version = cfg.get("version_info") or cfg.get("version") or ""
     line = ".".join(version.split(".")[:2]) or line
@@ -97,7 +103,7 @@ def locate(prefix: Path, kind: PrefixKind, cfg: Mapping[str, str]) -> Located:
     base = _base_prefix(binary, line)
     stdlib = f"{base}/lib/python{line}" if base and line else None
     return Located(executable=exe or binary, binary=binary, line=line, stdlib=stdlib,
-                   base_prefix=base, libpython=_libpython(binary, base), inside=False,
+                   base_prefix=base, libpython=_libpython(binary, base, facts), inside=False,
                    system_site=system_site)
 
 
@@ -141,11 +147,9 @@ def _base_prefix(binary: str, line: str | None) -> str | None:
     return None
 
 
-def _libpython(binary: str, base: str | None) -> str | None:
-    try:
-        with open(binary, "rb") as f:
-            info = read_elf_info(f)
-    except OSError:
+def _libpython(binary: str, base: str | None, facts: Path | None) -> str | None:
+    info = binary_facts(binary, facts)
+    if info is None:
         return None
     want = next((n for n in info.needed if n.startswith("libpython")), None)
     if want is None:
@@ -163,6 +167,52 @@ def _libpython(binary: str, base: str | None) -> str | None:
         if os.path.isfile(cand):
             return os.path.realpath(cand)
     return None
+
+
+# The interpreter binary's dynamic section, by its stat: CACHE/statmemo/binaries.json
+#     {"format": 1, "kind": "samebits.binaries",
+#      "files": [[path, st_dev, st_ino, size, mtime_ns, ctime_ns, st_mode, <ElfInfo fields>]]}
+# read where the seals are trusted, as the stat memo is (``verify.env.statmemo``: an inode
+# whose stat is the remembered one to the nanosecond has the remembered bytes), so a warm
+# verify neither reads the binary nor imports pyelftools to find its libpython.
+BINARIES = "binaries.json"
+BINARIES_KIND = "samebits.binaries"
+
+
+def binary_facts(binary: str, facts: Path | None) -> ElfInfo | None:
+    """``read_elf_info`` of ``binary`` (None: unreadable); with ``facts``, taken from its
+    memo there while the binary's stat is the remembered one, and remembered when read."""
+    from samebits._io import atomic_write, stat_key
+    from verify.env.headmemo import elf_json, elf_of
+    from verify.env.statmemo import FOLDER
+
+    try:
+        st = os.stat(binary)
+    except OSError:
+        return None
+    memo = facts / FOLDER / BINARIES if facts is not None else None
+    rows: dict[str, list[Any]] = {}
+    if memo is not None:
+        try:
+            doc = json.loads(memo.read_bytes())
+            if doc.get("format") == 1 and doc.get("kind") == BINARIES_KIND:
+                rows = {row[0]: row for row in doc["files"]}
+            row = rows.get(binary)
+            if row is not None and tuple(row[1:7]) == stat_key(st):
+                return elf_of(row[7])
+        except (OSError, ValueError, TypeError, KeyError, AttributeError, IndexError):
+            rows = {}
+    try:
+        with open(binary, "rb") as f:
+            info = read_elf_info(f)
+    except OSError:
+        return None
+    if memo is not None and info.error is None and stat_key(os.stat(binary)) == stat_key(st):
+        rows[binary] = [binary, *stat_key(st), elf_json(info)]
+        doc = {"format": 1, "kind": BINARIES_KIND, "files": [rows[k] for k in sorted(rows)]}
+        with contextlib.suppress(OSError):  # a read-only cache: read again next time
+            atomic_write(memo, json.dumps(doc, separators=(",", ":")) + "\n")
+    return info
 
 
 # ------------------------------------------------------------------------------- running it
