@@ -12,7 +12,10 @@ No fork where it is unsafe or impossible: this process has another thread (a loc
 thread holds would stay held in the child), the platform has no ``fork``, or it fails (no
 memory, no process left). ``fork_call`` then returns None and the caller runs ``fn`` itself,
 as it would have; the same where the child raised, died, or answered nothing in ``limit``
-seconds (``wait`` kills it then): a child only ever saves time, it never decides.
+seconds (``wait`` kills it then): a child only ever saves time, it never decides. A thread
+that can stop for a moment says so (``pausing``: the progress bars on a terminal, whose
+refresh thread ``samebits.ui`` stops and starts again): ``fork_call`` stops it, forks, and
+starts it again, so that a run on a terminal forks as a piped one does.
 
 A fork shares this process's heap page by page until either side writes a page: every page
 this process writes afterwards is copied first (a page fault each). Forked from a whole
@@ -103,29 +106,59 @@ def answer(child: Child[T] | None, fn: Callable[[], T], limit: float) -> T:
     return fn()
 
 
+# what runs a thread of its own and can stop it for a moment: each a context manager
+# factory, stopped on entry and started again on exit (``pausing``)
+_PAUSERS: list[Callable[[], contextlib.AbstractContextManager[object]]] = []
+ALONE_WAIT = 0.05   # seconds for a stopped thread's task to leave /proc at most
+
+
+def pausing(pause: Callable[[], contextlib.AbstractContextManager[object]]
+            ) -> Callable[[], None]:
+    """Register ``pause`` (a thread stopped while its context is entered) for ``fork_call``;
+    the function returned unregisters it."""
+    _PAUSERS.append(pause)
+    return lambda: _PAUSERS.remove(pause) if pause in _PAUSERS else None
+
+
 def fork_call(fn: Callable[[], T]) -> Child[T] | None:
     """``fn()`` in a child forked now; None where no child could be forked safely."""
-    if not hasattr(os, "fork") or thread_count() != 1:
+    if not hasattr(os, "fork"):
         return None
-    read, write = os.pipe()
-    try:
-        pid = os.fork()
-    except OSError:
-        os.close(read)
-        os.close(write)
-        return None
-    if pid == 0:  # the child: answer, and end without any cleanup of the parent's state
-        code = 1
+    with contextlib.ExitStack() as paused:
+        if thread_count() != 1:
+            for pause in list(_PAUSERS):
+                paused.enter_context(pause())
+            if not _alone():
+                return None
+        read, write = os.pipe()
         try:
+            pid = os.fork()
+        except OSError:
             os.close(read)
-            data = memoryview(pickle.dumps(fn(), protocol=pickle.HIGHEST_PROTOCOL))
-            while data:
-                data = data[os.write(write, data):]
-            code = 0
-        finally:
-            os._exit(code)
-    os.close(write)
+            os.close(write)
+            return None
+        if pid == 0:  # the child: answer, and end without any cleanup of the parent's state
+            code = 1
+            try:
+                os.close(read)
+                data = memoryview(pickle.dumps(fn(), protocol=pickle.HIGHEST_PROTOCOL))
+                while data:
+                    data = data[os.write(write, data):]
+                code = 0
+            finally:
+                os._exit(code)
+        os.close(write)
     return Child(pid, read)
+
+
+def _alone() -> bool:
+    """Whether this is the process's one thread, once a thread just stopped has left."""
+    deadline = time.monotonic() + ALONE_WAIT
+    while thread_count() != 1:
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.0005)
+    return True
 
 
 # the spawned interpreter: this one's sys.path, then (fn, args), both pickled on stdin; the

@@ -61,6 +61,7 @@ class Output:
         self._lock = threading.Lock()
         self._bar: Progress | None = None
         self._open = 0
+        self._unpause: Callable[[], None] = lambda: None
 
     # -- results and notes -------------------------------------------------------------
     def emit(self, payload: dict[str, Any], text: str) -> None:
@@ -175,8 +176,11 @@ class Output:
     def _open_row(self, description: str, total: float | None) -> tuple[Progress, TaskID]:
         with self._lock:
             if self._bar is None:
+                from samebits.forked import pausing
+
                 self._bar = _new_bar(self._stream())
                 self._bar.start()
+                self._unpause = pausing(self._paused)
             self._open += 1
             return self._bar, self._bar.add_task(description, total=total)
 
@@ -190,6 +194,21 @@ class Output:
             if self._open == 0:
                 bar.stop()
                 self._bar = None
+                self._unpause()
+
+    @contextlib.contextmanager
+    def _paused(self) -> Iterator[None]:
+        """The bar's refresh thread stopped, for ``samebits.forked.fork_call`` (the rows stay;
+        the bar is drawn again as it starts)."""
+        with self._lock:
+            bar = self._bar
+            if bar is not None:
+                bar.stop()
+            try:
+                yield
+            finally:
+                if bar is not None:
+                    bar.start()
 
 
 def _new_bar(stream: TextIO) -> Progress:

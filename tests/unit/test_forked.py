@@ -138,3 +138,34 @@ print(json.dumps({"answered": answered, "elsewhere": pid == child.pid != here,
 """, str(tmp_path))
     assert got == {"answered": True, "elsewhere": True, "doubled": 42, "state": ["fresh"],
                    "said": True}
+
+
+def test_a_run_on_a_terminal_forks_as_a_piped_one_does() -> None:
+    """The progress bars on a terminal refresh from a thread of their own; while a row is
+    open ``fork_call`` stops that thread, forks, and starts it again (a fork beside a running
+    thread could copy a lock it holds): the child answers, the bar goes on, and with the
+    bar closed there is nothing to stop."""
+    got = _run("""
+import io
+from samebits.host import thread_count
+from samebits.ui import Output
+out = Output(stderr=io.StringIO(), live=True)
+with out.progress("checking", None):
+    threads = thread_count()
+    child = fork_call(lambda: os.getpid())
+    answered, pid = child.wait(60)
+    after = thread_count()
+deadline = time.monotonic() + 30
+while thread_count() != 1 and time.monotonic() < deadline:
+    time.sleep(0.01)
+stop = threading.Event()
+other = threading.Thread(target=stop.wait)  # a thread that cannot stop: no fork
+other.start()
+refused = fork_call(lambda: 1) is None
+stop.set()
+other.join()
+print(json.dumps({"threads": threads, "answered": answered, "in_child": pid == child.pid,
+                  "after": after, "refused": refused}))
+""")
+    assert got == {"threads": 2, "answered": True, "in_child": True, "after": 2,
+                   "refused": True}
