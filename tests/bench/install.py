@@ -19,6 +19,9 @@ the linked rounds, deleted by the others, untimed: ``Trash`` says why):
     ours      samebits install cpu --target P --cache-dir C --json: the default link mode
               (reflink where the filesystem clones, else hardlinks to the sealed cache), with
               its verify env (links proven by a stat against the seal, everything else hashed)
+    terminal  the same without --json, its output on a pseudo-terminal (``os.openpty``): as a
+              user at a terminal runs it, progress bars drawn (rich, with a thread of its
+              own) and the human report; its environment digest read from that report
     copy      the same with --link-mode copy (every byte copied, and hashed by the verify)
     before    samebits as it was before issue 26 (commit ``BEFORE``, unpacked from this
               checkout's git history into WORK/before-src, run from there with the same
@@ -76,6 +79,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -181,6 +185,37 @@ def run_ours(lock: Path, prefix: Path, cache: Path, python: str, *extra: str,
                                "--python", python, "--cache-dir", str(cache), "--json",
                                *extra], cwd=source)
     return seconds, cpu, json.loads(out)
+
+
+def run_terminal(lock: Path, prefix: Path, cache: Path, python: str,
+                 trash: Trash | None = None) -> tuple[float, float, str]:
+    """``run_ours`` without --json, stdout and stderr on a pseudo-terminal: (wall seconds,
+    CPU seconds, the environment digest its report prints)."""
+    _clear(prefix, trash)
+    master, slave = os.openpty()
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "samebits", "install", str(lock),
+                             "--platform", "linux-64", "--target", str(prefix), "--python",
+                             python, "--cache-dir", str(cache)], cwd=ROOT,
+                            stdin=subprocess.DEVNULL, stdout=slave, stderr=slave)
+    os.close(slave)
+    chunks = []
+    while True:  # drained as it is written: a full terminal would stop the install
+        try:
+            data = os.read(master, 1 << 16)
+        except OSError:  # EIO: every writer has closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    _, status, usage = os.wait4(proc.pid, 0)
+    seconds = time.perf_counter() - t0
+    os.close(master)
+    text = b"".join(chunks).decode(errors="replace")
+    found = re.search(r"environment sha256:([0-9a-f]{64})", text)
+    if os.waitstatus_to_exitcode(status) not in (0, 1) or found is None:
+        raise SystemExit(f"samebits install on a terminal failed:\n{text[-3000:]}")
+    return seconds, usage.ru_utime + usage.ru_stime, found.group(1)
 
 
 def phases(lock: Path, prefix: Path, cache: Path, python: str, trash: Trash | None = None
@@ -369,14 +404,14 @@ def main(argv: list[str]) -> int:
                  trash=trash)
     else:
         print(f"before: not measured ({why_not})", flush=True)
-    kinds = ("uv", "uv+pyc", "ours", "copy", "before", "cold ours", "cold first", "cold nopyc",
-             "cold uv")
+    kinds = ("uv", "uv+pyc", "ours", "terminal", "copy", "before", "cold ours", "cold first",
+             "cold nopyc", "cold uv")
     floors: list[dict[str, float | int]] = []
     times: dict[str, list[float]] = {k: [] for k in kinds}
     cpus: dict[str, list[float]] = {k: [] for k in kinds}
     loads: dict[str, list[float]] = {k: [] for k in kinds}
-    digests: dict[str, list[str]] = {"ours": [], "copy": [], "before": [], "cold ours": [],
-                                     "cold first": [], "cold nopyc": []}
+    digests: dict[str, list[str]] = {"ours": [], "terminal": [], "copy": [], "before": [],
+                                     "cold ours": [], "cold first": [], "cold nopyc": []}
 
     def record(kind: str, seconds: float, cpu: float, at: float, what: str = "") -> None:
         times[kind].append(seconds)
@@ -398,6 +433,10 @@ def main(argv: list[str]) -> int:
         digests["ours"].append(doc["verify"]["digests"]["environment"])
         record("ours", seconds, cpu, at,
                f"environment {digests['ours'][-1][:16]}  ({_describe(doc)})")
+        at = load()
+        seconds, cpu, digest = run_terminal(lock, prefix, cache, python, trash)
+        digests["terminal"].append(digest)
+        record("terminal", seconds, cpu, at, f"environment {digest[:16]}")
         at = load()
         floors.append(floor(prefix, work, python, trash))
         f = floors[-1]
@@ -456,6 +495,7 @@ def main(argv: list[str]) -> int:
               "uv+pyc": "the same with --compile-bytecode (every source compiled again; "
                         "no verify), for reference",
               "ours": "samebits install, default link mode, its verify env included",
+              "terminal": "the same on a terminal: progress bars and the human report",
               "copy": "samebits install --link-mode copy, its verify env included",
               "before": f"samebits {BEFORE[:7]} (before issue 26) --link-mode copy, its "
                         "verify env included",
@@ -474,6 +514,9 @@ def main(argv: list[str]) -> int:
         goals.append(ratio <= GOAL_WARM)
         print(f"  ratio  ours / uv warm {ratio:.2f}x (goal <= {GOAL_WARM:g}x): "
               f"{'met' if ratio <= GOAL_WARM else 'NOT met'}")
+    if "uv" in med and "terminal" in med:
+        print(f"  ratio  terminal / uv warm {med['terminal'] / med['uv']:.2f}x (for reference: "
+              "what a user at a terminal waits; the goal is measured piped, as above)")
     if "uv+pyc" in med and "ours" in med:
         print(f"  ratio  ours / uv+pyc warm {med['ours'] / med['uv+pyc']:.2f}x (for reference, "
               "no goal: both write bytecode, ours also verifies)")
@@ -511,7 +554,7 @@ def main(argv: list[str]) -> int:
     every = [d for k, v in digests.items() if k != "before" for d in v]
     stable = len(set(every)) == 1
     print(f"  environment digest {every[0] if every else '-'} in every run of this checkout "
-          f"(links, copies, cold): {'yes' if stable else 'NO'}")
+          f"(links, terminal, copies, cold): {'yes' if stable else 'NO'}")
     if digests["before"]:  # another layout since: the venv's lib64 -> lib link (stop 47)
         print(f"  samebits {BEFORE[:7]}'s copies: {', '.join(sorted(set(digests['before'])))} "
               "(its venv has no lib64 -> lib link, which python -m venv and uv make and "
