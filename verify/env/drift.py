@@ -69,12 +69,8 @@ def file_findings(manifest: Manifest, shared: Shared | None = None) -> list[Find
         won = winners.get(e.path) if winners else None
         if won is not None and e.category == "package" and won is not e.claim:
             e = e._replace(claim=won, owner=won.package)
-        c = e.claim
-        if e.error is None and e.category != "unowned" and (
-                e.category != "package" or c is None
-                or (c.type == "file" == e.type and (not c.sha256 or c.sha256 == e.sha256)
-                    and (c.exec is None or c.exec == e.exec))):
-            continue  # nothing _check_entry would say: the 30,000 files that match
+        if _matches(e):
+            continue  # the 30,000 files that match: no generator made for them
         if owners is None and e.category == "unowned":
             owners = _folder_owners(manifest.entries)
         found = _check_entry(e, owners or {}, by_path)
@@ -104,8 +100,20 @@ def file_findings(manifest: Manifest, shared: Shared | None = None) -> list[Find
     return sorted(out, key=Finding.sort_key)
 
 
+def _matches(e: Entry) -> bool:
+    """Whether ``_check_entry`` has nothing to say of ``e`` without looking further: read, not
+    unowned, and no claim to hold it to, or a file claim it meets (hash and exec bit)."""
+    c = e.claim
+    return e.error is None and e.category != "unowned" and (
+        e.category != "package" or c is None
+        or (c.type == "file" == e.type and (not c.sha256 or c.sha256 == e.sha256)
+            and (c.exec is None or c.exec == e.exec)))
+
+
 def _check_entry(e: Entry, owners: Mapping[str, str], by_path: Mapping[str, Entry]
                  ) -> Iterable[Finding]:
+    if _matches(e):
+        return
     if e.error is not None:
         yield Finding(kind="unreadable", path=e.path, package=e.owner, detail=e.error)
         return
