@@ -231,12 +231,18 @@ def _each(fn: Callable[[Any], Any], items: Sequence[Any], *, chunksize: int) -> 
         return [fn(x) for x in items]
     t0 = time.perf_counter()
     out = [fn(x) for x in items[:PROBE]]
-    if time.perf_counter() - t0 < SLOW * len(out):
+    if _quick(t0, len(out)):
         return out + [fn(x) for x in items[PROBE:]]
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(max_workers=THREADS) as pool:
         return out + list(pool.map(fn, items[PROBE:], chunksize=chunksize))
+
+
+def _quick(since: float, n: int) -> bool:
+    """Whether the ``n`` items made since ``since`` took under ``SLOW`` each: the rest are
+    made in this thread too."""
+    return time.perf_counter() - since < SLOW * n
 
 
 def make_dirs(paths: Iterable[str], made: set[str] | None = None) -> None:
@@ -317,7 +323,7 @@ def place_all(jobs: Sequence[Copy], root: str, placer: Placer, *,
         del ordered[-PROBE:]
         t0 = time.perf_counter()
         run(probe)
-        if time.perf_counter() - t0 < SLOW * len(probe):
+        if _quick(t0, len(probe)):
             run(ordered)
             ordered = []
     if ordered and not failures:

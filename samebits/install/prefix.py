@@ -75,7 +75,7 @@ from samebits.install.place import (
     write_all,
 )
 from samebits.install.seal import (
-    LOCK_TIMEOUT,
+    CHILD_LIMIT,
     CheckResult,
     archive_of,
     linked_entries,
@@ -93,9 +93,6 @@ from samebits.lock.shared import SharedPaths, shared_of
 # The one link a venv prefix may have out of itself: the interpreter it runs on.
 VENV_LINKS = ("bin/python",)
 UNPACK_THREADS = 4
-# seconds for the seal check's child (``_plan``): each entry's lock is waited for
-# ``seal.LOCK_TIMEOUT`` at most; past this the check runs in this process
-CHECK_LIMIT = 2 * LOCK_TIMEOUT + 60.0
 FETCH_THREADS = 8
 
 Progress = Callable[[str, float | None], contextlib.AbstractContextManager[Callable[..., Any]]]
@@ -342,7 +339,7 @@ def _plan(env: LockedEnv, platform: str, entries: dict[str, Entry], stage: Path,
             if child is not None:
                 child.stop()
             raise
-        got: dict[str, CheckResult] = answer(child, lambda: check(share), CHECK_LIMIT)
+        got: dict[str, CheckResult] = answer(child, lambda: check(share), CHILD_LIMIT)
         checked.update(mine)
         checked.update(got)
 

@@ -25,9 +25,9 @@ from collections.abc import Mapping, Sequence
 
 from samebits.forked import Child, fork_call
 from samebits.install.cache import Entry
-from samebits.install.seal import LOCK_TIMEOUT, reseal_all
+from samebits.install.seal import CHILD_LIMIT, reseal_all
 
-WAIT_LIMIT = 2 * LOCK_TIMEOUT + 60.0   # seconds for the child to finish at most
+WAIT_LIMIT = CHILD_LIMIT   # seconds for the child to finish at most
 
 
 class Resealer:

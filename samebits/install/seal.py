@@ -75,6 +75,9 @@ SEAL_LOCK = "seal.lock"
 SEAL_FORMAT = 1
 SEAL_KIND = "samebits.seal"
 LOCK_TIMEOUT = 60.0       # seconds to wait for an entry's lock before giving up
+# seconds for a child checking or re-sealing entries (``samebits.forked``) to answer: it may
+# wait for an entry's lock twice (shared to read the seal, exclusive to write it)
+CHILD_LIMIT = 2 * LOCK_TIMEOUT + 60.0
 UNPACK_LOCK_TIMEOUT = 1800.0  # seconds to wait while another process unpacks that archive
 LOCK_POLL = 0.01
 HASH_BUFFER = 1 << 20

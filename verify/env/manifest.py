@@ -134,7 +134,6 @@ def prefix_kind(prefix: Path) -> PrefixKind:
 class Outside(NamedTuple):
     """A venv's base interpreter files, walked apart from its prefix (``walk_outside``)."""
 
-    paths: tuple[str, ...]         # what was walked (``verify.env.interpreter.outside_paths``)
     entries: tuple[Entry, ...]     # sorted by path
     unreadable: tuple[tuple[str, str], ...] = ()
     by_hash: int = 0
@@ -170,9 +169,8 @@ def walk_outside(outside: tuple[str, ...], *, jobs: int | None = None, elf: bool
     refresh the same), for a caller that walks them on another core: ``with_outside``."""
     got = _scan(None, None, None, outside, jobs=jobs, elf=elf, progress=None, archives=None,
                 seals=None, records=None, memo=memo)
-    return Outside(paths=tuple(outside), entries=tuple(by_path_bytes(got.out)),
-                   unreadable=tuple(got.unreadable), by_hash=got.by_hash,
-                   by_memo=got.by_memo)
+    return Outside(entries=tuple(by_path_bytes(got.out)), unreadable=tuple(got.unreadable),
+                   by_hash=got.by_hash, by_memo=got.by_memo)
 
 
 def with_outside(manifest: Manifest, walked: Outside) -> Manifest:
