@@ -175,15 +175,20 @@ def timed(cmd: list[str], env: dict[str, str] | None = None, cwd: Path = ROOT
     return seconds, usage.ru_utime + usage.ru_stime, text
 
 
+def ours_command(lock: Path, prefix: Path, cache: Path, python: str, *extra: str
+                 ) -> list[str]:
+    """``samebits install`` of ``lock`` into ``prefix``, as every row of ours runs it."""
+    return [sys.executable, "-m", "samebits", "install", str(lock), "--platform", "linux-64",
+            "--target", str(prefix), "--python", python, "--cache-dir", str(cache), *extra]
+
+
 def run_ours(lock: Path, prefix: Path, cache: Path, python: str, *extra: str,
              source: Path = ROOT, trash: Trash | None = None) -> tuple[float, float, dict]:
     """``samebits install`` as ``python -m samebits`` started in ``source`` (this checkout, or
     ``before_source``'s older samebits) runs it."""
     _clear(prefix, trash)
-    seconds, cpu, out = timed([sys.executable, "-m", "samebits", "install", str(lock),
-                               "--platform", "linux-64", "--target", str(prefix),
-                               "--python", python, "--cache-dir", str(cache), "--json",
-                               *extra], cwd=source)
+    seconds, cpu, out = timed(ours_command(lock, prefix, cache, python, "--json", *extra),
+                              cwd=source)
     return seconds, cpu, json.loads(out)
 
 
@@ -194,9 +199,7 @@ def run_terminal(lock: Path, prefix: Path, cache: Path, python: str,
     _clear(prefix, trash)
     master, slave = os.openpty()
     t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "samebits", "install", str(lock),
-                             "--platform", "linux-64", "--target", str(prefix), "--python",
-                             python, "--cache-dir", str(cache)], cwd=ROOT,
+    proc = subprocess.Popen(ours_command(lock, prefix, cache, python), cwd=ROOT,
                             stdin=subprocess.DEVNULL, stdout=slave, stderr=slave)
     os.close(slave)
     chunks = []
@@ -225,9 +228,7 @@ def phases(lock: Path, prefix: Path, cache: Path, python: str, trash: Trash | No
     the process does. The first is the start: the interpreter, imports, reading the lock."""
     _clear(prefix, trash)
     t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "samebits", "install", str(lock),
-                             "--platform", "linux-64", "--target", str(prefix), "--python",
-                             python, "--cache-dir", str(cache)], cwd=ROOT,
+    proc = subprocess.Popen(ours_command(lock, prefix, cache, python), cwd=ROOT,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     marks = [("start", 0.0)]
     assert proc.stderr is not None
