@@ -27,6 +27,7 @@ from typing import Any
 
 from samebits.cli import options
 from samebits.errors import InputError, UsageError
+from samebits.gcpause import paused_gc
 from samebits.install.place import LINK_MODES
 from samebits.install.prefix import silent
 from samebits.lock.read import ReadOptions
@@ -153,6 +154,7 @@ VERIFY_KEYS = ("format", "kind", "identical", "ok", "digests", "summary", "findi
 REPAIR_KINDS = ("modified", "missing", "type", "exec", "symlink", "bytecode")
 
 
+@paused_gc()  # to the end: the collector would walk the verify's report (gcpause)
 def run_install(args: argparse.Namespace, out: Output) -> int:
     from samebits.host import cache_dir, host_platform
     from samebits.install import find_interpreter, install_prefix
