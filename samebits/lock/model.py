@@ -18,8 +18,6 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-
 from samebits._io import atomic_write, read_regular, sha256_hex, sys_path_kept
 from samebits.errors import LockfileError, Problem, clip
 from samebits.lock.validate import (
@@ -176,6 +174,8 @@ def dump_yaml(doc: Any, *, dumper: Any = None) -> str:
     """PyYAML's safe dump with libyaml's emitter when PyYAML has it (several times faster on
     a large lock). Both emit the same bytes for what a lock holds; a test keeps it so, because
     the bytes must not depend on which one a machine has."""
+    import yaml  # here: a lock read from its parse memo needs no YAML (10 ms of imports)
+
     dumper = dumper or getattr(yaml, "CSafeDumper", yaml.SafeDumper)
     return yaml.dump(doc, Dumper=dumper, sort_keys=False, default_flow_style=False, width=4096,
                      allow_unicode=True)
@@ -262,14 +262,13 @@ _PARSER: list[str] = []
 
 def _parse_file(text: str) -> Path | None:
     try:
-        from importlib.metadata import version
-
         from samebits import __version__
-        from samebits.host import cache_dir
+        from samebits.host import cache_dir, installed_version
         from samebits.lock import validate
 
         if not _PARSER:
-            h = hashlib.sha256(f"{__version__}\0{version('conda-lock')}\0".encode())
+            conda_lock = installed_version("conda_lock", "conda-lock")
+            h = hashlib.sha256(f"{__version__}\0{conda_lock}\0".encode())
             for module in (__file__, validate.__file__):
                 h.update(Path(str(module)).read_bytes())
             _PARSER.append(h.hexdigest()[:16])
@@ -310,6 +309,8 @@ def _remember(text: str, lock: Lock) -> None:
 
 
 def _load_yaml(text: str, path: Path) -> Any:
+    import yaml
+
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
         return yaml.load(text, Loader=loader)  # noqa: S506 (a safe loader)
