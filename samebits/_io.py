@@ -130,20 +130,23 @@ def read_json(path: Path, *, what: str = "file", hint: str | None = None,
         raise InputError(f"{path}: not JSON samebits reads: nested too deeply") from None
 
 
-def atomic_write(path: Path, data: bytes | str, *, mode: int = 0o644) -> None:
+def atomic_write(path: Path, data: bytes | str, *, mode: int = 0o644, sync: bool = True) -> None:
     """Write ``data`` to ``path`` so readers see the old file or the new one, never a torn one.
 
     The bytes go to a temporary file in the same folder, are flushed to disk, then renamed over
-    ``path``; a crash or a kill at any point leaves the previous file intact.
+    ``path``; a crash or a kill at any point leaves the previous file intact. ``sync=False``:
+    not flushed to disk first (8 ms a file on some disks), for a memo whose reader checks what
+    it reads: after a crash it may find the new name with the bytes not all written.
     """
-    with atomic_writer(path, mode=mode) as f:
+    with atomic_writer(path, mode=mode, sync=sync) as f:
         f.write(data.encode() if isinstance(data, str) else data)
 
 
 @contextlib.contextmanager
-def atomic_writer(path: Path, *, mode: int = 0o644) -> Iterator[BinaryIO]:
+def atomic_writer(path: Path, *, mode: int = 0o644, sync: bool = True) -> Iterator[BinaryIO]:
     """``atomic_write`` for a stream: write to the yielded file; on a clean exit it is flushed
-    to disk and renamed over ``path``, on an exception it is removed and ``path`` is untouched.
+    to disk (unless ``sync`` is False) and renamed over ``path``, on an exception it is removed
+    and ``path`` is untouched.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -152,7 +155,8 @@ def atomic_writer(path: Path, *, mode: int = 0o644) -> Iterator[BinaryIO]:
         with os.fdopen(fd, "wb") as f:
             yield f
             f.flush()
-            os.fsync(f.fileno())
+            if sync:
+                os.fsync(f.fileno())
         os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:

@@ -84,7 +84,7 @@ from samebits.install.seal import (
 from samebits.install.seal import check as check_seal
 from samebits.install.sources import NO_SOURCES, Sources
 from samebits.install.unpack import UnpackError, unpack
-from samebits.install.wheels import WheelPlan, layout_for, plan_wheel
+from samebits.install.wheels import PLANS, WheelPlan, layout_for, plan_wheel
 from samebits.lock.builds import builds_of, check_placeable
 from samebits.lock.model import LockedPackage
 from samebits.lock.read import LockedEnv
@@ -310,14 +310,14 @@ def _plan(env: LockedEnv, platform: str, entries: dict[str, Entry], stage: Path,
     keys = {p.key: cache_key(how.artifact(p)) for p in [*env.conda(platform),
                                                         *env.pip(platform)]}
     to_check = [key for key in sorted(set(keys.values())) if key not in checked]
-    # the child takes the entries with the most files, three quarters of them; this process
+    # the child takes the entries with the most files, two thirds of them; this process
     # checks the rest once its plans are made (the child also pays for the pages it touches
     # after the fork: given every entry, it kept the plans waiting 20-60 ms)
     by_size = sorted(to_check, key=lambda k: -len(entries[k].members))
     files = sum(len(entries[k].members) for k in to_check)
     share: list[str] = []
     taken = 0
-    while by_size and 4 * taken < 3 * files:
+    while by_size and 3 * taken < 2 * files:
         share.append(by_size.pop(0))
         taken += len(entries[share[-1]].members)
 
@@ -344,7 +344,8 @@ def _plan(env: LockedEnv, platform: str, entries: dict[str, Entry], stage: Path,
         checked.update(got)
 
     try:
-        plan = _plans(env, platform, entries, keys, stage, final, line, python, venv=venv)
+        plan = _plans(env, platform, entries, keys, stage, final, line, python, venv=venv,
+                      memo=how.cache / PLANS)
     except Exception:
         settle()
         raise
@@ -358,7 +359,7 @@ def _plan(env: LockedEnv, platform: str, entries: dict[str, Entry], stage: Path,
 
 def _plans(env: LockedEnv, platform: str, entries: dict[str, Entry],
            keys: dict[tuple[str, str, str], str], stage: Path, final: str, line: str | None,
-           python: str, *, venv: bool) -> _Plan:
+           python: str, *, venv: bool, memo: Path | None = None) -> _Plan:
     conda, wheels = [], []
     for p in env.conda(platform):
         e = entries[keys[p.key]]
@@ -370,7 +371,7 @@ def _plans(env: LockedEnv, platform: str, entries: dict[str, Entry],
     for p in env.pip(platform):
         e = entries[keys[p.key]]
         try:
-            wheels.append(plan_wheel(e, p, stage=stage, layout=layout))
+            wheels.append(plan_wheel(e, p, stage=stage, layout=layout, memo=memo))
         except ValueError as exc:
             raise InputError(f"{label(p)}: {p.filename}: {exc}") from None
     return _Plan(conda=conda, wheels=wheels, keys=keys)

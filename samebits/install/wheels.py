@@ -21,6 +21,7 @@ be compiled.
 from __future__ import annotations
 
 import binascii
+import contextlib
 import csv
 import hashlib
 import io
@@ -28,13 +29,15 @@ import json
 import posixpath
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from samebits.install.cache import Entry
+from samebits.install.cache import Entry, Member
 from samebits.install.entryfiles import CorruptEntry, read_checked, read_member
 from samebits.install.place import Copy
 from samebits.lock.model import LockedPackage
 
 INSTALLER_NAME = b"samebits\n"
+PLANS = "plans"   # the cache's folder of ``PlanMemo`` files
 SCHEMES = ("purelib", "platlib", "headers", "scripts", "data")
 
 
@@ -130,91 +133,239 @@ def _scheme(path: str, data_dir: str, root: str) -> tuple[str, str]:
     return scheme, rest
 
 
-def plan_wheel(entry: Entry, p: LockedPackage, *, stage: Path, layout: Layout) -> WheelPlan:
-    """Every file installing ``p`` from ``entry`` writes under ``stage``, and its RECORD."""
-    from installer.scripts import Script
-    from installer.utils import parse_entrypoints, parse_metadata_file
+def plan_wheel(entry: Entry, p: LockedPackage, *, stage: Path, layout: Layout,
+               memo: Path | None = None) -> WheelPlan:
+    """Every file installing ``p`` from ``entry`` writes under ``stage``, and its RECORD.
 
-    members = entry.by_path()
-    info = dist_info_of(entry)
+    ``memo``: a folder where what planning learnt of the same entry, package and layout is kept
+    (``PlanMemo``): its RECORD but the scripts' rows, its entry points. The files copied as
+    they are come from the entry's manifest every time, and the scripts are made again (their
+    shebang names the interpreter of the prefix being installed)."""
+    kept = PlanMemo(memo, entry, p, layout) if memo is not None else None
+    doc = kept.read() if kept is not None else None
+    if doc is not None:
+        plan = _plan_wheel(entry, p, stage, layout, doc, None)
+        if plan is not None:
+            return plan
+    return _plan_wheel(entry, p, stage, layout, None, kept)  # type: ignore[return-value]
+
+
+def _plan_wheel(entry: Entry, p: LockedPackage, stage: Path, layout: Layout,
+                doc: dict[str, Any] | None, kept: PlanMemo | None) -> WheelPlan | None:
+    """``plan_wheel`` from the entry's files (``doc`` None; what it learnt kept in ``kept``) or
+    from a ``PlanMemo``'s ``doc`` (None when it does not fit the entry's scripts)."""
+    members = entry.by_path() if doc is None else {}
+    info, root = (doc["info"], doc["root"]) if doc else _wheel_of(entry, members)
     data_dir = info[: -len(".dist-info")] + ".data"
-    wheel = parse_metadata_file((read_member(entry, members, f"{info}/WHEEL") or b"").decode())
-    if not (wheel["Wheel-Version"] or "").startswith("1."):
-        raise ValueError(f"Wheel-Version {wheel['Wheel-Version']}: only 1.x wheels install")
-    root = "purelib" if wheel["Root-Is-Purelib"] == "true" else "platlib"
-
     dist = dist_of(data_dir)
-    folders = {scheme: layout.scheme_dir(scheme, dist) for scheme in SCHEMES}
+    copies, sources, rows = _copies(entry, p.name, data_dir, f"{info}/RECORD", root, layout)
 
-    def dest(scheme: str, rel: str) -> str:
-        folder = folders[scheme]  # _dest's join, without its lookups: once per member
-        return f"{folder}/{rel}" if folder and rel and rel[0] != "/" and folder[-1] != "/" \
-            else _dest(layout, scheme, rel, dist)
-
-    copies: list[Copy] = []
-    writes: list[tuple[Path, bytes, bool]] = []
+    generated: list[tuple[str, bytes, bool]] = []
     records: list[tuple[str, str, str, str]] = []   # (scheme, path, hash, size)
-    sources: list[str] = []
+    scripts: list[int] = []                          # the rows of generated scripts
 
-    def generated(scheme: str, rel: str, data: bytes, executable: bool) -> None:
-        writes.append((stage / dest(scheme, rel), data, executable))
+    def generate(scheme: str, rel: str, data: bytes, executable: bool) -> None:
+        generated.append((_dest(layout, scheme, rel, dist), data, executable))
+        if scheme == "scripts":
+            scripts.append(len(records))
         records.append((scheme, rel, f"sha256={_b64(hashlib.sha256(data).hexdigest())}",
                         str(len(data))))
 
-    record_path = f"{info}/RECORD"
-    for m in entry.members:
-        if m.type != "file" or m.path == record_path:
+    for scheme, rel, m in rows:
+        if scheme != "scripts":
+            if doc is None:
+                records.append((scheme, rel, f"sha256={_b64(m.sha256 or '')}", str(m.size)))
             continue
-        scheme, rel = _scheme(m.path, data_dir, root)
-        if scheme == "scripts":
-            data = read_checked(entry, m)
-            if data.startswith(b"#!python"):
-                data = f"#!{layout.python}\n".encode() + data.split(b"\n", 1)[1] \
-                    if b"\n" in data else f"#!{layout.python}\n".encode()
-            generated(scheme, rel, data, m.exec)
-            continue
-        target = dest(scheme, rel)
-        copies.append(Copy(entry.source(m.path), target, m.exec, m.size, package=p.name))
-        records.append((scheme, rel, f"sha256={_b64(m.sha256 or '')}", str(m.size)))
-        if scheme in ("purelib", "platlib") and rel.endswith(".py"):
-            sources.append(target)
+        data = read_checked(entry, m)
+        if data.startswith(b"#!python"):
+            data = f"#!{layout.python}\n".encode() + data.split(b"\n", 1)[1] \
+                if b"\n" in data else f"#!{layout.python}\n".encode()
+        generate(scheme, rel, data, m.exec)
+    points = doc["points"] if doc else _entry_points(entry, members, info)
+    if points:
+        from installer.scripts import Script
 
-    entry_points = read_member(entry, members, f"{info}/entry_points.txt")
-    if entry_points is not None:
-        for name, module, attr, section in parse_entrypoints(entry_points.decode()):
-            script_name, data = Script(name, module, attr, section).generate(
+        for name, module, attr, section in points:
+            script_name, data = Script(name, module, attr, section).generate(  # type: ignore[arg-type]
                 layout.python, "posix")
-            generated("scripts", script_name, data, True)
-    generated(root, f"{info}/INSTALLER", INSTALLER_NAME, False)
-    generated(root, f"{info}/direct_url.json", direct_url(p.url, _sha256_of(p, entry)),
-              False)
-    records.append((root, record_path, "", ""))
-    writes.append((stage / dest(root, record_path),
-                   record_file(records, root, layout, dist), False))
-    return WheelPlan(package=p, copies=tuple(copies), writes=tuple(writes),
-                     sources=tuple(sources), dist_info=dest(root, info), notes=entry.notes)
+            generate("scripts", script_name, data, True)
+    record_path = f"{info}/RECORD"
+    if doc:  # the rows kept, each script's own row where its number stands
+        if len(doc["record"]) != 2 * len(scripts) + 1:
+            return None
+        prefix = _prefixes(root, layout, dist)["scripts"]
+        record = "".join(part if isinstance(part, str)
+                         else _record_line(prefix, *records[scripts[part]][1:])
+                         for part in doc["record"]).encode()
+        generated += [(_dest(layout, root, f"{info}/INSTALLER", dist), INSTALLER_NAME, False),
+                      (_dest(layout, root, f"{info}/direct_url.json", dist),
+                       direct_url(p.url, _sha256_of(p, entry)), False)]
+    else:
+        generate(root, f"{info}/INSTALLER", INSTALLER_NAME, False)
+        generate(root, f"{info}/direct_url.json", direct_url(p.url, _sha256_of(p, entry)),
+                 False)
+        records.append((root, record_path, "", ""))
+        lines = record_lines(records, root, layout, dist)
+        record = "".join(line for _, line in lines).encode()
+        if kept is not None:  # the lines between scripts' rows joined: [text, 0, text, 1, text]
+            number = {row: k for k, row in enumerate(scripts)}
+            parts: list[str | int] = []
+            text: list[str] = []
+            for i, line in lines:
+                if i in number:
+                    parts += ["".join(text), number[i]]
+                    text = []
+                else:
+                    text.append(line)
+            kept.write(info, root, points, [*parts, "".join(text)])
+    generated.append((_dest(layout, root, record_path, dist), record, False))
+    return WheelPlan(package=p, copies=copies, sources=sources,
+                     writes=tuple((stage / rel, data, x) for rel, data, x in generated),
+                     dist_info=_dest(layout, root, info, dist), notes=entry.notes)
+
+
+def _wheel_of(entry: Entry, members: dict[str, Member]) -> tuple[str, str]:
+    """(the dist-info folder, the scheme of the archive's root: purelib or platlib)."""
+    from installer.utils import parse_metadata_file
+
+    info = dist_info_of(entry)
+    wheel = parse_metadata_file((read_member(entry, members, f"{info}/WHEEL") or b"").decode())
+    if not (wheel["Wheel-Version"] or "").startswith("1."):
+        raise ValueError(f"Wheel-Version {wheel['Wheel-Version']}: only 1.x wheels install")
+    return info, "purelib" if wheel["Root-Is-Purelib"] == "true" else "platlib"
+
+
+def _entry_points(entry: Entry, members: dict[str, Member], info: str
+                  ) -> list[tuple[str, str, str, str]]:
+    """The console and GUI scripts of entry_points.txt: (name, module, attr, section)."""
+    from installer.utils import parse_entrypoints
+
+    text = read_member(entry, members, f"{info}/entry_points.txt")
+    return [] if text is None else [(name, module, attr, section) for name, module, attr, section
+                                    in parse_entrypoints(text.decode())]
+
+
+def _copies(entry: Entry, name: str, data_dir: str, record_path: str, root: str,
+            layout: Layout) -> tuple[tuple[Copy, ...], tuple[str, ...],
+                                     list[tuple[str, str, Member]]]:
+    """The members placed as they are (every file but RECORD and the scripts), the ``.py`` files
+    among them, and (scheme, path in it, member) of each file but RECORD, scripts included."""
+    data_head = f"{data_dir}/"
+    dist = dist_of(data_dir)
+    folders = {scheme: layout.scheme_dir(scheme, dist) for scheme in SCHEMES}
+    site, tree = folders[root], f"{entry.root}/tree/"
+    plain = bool(site) and site[-1] != "/"
+    new = tuple.__new__  # Copy(...) without its Python-level __new__: 17,000 a warm install
+    copies: list[Copy] = []
+    sources: list[str] = []
+    rows: list[tuple[str, str, Member]] = []
+    for m in entry.members:
+        path = m.path
+        if m.type != "file" or path == record_path:
+            continue
+        if path.startswith(data_head):
+            scheme, rel = _scheme(path, data_dir, root)
+            rows.append((scheme, rel, m))
+            if scheme == "scripts":
+                continue  # generated: its shebang rewritten
+            folder = folders[scheme]
+            target = f"{folder}/{rel}" if folder and rel[0] != "/" and folder[-1] != "/" \
+                else _dest(layout, scheme, rel, dist)
+        else:  # the archive root, to site-packages (most members: _dest's join, no lookups)
+            scheme, rel = root, path
+            rows.append((scheme, rel, m))
+            target = f"{site}/{rel}" if plain and rel[0] != "/" \
+                else _dest(layout, scheme, rel, dist)
+        copies.append(new(Copy, (tree + path, target, m.exec, m.size, True, name)))
+        if rel.endswith(".py") and scheme in ("purelib", "platlib"):
+            sources.append(target)
+    return tuple(copies), tuple(sources), rows
+
+
+class PlanMemo:
+    """What planning a wheel learnt that does not depend on where it is installed, kept at
+    ``<folder>/<planner>/<key>.json``: the dist-info folder, the root's scheme, the entry points
+    and RECORD's rows but the generated scripts' (in their place, the script's number). The key
+    hashes the entry's manifest (which names every member's sha256; the seal check proves the
+    files are those), the lock's URL and sha256 of the package and the layout's folders;
+    <planner> hashes this module's source and installer's version. A warm install of the 32
+    wheels of the cpu lock then neither hashes 17,000 rows into RECORD again nor reads the
+    entries' WHEEL and entry_points.txt. A file that is not exactly what was written (torn,
+    edited, of another shape) is not used; a cache that cannot be written is only not used."""
+
+    _planner: list[str] = []
+
+    def __init__(self, folder: Path, entry: Entry, p: LockedPackage, layout: Layout) -> None:
+        if not self._planner:
+            from samebits.host import installed_version
+
+            try:
+                installer = installed_version("installer", "installer")
+            except ImportError:
+                installer = ""
+            h = hashlib.sha256(Path(__file__).read_bytes())
+            h.update(f"\0{installer}".encode())
+            self._planner.append(h.hexdigest()[:16])
+        self.key = json.dumps([entry.manifest_sha256, p.url, _sha256_of(p, entry),
+                               layout.site, layout.include])
+        name = hashlib.sha256(self.key.encode()).hexdigest()
+        self.path = folder / self._planner[0] / f"{name}.json"
+
+    def read(self) -> dict[str, Any] | None:
+        try:
+            doc = json.loads(self.path.read_bytes())
+            ok = (doc["format"] == 1 and doc["key"] == self.key
+                  and isinstance(doc["info"], str) and doc["info"].endswith(".dist-info")
+                  and "/" not in doc["info"] and doc["root"] in ("purelib", "platlib")
+                  and all(len(e) == 4 and all(isinstance(x, str) for x in e)
+                          and e[3] in ("console", "gui") for e in doc["points"]))
+            record = doc["record"]  # text, 0, text, 1, ..., text: every script's number once
+            ok = ok and all(isinstance(x, str) for x in record[::2]) and sorted(
+                record[1::2]) == list(range(len(record) // 2)) and len(record) % 2 == 1
+            ok = ok and all(type(x) is int for x in record[1::2])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        return doc if ok else None
+
+    def write(self, info: str, root: str, points: list[tuple[str, str, str, str]],
+              record: list[str | int]) -> None:
+        from samebits._io import atomic_write
+
+        doc = {"format": 1, "key": self.key, "info": info, "root": root,
+               "points": [list(e) for e in points], "record": record}
+        with contextlib.suppress(OSError):  # a read-only cache: planned again next time
+            atomic_write(self.path, json.dumps(doc), sync=False)  # read() checks it
 
 
 def record_file(records: list[tuple[str, str, str, str]], root: str, layout: Layout,
                 dist: str) -> bytes:
     """RECORD as pypa/installer writes it (``construct_record_file``): rows sorted by their
     path within their scheme, paths of other schemes relative to the root's folder."""
-    prefixes = {scheme: "" if scheme == root else
-                posixpath.relpath(layout.scheme_dir(scheme, dist) or ".", layout.site) + "/"
-                for scheme in SCHEMES}
+    return "".join(line for _, line in record_lines(records, root, layout, dist)).encode()
+
+
+def record_lines(records: list[tuple[str, str, str, str]], root: str, layout: Layout,
+                 dist: str) -> list[tuple[int, str]]:
+    """RECORD's lines in order, each with the number of its row in ``records``."""
+    prefixes = _prefixes(root, layout, dist)
+    order = sorted(range(len(records)), key=lambda i: records[i][1])
+    return [(i, _record_line(prefixes[records[i][0]], *records[i][1:])) for i in order]
+
+
+def _prefixes(root: str, layout: Layout, dist: str) -> dict[str, str]:
+    return {scheme: "" if scheme == root else
+            posixpath.relpath(layout.scheme_dir(scheme, dist) or ".", layout.site) + "/"
+            for scheme in SCHEMES}
+
+
+def _record_line(prefix: str, path: str, digest: str, size: str) -> str:
+    path = prefix + path
+    if _PLAIN.isdisjoint(path):  # what csv writes for a field it need not quote
+        return f"{path},{digest},{size}\n"
     out = io.StringIO(newline="")
-    writer = csv.writer(out, delimiter=",", quotechar='"', lineterminator="\n")
-    lines = []
-    for scheme, path, digest, size in sorted(records, key=lambda r: r[1]):
-        path = prefixes[scheme] + path
-        if _PLAIN.isdisjoint(path):  # what csv writes for a field it need not quote
-            lines.append(f"{path},{digest},{size}\n")
-        else:
-            writer.writerow((path, digest, size))
-            lines.append(out.getvalue())
-            out.seek(0)
-            out.truncate()
-    return "".join(lines).encode()
+    csv.writer(out, delimiter=",", quotechar='"', lineterminator="\n").writerow(
+        (path, digest, size))
+    return out.getvalue()
 
 
 _PLAIN = frozenset(',"\r\n')  # a path with none of these is written as it is (QUOTE_MINIMAL)
