@@ -153,3 +153,14 @@ def test_entries_sort_by_their_paths_bytes_whatever_the_characters() -> None:
         entries = [Entry(p, "file") for p in reversed(paths)]
         assert [e.path for e in by_path_bytes(entries)] == sorted(paths, key=os.fsencode)
     assert sorted(ascii_paths + others) != sorted(ascii_paths + others, key=os.fsencode)
+
+
+def test_by_path_is_made_once_per_manifest(pristine: Installed) -> None:
+    """The file checks, the bytecode check and the linkage share one path index; a manifest
+    made from another (``replace``, ``with_outside``) has its own, of its own entries."""
+    m = build_manifest(pristine.prefix)
+    first = m.by_path()
+    assert first is m.by_path() and first == {e.path: e for e in m.entries}
+    fewer = dataclasses.replace(m, entries=m.entries[1:])
+    assert fewer.by_path() == {e.path: e for e in m.entries[1:]}
+    assert m.entries[0].path in m.by_path() and m.entries[0].path not in fewer.by_path()

@@ -120,7 +120,8 @@ def tasks_of(manifest: Manifest, cache_tag: str | None, magic: bytes | None) -> 
     findings: list[Finding] = []
     orphans = by_record = 0
     for group in (manifest.entries, manifest.outside):
-        by_path = {e.path: e for e in group}
+        by_path = manifest.by_path() if group is manifest.entries else {
+            e.path: e for e in group}
         for e in group:
             if not e.path.endswith(".pyc") or e.type != "file":
                 continue

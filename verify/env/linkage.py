@@ -210,7 +210,7 @@ def check_linkage(manifest: Manifest, *, host_dirs: Sequence[str]) -> LinkageRep
                          loaders={k: frozenset(v) for k, v in loaders.items()})
 
 
-def _through_loaders(pending: list[Link], entries: dict[str, Entry], prefix: str,
+def _through_loaders(pending: list[Link], entries: Mapping[str, Entry], prefix: str,
                      loaders: dict[str, set[str]]) -> list[Link]:
     """ld.so's other path: an object without DT_RUNPATH also searches the DT_RPATH of the
     objects that loaded it, up to the executable (auditwheel's grafted libraries rely on it).
@@ -234,7 +234,7 @@ def _through_loaders(pending: list[Link], entries: dict[str, Entry], prefix: str
     return pending
 
 
-def _via_loaders(link: Link, want: ElfInfo, entries: dict[str, Entry], prefix: str,
+def _via_loaders(link: Link, want: ElfInfo, entries: Mapping[str, Entry], prefix: str,
                  loaders: dict[str, set[str]]) -> str | None:
     seen: set[str] = set()
     todo = sorted(loaders.get(link.file, ()))
@@ -255,7 +255,7 @@ def _via_loaders(link: Link, want: ElfInfo, entries: dict[str, Entry], prefix: s
     return None
 
 
-def _resolve(e: Entry, info: ElfInfo, needed: str, entries: dict[str, Entry], prefix: str,
+def _resolve(e: Entry, info: ElfInfo, needed: str, entries: Mapping[str, Entry], prefix: str,
              lib_dirs: Sequence[str], host_dirs: Sequence[str]) -> Link:
     base: dict[str, Any] = {"file": e.path, "needed": needed, "package": e.owner}
     if "/" in needed:  # a path, not a name: ld.so opens it as it is
@@ -306,7 +306,7 @@ def _place(d: str, name: str, prefix: str) -> str:
     return full
 
 
-def _lookup(path: str, entries: dict[str, Entry], prefix: str, want: ElfInfo) -> str | None:
+def _lookup(path: str, entries: Mapping[str, Entry], prefix: str, want: ElfInfo) -> str | None:
     """Where ``path`` ends up (following symlinks), if a compatible ELF file is there."""
     for _ in range(MAX_LINKS):
         if path.startswith("/"):
@@ -328,7 +328,7 @@ def _lookup(path: str, entries: dict[str, Entry], prefix: str, want: ElfInfo) ->
     return None
 
 
-def _through_linked_folder(path: str, entries: dict[str, Entry], prefix: str) -> str | None:
+def _through_linked_folder(path: str, entries: Mapping[str, Entry], prefix: str) -> str | None:
     """``lib64/x`` -> ``lib/x`` when ``lib64`` is a symlink to ``lib``."""
     parts = path.split("/")
     for i in range(1, len(parts)):

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import posixpath
 import re
+from collections.abc import Mapping
 
 from verify.env.linkage import Link
 from verify.env.manifest import Entry, Manifest
@@ -52,7 +53,7 @@ TRANSPORTS = ("libmpi", "liboshmem", "libucp", "libucs", "libuct", "libucm", "li
 EXTENSION = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[^./]+)?\.so$")
 
 
-def torch_preloads(links: list[Link], entries: dict[str, Entry], manifest: Manifest
+def torch_preloads(links: list[Link], entries: Mapping[str, Entry], manifest: Manifest
                     ) -> tuple[list[Link], list[Link]]:
     """(preloaded, still unresolved): names torch loads itself from site-packages first."""
     from verify.env.records import site_packages
@@ -85,7 +86,7 @@ def torch_preloads(links: list[Link], entries: dict[str, Entry], manifest: Manif
     return found, rest
 
 
-def _torch_closure(sp: str, entries: dict[str, Entry]) -> dict[str, str]:
+def _torch_closure(sp: str, entries: Mapping[str, Entry]) -> dict[str, str]:
     """soname -> path of every library of ``torch/lib`` that ``import torch`` loads: the
     DT_NEEDED closure of torch's own extension modules (``torch/_C*.so``) within torch/lib."""
     lib = f"{sp}/torch/lib/"
@@ -129,7 +130,7 @@ def plugins(links: list[Link], loaders: dict[str, set[str]]
     return optional, rest
 
 
-def package_tools(links: list[Link], entries: dict[str, Entry],
+def package_tools(links: list[Link], entries: Mapping[str, Entry],
                    loaders: dict[str, set[str]]) -> tuple[list[Link], list[Link]]:
     """(off_path, still unresolved): an executable or a ``lib*.so`` plugin inside
     site-packages that nothing loads (torch's torch/bin/test_shim, triton's plugins), whose

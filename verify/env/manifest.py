@@ -111,9 +111,16 @@ class Manifest:
     by_hash: int = 0               # files read and hashed now
     by_identity: int = 0           # files proven by their seal (a stat), not read
     by_memo: int = 0               # outside files proven by the stat memo, not read
+    # ``by_path``'s answer, made by its first call (each manifest's own: ``replace`` makes
+    # a new one); the file checks, the bytecode check and the linkage each ask for it
+    _by_path: dict[str, Entry] = field(default_factory=dict, init=False, repr=False,
+                                       compare=False)
 
-    def by_path(self) -> dict[str, Entry]:
-        return {e.path: e for e in self.entries}
+    def by_path(self) -> Mapping[str, Entry]:
+        """Every entry by its path (one dict per manifest, not to be changed)."""
+        if not self._by_path and self.entries:
+            self._by_path.update((e.path, e) for e in self.entries)
+        return self._by_path
 
 
 def prefix_kind(prefix: Path) -> PrefixKind:
