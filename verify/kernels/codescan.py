@@ -27,7 +27,6 @@ import sys
 import tempfile
 import zipfile
 from collections.abc import Callable, Iterable, Mapping
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -178,6 +177,8 @@ def scan_prefix(prefix: Path, *, owners: Mapping[str, str] | None = None,
     if jobs == 1 or sum(sizes[r] for r in rels) < (64 << 20):
         scanned = [r for w in work for r in _scan_files(w)]
     else:
+        from concurrent.futures import ProcessPoolExecutor  # here: a warm verify scans nothing
+
         with ProcessPoolExecutor(max_workers=jobs) as pool:
             scanned = [r for part in pool.map(_scan_files, work) for r in part]
     if remembered is not None:
