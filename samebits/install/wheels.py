@@ -182,13 +182,9 @@ def _plan_wheel(entry: Entry, p: LockedPackage, stage: Path, layout: Layout,
                 if b"\n" in data else f"#!{layout.python}\n".encode()
         generate(scheme, rel, data, m.exec)
     points = doc["points"] if doc else _entry_points(entry, members, info)
-    if points:
-        from installer.scripts import Script
-
-        for name, module, attr, section in points:
-            script_name, data = Script(name, module, attr, section).generate(  # type: ignore[arg-type]
-                layout.python, "posix")
-            generate("scripts", script_name, data, True)
+    for name, module, attr, section, body in points:
+        generate("scripts", name, launcher(name, module, attr, section, body, layout.python),
+                 True)
     record_path = f"{info}/RECORD"
     if doc:  # the rows kept, each script's own row where its number stands
         if len(doc["record"]) != 2 * len(scripts) + 1:
@@ -236,13 +232,41 @@ def _wheel_of(entry: Entry, members: dict[str, Member]) -> tuple[str, str]:
 
 
 def _entry_points(entry: Entry, members: dict[str, Member], info: str
-                  ) -> list[tuple[str, str, str, str]]:
-    """The console and GUI scripts of entry_points.txt: (name, module, attr, section)."""
+                  ) -> list[tuple[str, str, str, str, str | None]]:
+    """The console and GUI scripts of entry_points.txt: (name, module, attr, section, the body
+    installer writes below a plain shebang line; None if it writes none)."""
+    text = read_member(entry, members, f"{info}/entry_points.txt")
+    return _entry_points_of(text.decode()) if text is not None else []
+
+
+def _entry_points_of(text: str) -> list[tuple[str, str, str, str, str | None]]:
+    from installer.scripts import Script
     from installer.utils import parse_entrypoints
 
-    text = read_member(entry, members, f"{info}/entry_points.txt")
-    return [] if text is None else [(name, module, attr, section) for name, module, attr, section
-                                    in parse_entrypoints(text.decode())]
+    out: list[tuple[str, str, str, str, str | None]] = []
+    for name, module, attr, section in parse_entrypoints(text):
+        data = Script(name, module, attr, section).generate(_PLAIN_PYTHON, "posix")[1]
+        head = b"#!" + _PLAIN_PYTHON.encode() + b"\n"
+        out.append((name, module, attr, section,
+                    data[len(head):].decode() if data.startswith(head) else None))
+    return out
+
+
+_PLAIN_PYTHON = "/python"  # an interpreter path installer writes as it is after "#!"
+
+
+def launcher(name: str, module: str, attr: str, section: str, body: str | None,
+             python: str) -> bytes:
+    """installer's posix console or GUI script running ``python``: "#!", the path and the
+    ``body`` it writes below, where installer writes the path as it is (no space and a line
+    of at most 127 bytes: ``Script._is_executable_simple``; a test holds the two equal);
+    installer's own for any other path (a /bin/sh trampoline) or no body."""
+    exe = python.encode()
+    if body is not None and b" " not in exe and len(exe) + 3 <= 127:
+        return b"#!" + exe + b"\n" + body.encode()
+    from installer.scripts import Script
+
+    return Script(name, module, attr, section).generate(python, "posix")[1]  # type: ignore[arg-type]
 
 
 def _copies(entry: Entry, name: str, data_dir: str, record_path: str, root: str,
@@ -285,12 +309,13 @@ def _copies(entry: Entry, name: str, data_dir: str, record_path: str, root: str,
 class PlanMemo:
     """What planning a wheel learnt that does not depend on where it is installed, kept at
     ``<folder>/<planner>/<key>.json``: the dist-info folder, the root's scheme, the entry points
-    and RECORD's rows but the generated scripts' (in their place, the script's number). The key
+    (each with the body installer writes below its shebang: ``launcher``) and RECORD's rows
+    but the generated scripts' (in their place, the script's number). The key
     hashes the entry's manifest (which names every member's sha256; the seal check proves the
     files are those), the lock's URL and sha256 of the package and the layout's folders;
     <planner> hashes this module's source and installer's version. A warm install of the 32
     wheels of the cpu lock then neither hashes 17,000 rows into RECORD again nor reads the
-    entries' WHEEL and entry_points.txt. A file that is not exactly what was written (torn,
+    entries' WHEEL and entry_points.txt, nor imports installer. A file that is not exactly what was written (torn,
     edited, of another shape) is not used; a cache that cannot be written is only not used."""
 
     _planner: list[str] = []
@@ -317,8 +342,9 @@ class PlanMemo:
             ok = (doc["format"] == 1 and doc["key"] == self.key
                   and isinstance(doc["info"], str) and doc["info"].endswith(".dist-info")
                   and "/" not in doc["info"] and doc["root"] in ("purelib", "platlib")
-                  and all(len(e) == 4 and all(isinstance(x, str) for x in e)
-                          and e[3] in ("console", "gui") for e in doc["points"]))
+                  and all(len(e) == 5 and all(isinstance(x, str) for x in e[:4])
+                          and e[3] in ("console", "gui") and isinstance(e[4], (str, type(None)))
+                          for e in doc["points"]))
             record = doc["record"]  # text, 0, text, 1, ..., text: every script's number once
             ok = ok and all(isinstance(x, str) for x in record[::2]) and sorted(
                 record[1::2]) == list(range(len(record) // 2)) and len(record) % 2 == 1
@@ -327,7 +353,7 @@ class PlanMemo:
             return None
         return doc if ok else None
 
-    def write(self, info: str, root: str, points: list[tuple[str, str, str, str]],
+    def write(self, info: str, root: str, points: list[tuple[str, str, str, str, str | None]],
               record: list[str | int]) -> None:
         from samebits._io import atomic_write
 

@@ -124,3 +124,36 @@ def test_install_keeps_its_plans_in_the_cache(unpacked: tuple[LockedEnv, Path]) 
     entries = [read_entry(cache, key.name, p.filename) for key in (cache / "unpacked").iterdir()]
     (entry,) = [e for e in entries if e is not None]
     assert PlanMemo(cache / PLANS, entry, p, LAYOUTS[0]).path == found[0]
+
+
+@pytest.mark.parametrize("python", [
+    "/envs/a/bin/python", "/" + "p" * 123, "/" + "p" * 124, "/envs/with space/bin/python",
+    "/envs/\u00e9t\u00e9/bin/python", "/" + "\u00e9" * 62, "/" + "\u00e9" * 61 + "p"])
+@pytest.mark.parametrize("section", ["console", "gui"])
+def test_a_launcher_is_installers(python: str, section: str) -> None:
+    """The script a memo's body makes is the one installer makes, either side of its limit
+    (a shebang line of 127 bytes: 124 of path), with a space, with characters of two bytes."""
+    from installer.scripts import Script
+
+    (point,) = [p for p in wheels._entry_points_of(f"[{section}_scripts]\nrun = pkg.cli:main\n")]
+    want = Script("run", "pkg.cli", "main", section).generate(python, "posix")  # type: ignore[arg-type]
+    assert point[:4] == ("run", "pkg.cli", "main", section) and point[4]
+    assert ("run", wheels.launcher(*point, python)) == want
+
+
+def test_a_plain_interpreter_path_needs_no_installer(
+        unpacked: tuple[LockedEnv, Path], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """From the memo, the scripts of a prefix whose interpreter path installer writes as it
+    is are made without it (its import is 13 ms of a warm install); others are installer's."""
+    from installer.scripts import Script
+
+    env, cache = unpacked
+    made = _plans(env, cache, None)
+    _plans(env, cache, tmp_path)
+    calls: list[str] = []
+    real = Script.generate
+    monkeypatch.setattr(Script, "generate", lambda self, python, kind: (
+        calls.append(python), real(self, python, kind))[1])
+    assert _plans(env, cache, tmp_path) == made
+    assert calls == [LAYOUTS[2].python] * 2   # the console and the GUI script of the third
