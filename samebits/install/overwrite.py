@@ -123,7 +123,9 @@ def settle(plans: Sequence[WheelPlan], *, stage: Path, recorded: SharedPaths | N
     dropped: dict[int, set[str]] = {}
     lost: set[tuple[int, str]] = set()   # (wheel, path) whose bytes are not placed
     overwrites = []
-    for path, items in sorted(by_path.items()):
+    # the paths with more than one item (of 17,000, a handful), in order
+    for path in sorted(p for p, items in by_path.items() if len(items) > 1):
+        items = by_path[path]
         if len({i for i, _ in items}) < 2:
             continue
         if all(_same(items[0][1], other) for _, other in items[1:]):

@@ -61,10 +61,15 @@ def winner_claims(manifest: Manifest, shared: Shared | None) -> dict[str, Claim]
 def overwrites(manifest: Manifest, shared: Shared | None = None) -> list[Overwritten]:
     """Every RECORD line whose file another package's bytes replaced, as pip leaves them."""
     winners = winner_claims(manifest, shared)
-    out = []
+    out: list[Overwritten] = []
+    several = {path for path, claims in manifest.records.claims.items() if len(claims) > 1}
+    if not several:
+        return out
     for e in manifest.entries:
-        claims = manifest.records.claims.get(e.path, ())
-        if e.type != "file" or e.category != "package" or len(claims) < 2 or not e.sha256:
+        if e.path not in several:
+            continue
+        claims = manifest.records.claims[e.path]
+        if e.type != "file" or e.category != "package" or not e.sha256:
             continue
         won = winners.get(e.path)
         if won is None:
