@@ -572,9 +572,12 @@ def member_of(cache_path: str) -> tuple[str, str] | None:
     """``CACHE/unpacked/<key>/tree/<member>`` or ``CACHE/pyc/<archive>/<key>/tree/<member>``
     -> (entry root, member), else None."""
     head, sep, member = cache_path.partition("/tree/")
-    if not sep or (f"/{UNPACKED}/" not in head and f"/{PYC}/" not in head):
+    if not sep or (_UNPACKED_IN not in head and _PYC_IN not in head):
         return None
     return head, member
+
+
+_UNPACKED_IN, _PYC_IN = f"/{UNPACKED}/", f"/{PYC}/"  # member_of: 22,000 calls a warm install
 
 
 def archive_of(root: str) -> str:
