@@ -143,11 +143,11 @@ def plan_wheel(entry: Entry, p: LockedPackage, *, stage: Path, layout: Layout,
     shebang names the interpreter of the prefix being installed)."""
     kept = PlanMemo(memo, entry, p, layout) if memo is not None else None
     doc = kept.read() if kept is not None else None
-    if doc is not None:
-        plan = _plan_wheel(entry, p, stage, layout, doc, None)
-        if plan is not None:
-            return plan
-    return _plan_wheel(entry, p, stage, layout, None, kept)  # type: ignore[return-value]
+    plan = _plan_wheel(entry, p, stage, layout, doc, None) if doc is not None else None
+    if plan is None:
+        plan = _plan_wheel(entry, p, stage, layout, None, kept)
+        assert plan is not None  # planned from the files: always a plan
+    return plan
 
 
 def _plan_wheel(entry: Entry, p: LockedPackage, stage: Path, layout: Layout,
@@ -266,7 +266,8 @@ def launcher(name: str, module: str, attr: str, section: str, body: str | None,
         return b"#!" + exe + b"\n" + body.encode()
     from installer.scripts import Script
 
-    return Script(name, module, attr, section).generate(python, "posix")[1]  # type: ignore[arg-type]
+    script = Script(name, module, attr, section)  # type: ignore[arg-type]
+    return script.generate(python, "posix")[1]
 
 
 def _copies(entry: Entry, name: str, data_dir: str, record_path: str, root: str,
@@ -310,13 +311,14 @@ class PlanMemo:
     """What planning a wheel learnt that does not depend on where it is installed, kept at
     ``<folder>/<planner>/<key>.json``: the dist-info folder, the root's scheme, the entry points
     (each with the body installer writes below its shebang: ``launcher``) and RECORD's rows
-    but the generated scripts' (in their place, the script's number). The key
-    hashes the entry's manifest (which names every member's sha256; the seal check proves the
-    files are those), the lock's URL and sha256 of the package and the layout's folders;
-    <planner> hashes this module's source and installer's version. A warm install of the 32
-    wheels of the cpu lock then neither hashes 17,000 rows into RECORD again nor reads the
-    entries' WHEEL and entry_points.txt, nor imports installer. A file that is not exactly what was written (torn,
-    edited, of another shape) is not used; a cache that cannot be written is only not used."""
+    but the generated scripts' (in their place, the script's number). The key hashes the
+    entry's manifest (which names every member's sha256; the seal check proves the files are
+    those), the lock's URL and sha256 of the package and the layout's folders; <planner>
+    hashes this module's source and installer's version. A warm install of the 32 wheels of
+    the cpu lock then neither hashes 17,000 rows into RECORD again nor reads the entries'
+    WHEEL and entry_points.txt, nor imports installer. A file that is not exactly of the shape
+    written (torn, edited, another key) is not used; a cache that cannot be written is only
+    not used."""
 
     _planner: list[str] = []
 

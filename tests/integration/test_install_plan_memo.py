@@ -136,7 +136,8 @@ def test_a_launcher_is_installers(python: str, section: str) -> None:
     from installer.scripts import Script
 
     (point,) = [p for p in wheels._entry_points_of(f"[{section}_scripts]\nrun = pkg.cli:main\n")]
-    want = Script("run", "pkg.cli", "main", section).generate(python, "posix")  # type: ignore[arg-type]
+    script = Script("run", "pkg.cli", "main", section)  # type: ignore[arg-type]
+    want = script.generate(python, "posix")
     assert point[:4] == ("run", "pkg.cli", "main", section) and point[4]
     assert ("run", wheels.launcher(*point, python)) == want
 
