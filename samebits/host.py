@@ -56,7 +56,10 @@ def installed_version(module: str, dist: str) -> str:
     when it is not installed."""
     from importlib.util import find_spec
 
-    spec = find_spec(module)
+    try:
+        spec = find_spec(module)
+    except (ImportError, ValueError):  # ValueError: a module in sys.modules with no spec
+        spec = None
     if spec is not None and spec.origin:
         site = os.path.dirname(os.path.dirname(spec.origin))
         head = f"{module}-"
