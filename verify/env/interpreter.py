@@ -285,11 +285,18 @@ def probe_result(started: Started) -> Probe | None:
 # --------------------------------------------------------------------------------- identity
 
 def _entries_under(entries: Iterable[Entry], folder: str, cut: int) -> list[Entry]:
+    """The entries below ``folder`` but its cache and site folders, each path cut by ``cut``
+    (a venv's 7,500 stdlib files: one loop, no generator or ``_replace`` per entry)."""
     head = folder.rstrip("/") + "/"
-    return [e._replace(path=e.path[cut:]) for e in entries
-            if e.path.startswith(head) and e.category != "cache"
-            and not any(f"/{s}/" in e.path[len(head) - 1:]
-                        for s in ("site-packages", "dist-packages"))]
+    skip = len(head) - 1
+    out: list[Entry] = []
+    for e in entries:
+        path = e.path
+        if path.startswith(head) and e.category != "cache":
+            rest = path[skip:]
+            if "/site-packages/" not in rest and "/dist-packages/" not in rest:
+                out.append(Entry(path[cut:], *e[1:]))
+    return out
 
 
 def stdlib_entries(manifest: Manifest, loc: Located) -> list[Entry]:
