@@ -36,6 +36,15 @@ def cache_dir() -> Path:
     return Path(base).absolute() / "samebits"
 
 
+def cores() -> int:
+    """The CPU cores this process may run on (its affinity, as a batch job's cgroup or
+    ``taskset`` narrows it), at least 1: how many workers are worth starting."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
+
+
 def thread_count() -> int:
     """The threads of this process as the kernel counts them (a C library's too): whether it
     may fork safely (a thread holding a lock would leave it held in the child)."""

@@ -295,11 +295,9 @@ def _compile_groups(stage: Path, python: str, interp: Interpreter,
 def _run_workers(python: str, jobs: list[tuple[str, str, str, str, str]],
                  advance: Callable[..., Any] | None) -> list[list[Any]]:
     """Compile ``jobs`` on one interpreter process per core; one result per job, in order."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not Linux
-        cores = os.cpu_count() or 1
-    n = max(1, min(cores, math.ceil(len(jobs) / 64)))
+    from samebits.host import cores
+
+    n = max(1, min(cores(), math.ceil(len(jobs) / 64)))
     sizes = [_size(j[2]) for j in jobs]
     order = sorted(range(len(jobs)), key=lambda i: -sizes[i])
     shares: list[list[int]] = [[] for _ in range(n)]

@@ -33,10 +33,12 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
+from operator import attrgetter
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
 from samebits.errors import InputError, UsageError, plural
+from samebits.host import cores
 
 LinkMode = Literal["auto", "reflink", "copy", "hardlink"]
 LINK_MODES: tuple[LinkMode, ...] = ("auto", "reflink", "copy", "hardlink")
@@ -46,14 +48,22 @@ NO_REFLINK = {errno.EOPNOTSUPP, errno.ENOTTY, errno.EXDEV, errno.EINVAL, errno.E
 NO_COPY_RANGE = {errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.EPERM}
 THREADS = 8
 DIR_BATCH = 32  # folders or files made by one thread at most; more go to THREADS
-# Threads only where the work waits. A link, a folder or a small file made on a local disk is
-# CPU work in the kernel, and on this project's 2-core machines more threads only slowed it
-# (the cpu lock's 22,481 links: 0.157 s on one thread, 0.279 s on eight; its 2,102 folders:
-# 0.066 s / 0.127 s), while on a network filesystem each waits on the server, and threads
-# overlap the waits. So the first PROBE are made in the calling thread and timed: SLOW or
-# more each, and the rest go to THREADS threads; quicker, and the calling thread goes on.
+# Threads where the work waits, and one per core where it is the kernel's. On a network
+# filesystem each link or folder waits on the server, and THREADS threads overlap the waits. On
+# a local disk it is CPU work in the kernel (ext4 here: 10-20 us a link, 20-150 us a folder),
+# which eight threads each taking files from everywhere only slowed (the cpu lock's 22,481
+# links: 0.157 s on one thread, 0.279 s on eight), but which one thread per core each making
+# its own run of folders does in parallel: the GIL is let go for every system call, and the
+# folders of one run are locked by no other (the same links and their 2,102 folders: 0.58-0.65
+# s on one thread, 0.29-0.37 s on two, on 2 cores). So the first PROBE are made in the calling
+# thread and timed: SLOW or more each, and the rest go to THREADS threads; quicker, and the
+# rest are cut into runs by path, one per core (at most PARTS, each of PART_MIN files or more),
+# the calling thread making the first.
 PROBE = 64
 SLOW = 100e-6  # seconds per item
+PARTS = 4         # at most; only two have been measured (this project's machines have 2 cores)
+PART_MIN = 512    # files in a run at least: fewer are not worth a thread
+DIR_COST = 4      # a folder costs about as much as four links to make (ext4, above)
 CHUNK = 1 << 30
 PROGRESS_BYTES = 64 << 20
 
@@ -286,8 +296,11 @@ def place_all(jobs: Sequence[Copy], root: str, placer: Placer, *,
     show that each is quick, else on threads too (``SLOW``, above). Every failure is
     collected and named."""
     root = root.rstrip("/") + "/"
-    folders = {j.rel.rpartition("/")[0] for j in jobs}  # 2,100 of 17,000 paths: joined once
-    make_dirs((root + f if f else root[:-1] for f in folders), made=placer.dirs)
+
+    def make_folders(share: Sequence[Copy]) -> None:
+        folders = {j.rel.rpartition("/")[0] for j in share}  # 2,100 of 17,000: joined once
+        make_dirs((root + f if f else root[:-1] for f in folders), made=placer.dirs)
+
     problems: list[str] = []
     lock = threading.Lock()
     failures: list[BaseException] = []
@@ -317,6 +330,7 @@ def place_all(jobs: Sequence[Copy], root: str, placer: Placer, *,
 
     ordered = sorted(jobs, key=lambda j: -j.size)
     if ordered:
+        make_folders(ordered[-PROBE - 1:])
         run([ordered.pop()])
     if ordered and placer.linking and THREADS > 1:
         probe = ordered[-PROBE:]
@@ -324,14 +338,68 @@ def place_all(jobs: Sequence[Copy], root: str, placer: Placer, *,
         t0 = time.perf_counter()
         run(probe)
         if _quick(t0, len(probe)):
-            run(ordered)
+            _in_runs(run, make_folders, ordered, failures)
             ordered = []
     if ordered and not failures:
+        make_folders(ordered)
         _on_threads(run, ordered)
     if failures:
         raise failures[0]
     if problems:
         raise PlaceError(sorted(problems))
+
+
+def _in_runs(run: Callable[[list[Copy]], None], make_folders: Callable[[list[Copy]], None],
+            jobs: list[Copy], failures: list[BaseException]) -> None:
+    """Quick placings (a local disk's links): ``jobs`` cut into runs by path (``runs``), each
+    run's folders made and its files placed by one thread, the calling thread making the
+    first. A failure is added to ``failures`` for the caller to raise."""
+    parts = runs(jobs, min(PARTS, cores(), len(jobs) // PART_MIN))
+
+    def one(share: list[Copy]) -> None:
+        try:
+            make_folders(share)
+            run(share)
+        except BaseException as exc:  # handed to the calling thread, which raises it
+            failures.append(exc)
+
+    threads = [threading.Thread(target=one, args=(share,)) for share in parts[1:]]
+    for t in threads:
+        t.start()
+    one(parts[0])
+    for t in threads:
+        t.join()
+
+
+def runs(jobs: Sequence[Copy], n: int) -> list[list[Copy]]:
+    """``jobs`` sorted by path and cut into ``n`` runs (at least one) of about equal cost: a
+    file costs 1, each folder it is the first to need ``DIR_COST`` more. Runs of paths share
+    few folders (only those above a cut), so each thread makes its own and links into them
+    without waiting on another's folder lock."""
+    by_path = sorted(jobs, key=_rel)
+    if n < 2:
+        return [by_path]
+    seen: set[str] = set()
+    costs: list[int] = []
+    for job in by_path:
+        cost = 1
+        folder = job.rel.rpartition("/")[0]
+        while folder and folder not in seen:
+            seen.add(folder)
+            cost += DIR_COST
+            folder = folder.rpartition("/")[0]
+        costs.append(cost)
+    share, out, start, done = sum(costs) / n, [], 0, 0
+    for i, cost in enumerate(costs):
+        done += cost
+        if done >= share * (len(out) + 1) and len(out) < n - 1:
+            out.append(by_path[start:i + 1])
+            start = i + 1
+    out.append(by_path[start:])
+    return [r for r in out if r]
+
+
+_rel = attrgetter("rel")
 
 
 def _on_threads(run: Callable[[list[Copy]], None], jobs: list[Copy]) -> None:

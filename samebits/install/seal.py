@@ -664,7 +664,9 @@ def verify_cache(cache: Path, *, full: bool = False, jobs: int | None = None) ->
         except CorruptEntry as exc:
             return key, entry.filename, str(exc).split(": ", 1)[-1], files
 
-    workers = jobs or max(1, len(os.sched_getaffinity(0)))
+    from samebits.host import cores
+
+    workers = jobs or cores()
     with ThreadPoolExecutor(max_workers=workers) as pool:
         results = list(pool.map(one, keys))
     for key, filename, got, files in results:

@@ -308,6 +308,79 @@ def test_quick_links_stay_in_the_calling_thread_and_waits_go_to_threads(
         assert placer.methods == {mode: len(jobs)}
 
 
+def test_quick_links_of_many_files_are_made_in_runs_by_path_one_thread_per_core(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Thousands of quick hardlinks on two cores: cut into two runs by path, the calling
+    thread making the first, another the second, each making its own folders; every file is
+    the cache's inode, counted once and named in ``linked``. On one core, one thread."""
+    import threading
+
+    monkeypatch.setattr(place, "SLOW", 0.005)  # quick, even on a busy machine
+    cache = tmp_path / "cache"
+    n = place.PART_MIN * 3
+    jobs = [Copy(_src(cache / f"d{i % 9}", f"f{i}", b"x" * (i % 50)), f"pkg/{i % 9}/s/f{i}",
+                 False, size=i % 50) for i in range(n)]
+    for cores, threads in ((2, 2), (1, 1)):
+        monkeypatch.setattr(place, "cores", lambda cores=cores: cores)
+        placer = _Where("hardlink")
+        root = tmp_path / f"prefix{cores}"
+        place_all(jobs, str(root), placer)
+        assert len(placer.threads) == threads and threading.get_ident() in placer.threads
+        assert placer.methods == {"hardlink": n} and sorted(placer.linked) == sorted(
+            j.src for j in jobs)
+        for job in jobs:
+            assert os.path.samefile(root / job.rel, job.src)
+
+
+def test_runs_are_cut_by_path_and_cost() -> None:
+    """``runs``: every job once, sorted by path, in contiguous runs of about equal cost,
+    where a folder first needed costs DIR_COST more than a file; one run when asked for
+    fewer than two."""
+    from samebits.install.place import DIR_COST, runs
+
+    flat = [Copy(f"/c/{i}", f"a/f{i:03}", False) for i in range(100)]
+    deep = [Copy(f"/c/d{i}", f"b/{i:03}/f", False) for i in range(100)]  # a folder each
+    jobs = [*deep, *flat]
+    assert runs(jobs, 1) == [sorted(jobs, key=lambda j: j.rel)]
+    two = runs(jobs, 2)
+    assert [j for r in two for j in r] == sorted(jobs, key=lambda j: j.rel)
+    # a/ is 1 folder and 100 files, b/ 101 folders and 100 files: the cut falls inside b/
+    total = 1 + DIR_COST + 100 + 100 * (1 + DIR_COST) + DIR_COST
+    first = 1 + DIR_COST + 100 + DIR_COST
+    k = next(i for i in range(100) if first + (i + 1) * (1 + DIR_COST) >= total / 2)
+    assert len(two[0]) == 100 + k + 1 and two[1][0].rel == f"b/{k + 1:03}/f"
+    assert runs(jobs[:3], 4) == [[j] for j in sorted(jobs[:3], key=lambda j: j.rel)]
+
+
+def test_a_failure_in_another_run_is_raised_or_named_here(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What goes wrong in the second run's thread is the caller's: a missing cache file and a
+    path written twice are named in the one PlaceError; a file where that run's folder must go
+    is raised as it is."""
+    monkeypatch.setattr(place, "SLOW", 0.005)
+    monkeypatch.setattr(place, "cores", lambda: 2)
+    cache = tmp_path / "cache"
+    n = place.PART_MIN * 2
+    # a0's files are the smallest: the first placed and the probe are a0's, a1 is the
+    # second run (sizes are only what the cache's manifest says: the files hold one byte)
+    jobs = [Copy(_src(cache, f"f{i}", b"x"), f"a{i // (n // 2)}/f{i:05}", False,
+                 size=1 + i // (n // 2)) for i in range(n)]
+    gone = Copy(str(cache / "gone"), "a1/zz-gone", False, size=2)
+    twice = Copy(jobs[-1].src, jobs[-1].rel, False, size=2)
+    root = tmp_path / "prefix"
+    with pytest.raises(PlaceError) as err:
+        place_all([*jobs, gone, twice], str(root), Placer("hardlink"))
+    assert err.value.problems == [f"{cache / 'gone'}: missing from the cache",
+                                  f"{root}/{twice.rel}: already exists (two packages write it)"]
+    blocked = tmp_path / "blocked"
+    (blocked / "a1").mkdir(parents=True)
+    (blocked / "a1" / "x").write_text("a file where a folder goes")
+    deep = [j._replace(rel=j.rel.replace("a1/", "a1/x/")) for j in jobs]
+    with pytest.raises(FileExistsError):
+        place_all(deep, str(blocked), Placer("hardlink"))
+    assert (blocked / "a1" / "x").is_file()
+
+
 def test_each_judges_its_pace_on_the_first_items(monkeypatch: pytest.MonkeyPatch) -> None:
     """``_each`` keeps quick items in the calling thread and hands the rest of slow ones to
     threads, the results in order either way."""

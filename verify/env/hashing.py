@@ -34,7 +34,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from samebits.errors import ToolError
-from samebits.host import thread_count
+from samebits.host import cores, thread_count
 from verify.env.elfinfo import ElfInfo, read_elf_info
 
 BUFFER = 1 << 20            # bytes read at a time, per worker
@@ -73,10 +73,8 @@ class Hashed(NamedTuple):
 
 
 def default_jobs() -> int:
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # pragma: no cover - not Linux
-        return max(1, os.cpu_count() or 1)
+    """One hashing worker per core this process may run on."""
+    return cores()
 
 
 _local = threading.local()

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from samebits.host import cores
 from verify.kernels.coverage import Coverage, LibraryCode, library_code
 from verify.kernels.cudastack import CudaStack, candidates, essence, stack_from, stack_member
 from verify.kernels.fatbin import read_file
@@ -165,8 +166,7 @@ def scan_prefix(prefix: Path, *, owners: Mapping[str, str] | None = None,
     sizes = {r: sizes[r] if sizes is not None and r in sizes else _size(prefix / r)
              for r in rels}
     rels.sort(key=lambda r: -sizes[r])
-    jobs = max(1, min(jobs or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-                               else os.cpu_count() or 1), len(rels) or 1))
+    jobs = max(1, min(jobs or cores(), len(rels) or 1))
     remembered = ScanCache(cache, known) if cache is not None and known else None
     results: list[tuple[str, LibraryCode | None, bool]] = []
     if remembered is not None:
