@@ -119,6 +119,24 @@ def test_record_hash_values(value: str, expected: str | None) -> None:
     assert record_sha256(value) == expected
 
 
+def test_record_hash_values_decode_as_record_hash_does() -> None:
+    """The plain form (43 urlsafe characters, padded or not) is decoded as
+    ``samebits.archives.record_hash`` decodes every form: for digests of each byte value,
+    in either base64 alphabet, padded or not, the same hex."""
+    import base64
+    import hashlib
+
+    from samebits.archives import record_hash
+
+    for i in range(512):
+        digest = hashlib.sha256(bytes([i % 256]) * (i // 256 + 1)).digest()
+        for encode in (base64.urlsafe_b64encode, base64.b64encode):
+            text = encode(digest).decode()
+            for value in (f"sha256={text}", f"sha256={text.rstrip('=')}"):
+                got = record_hash(value)
+                assert got is not None and record_sha256(value) == got[1].hex() == digest.hex()
+
+
 @pytest.mark.parametrize("value", ["sha256=!!!", "sha256=AAAA",
                                    "sha256=47DEQpj8HBSa-_TImW-5JCeuQeRkm5NMpJWZG3hSuFU!!"])
 def test_bad_record_hash_values_raise(value: str) -> None:
