@@ -37,6 +37,7 @@ Directories are not entries; an empty directory is invisible to the manifest.
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import stat
@@ -258,11 +259,23 @@ def _scan(root: str | None, kind: PrefixKind | None, made_by: str | None,
 
         outside_heads = memo.heads_root if memo is not None else ""
         lookup = seals.lookup_in if seals is not None else None
+        pending = later.append if claims is None else None  # entries made once records are read
         for rel, st, target in _walk_all(root, outside, unreadable):
             if not stat.S_ISREG(st.st_mode):
                 made(rel, st, target, None)
                 continue
-            if rel[0] == "/":
+            if lookup is not None and rel[0] != "/":
+                found = lookup(st)
+                if found is not None:
+                    by_identity += 1
+                    sealed = found[0]
+                    if pending is not None and not (
+                            (elf and sealed.elf is not False) or rel.endswith(".pyc")):
+                        pending((rel, st, target, Hashed(sealed.sha256)))  # nothing to read
+                    else:
+                        proven(rel, st, target, sealed.sha256, sealed.elf, found[1])
+                    continue
+            elif rel[0] == "/":
                 if memo is not None:
                     got = memo.lookup(rel, st)
                     if got is not None:
@@ -272,12 +285,6 @@ def _scan(root: str | None, kind: PrefixKind | None, made_by: str | None,
                         proven(rel, st, target, got[0], got[1], outside_heads)
                         continue
                     remember[rel] = st
-            elif lookup is not None:
-                found = lookup(st)
-                if found is not None:
-                    by_identity += 1
-                    proven(rel, st, target, found[0].sha256, found[0].elf, found[1])
-                    continue
             n = -1
             if st.st_nlink > 1:  # another name for a file already seen is hashed once
                 n = first_of_inode.get((st.st_dev, st.st_ino), -1)
@@ -322,8 +329,14 @@ def _scan(root: str | None, kind: PrefixKind | None, made_by: str | None,
 
 def _walk_all(root: str | None, outside: tuple[str, ...], unreadable: list[tuple[str, str]]
               ) -> Iterator[tuple[str, os.stat_result, str | None]]:
-    if root is not None:
-        yield from _walk(root, unreadable)
+    """The prefix's walk, then the outside's (chained: no generator between the walk and the
+    loop that takes its 30,000 entries)."""
+    walks = [_walk(root, unreadable)] if root is not None else []
+    return itertools.chain(*walks, _walk_outside(outside, unreadable))
+
+
+def _walk_outside(outside: tuple[str, ...], unreadable: list[tuple[str, str]]
+                  ) -> Iterator[tuple[str, os.stat_result, str | None]]:
     for path in outside:
         try:
             st = os.lstat(path)
