@@ -171,3 +171,82 @@ def test_every_fetch_goes_through_net() -> None:
                      for p in (root / pkg).rglob("*.py")
                      if "urlopen(" in p.read_text() and p.name != "net.py")
     assert callers == []
+
+
+def _self_signed(folder: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1, signed by its own key (cryptography, as the DSSE tests
+    use it), and that key, as PEM files."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "samebits test")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
+            .public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(days=1))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName(
+                [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .sign(key, hashes.SHA256()))
+    cert_file, key_file = folder / "cert.pem", folder / "key.pem"
+    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(key.private_bytes(serialization.Encoding.PEM,
+                                           serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    return cert_file, key_file
+
+
+def test_https_requests_share_one_verifying_tls_context(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every HTTPS request of a process goes through one TLS context, made once (a context per
+    connection loaded the CA certificates each time), and it verifies as urllib's own does:
+    a server whose certificate SSL_CERT_FILE names is answered, requests after the first make
+    no context, and a certificate nothing trusts is refused."""
+    import ssl
+
+    cert, key = _self_signed(tmp_path)
+    tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    tls.load_cert_chain(cert, key)
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def do_GET(self) -> None:  # noqa: N802
+            reply(self, self.path.encode())
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    srv.socket = tls.wrap_socket(srv.socket, server_side=True)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    made: list[int] = []
+    real = ssl.create_default_context
+
+    def counted(*args: object, **kwargs: object) -> ssl.SSLContext:
+        made.append(1)
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ssl, "create_default_context", counted)
+    monkeypatch.setattr(ssl, "_create_default_https_context", counted)
+    try:
+        url = f"https://127.0.0.1:{srv.server_address[1]}"
+        monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+        net._opener.cache_clear()
+        assert [net.get(f"{url}/{i}").body for i in range(3)] == [b"/0", b"/1", b"/2"]
+        with net.open_url(f"{url}/stream") as r:
+            assert r.read() == b"/stream"
+        assert len(made) == 1
+        monkeypatch.delenv("SSL_CERT_FILE")
+        net._opener.cache_clear()  # a process that trusts only the system's authorities
+        with pytest.raises(OSError, match="CERTIFICATE_VERIFY_FAILED"):
+            net.get(f"{url}/untrusted")
+    finally:
+        net._opener.cache_clear()
+        srv.shutdown()
+        srv.server_close()
