@@ -102,21 +102,28 @@ def check_env(prefix: Path, *, lockfile: Path | None = None, platform: str | Non
         _check_platform(lockfile, lock, platform)
     cache = cache or default_cache_dir()
 
-    seals, records = sealproof.seals_for(prefix, cache, trust_seal, linked_now)
+    trusted = bool(trust_seal)  # seals_for reads the seals exactly then
     # the base interpreter's files: proved by the stat memo where the seals are trusted,
     # the memo refreshed from what is hashed either way (verify.env.statmemo)
     facts = interpreter_cache or cache
-    loc = locate(prefix, kind, read_pyvenv_cfg(prefix),
-                 facts=facts if seals is not None else None)
+    loc = locate(prefix, kind, read_pyvenv_cfg(prefix), facts=facts if trusted else None)
     outside = outside_paths(loc)
-    apart = seals is not None and bool(outside)
+    apart = trusted and bool(outside)
 
     # trusted, the base interpreter's files (7,500 of CPython 3.12, each a stat the memo
-    # proves) are walked by a fresh interpreter on the other core while this process walks
-    # the prefix (``verify.env.basefiles``; here, after the walk, where none could be
-    # started); untrusted, every byte is hashed, by the same workers as the prefix's
+    # proves) are walked by a fresh interpreter on the other core while this process reads
+    # the seals and walks the prefix (``verify.env.basefiles``; here, after the walk, where
+    # none could be started); untrusted, every byte is hashed, by the same workers as the
+    # prefix's
     job = (loc, outside, facts, jobs, linkage)
     ahead = spawn_call(base_files, *job) if apart else None
+    try:
+        seals, records = sealproof.seals_for(prefix, cache, trust_seal, linked_now)
+    except BaseException:
+        if ahead is not None:
+            ahead.stop()
+        raise
+    assert (seals is not None) == trusted
     memo = StatMemo(facts, outside, trusted=False) if outside and not apart else None
     # the interpreter answers while the walk goes on; no thread is started before the walk
     # ends (the hashing workers fork: verify.env.hashing)
