@@ -292,9 +292,10 @@ def place_all(jobs: Sequence[Copy], root: str, placer: Placer, *,
     """Place every job under ``root``. The smallest goes first, in this thread: it settles
     how ``placer`` places (``auto``). Files copied go to a few threads, each with its share
     of the bytes, biggest files first (the kernel does the copying, and the threads overlap
-    its waits); files linked or cloned are placed in this thread while the next ``PROBE``
-    show that each is quick, else on threads too (``SLOW``, above). Every failure is
-    collected and named."""
+    its waits); files linked or cloned, where the next ``PROBE`` placed in this thread show
+    that each is quick, in runs by path, one thread per core (``runs``), else on threads too
+    (``SLOW``, above). Each share's folders are made by the thread that fills them. Every
+    failure is collected and named."""
     root = root.rstrip("/") + "/"
 
     def make_folders(share: Sequence[Copy]) -> None:
