@@ -390,7 +390,8 @@ def runs(jobs: Sequence[Copy], n: int) -> list[list[Copy]]:
             cost += DIR_COST
             folder = folder.rpartition("/")[0]
         costs.append(cost)
-    share, out, start, done = sum(costs) / n, [], 0, 0
+    share, start, done = sum(costs) / n, 0, 0
+    out: list[list[Copy]] = []
     for i, cost in enumerate(costs):
         done += cost
         if done >= share * (len(out) + 1) and len(out) < n - 1:

@@ -275,16 +275,15 @@ def _scan(root: str | None, kind: PrefixKind | None, made_by: str | None,
                     else:
                         proven(rel, st, target, sealed.sha256, sealed.elf, found[1])
                     continue
-            elif rel[0] == "/":
-                if memo is not None:
-                    got = memo.lookup(rel, st)
-                    if got is not None:
-                        by_memo += 1
-                        if got[1] is None and elf:  # remembered by a run without the linkage
-                            remember[rel] = st      # check: whether it is ELF, learnt now
-                        proven(rel, st, target, got[0], got[1], outside_heads)
-                        continue
-                    remember[rel] = st
+            elif rel[0] == "/" and memo is not None:
+                got = memo.lookup(rel, st)
+                if got is not None:
+                    by_memo += 1
+                    if got[1] is None and elf:  # remembered by a run without the linkage
+                        remember[rel] = st      # check: whether it is ELF, learnt now
+                    proven(rel, st, target, got[0], got[1], outside_heads)
+                    continue
+                remember[rel] = st
             n = -1
             if st.st_nlink > 1:  # another name for a file already seen is hashed once
                 n = first_of_inode.get((st.st_dev, st.st_ino), -1)
