@@ -259,7 +259,6 @@ def _scan(root: str | None, kind: PrefixKind | None, made_by: str | None,
 
         outside_heads = memo.heads_root if memo is not None else ""
         lookup = seals.lookup_in if seals is not None else None
-        pending = later.append if claims is None else None  # entries made once records are read
         for rel, st, target in _walk_all(root, outside, unreadable):
             if not stat.S_ISREG(st.st_mode):
                 made(rel, st, target, None)
@@ -268,12 +267,7 @@ def _scan(root: str | None, kind: PrefixKind | None, made_by: str | None,
                 found = lookup(st)
                 if found is not None:
                     by_identity += 1
-                    sealed = found[0]
-                    if pending is not None and not (
-                            (elf and sealed.elf is not False) or rel.endswith(".pyc")):
-                        pending((rel, st, target, Hashed(sealed.sha256)))  # nothing to read
-                    else:
-                        proven(rel, st, target, sealed.sha256, sealed.elf, found[1])
+                    proven(rel, st, target, found[0].sha256, found[0].elf, found[1])
                     continue
             elif rel[0] == "/" and memo is not None:
                 got = memo.lookup(rel, st)
