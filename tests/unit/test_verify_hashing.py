@@ -120,9 +120,9 @@ def test_record_hash_values(value: str, expected: str | None) -> None:
 
 
 def test_record_hash_values_decode_as_record_hash_does() -> None:
-    """The plain form (43 urlsafe characters, padded or not) is decoded as
-    ``samebits.archives.record_hash`` decodes every form: for digests of each byte value,
-    in either base64 alphabet, padded or not, the same hex."""
+    """``record_hash`` decodes the plain form (43 urlsafe characters, padded or not) in one
+    match and every other form step by step: for digests of each byte value, in either base64
+    alphabet, padded or not, both give the digest's bytes, and ``record_sha256`` its hex."""
     import base64
     import hashlib
 

@@ -20,13 +20,11 @@ prefix-relative path, and every record it could not read (``Problem``), never st
 
 from __future__ import annotations
 
-import binascii
 import csv
 import io
 import json
 import os
 import posixpath
-import re
 import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -34,10 +32,6 @@ from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
 from samebits.archives import record_hash
-
-# a RECORD hash as PEP 376 writes it: sha256, its 32 bytes in 43 characters of urlsafe
-# base64, unpadded (or padded: the one "=")
-_PLAIN_SHA256 = re.compile(r"sha256=([A-Za-z0-9_-]{43})=?")
 
 Manager = Literal["conda", "pip"]
 
@@ -384,9 +378,6 @@ def _inside(prefix: Path, sp: str, path: str) -> str | None:
 def record_sha256(value: str) -> str | None:
     """``sha256=<base64>`` (padded or not: ``samebits.archives.record_hash``) as hex; None for
     no hash or another algorithm."""
-    plain = _PLAIN_SHA256.fullmatch(value)
-    if plain is not None:  # nearly every row: decoded as record_hash decodes it, in fewer steps
-        return binascii.a2b_base64(plain[1].replace("-", "+").replace("_", "/") + "=").hex()
     if not value.startswith("sha256="):
         return None
     try:
