@@ -23,6 +23,14 @@ Retries: a request that fails the way a busy network or index fails for a moment
 (``--retries``) and uv (``UV_HTTP_RETRIES``) do; a timeout is not (``timeout`` is the caller's
 limit, and a retry would multiply it), nor any other error. The answer after the last try is the
 answer.
+
+Names: each host is looked up once per process (kept ``DNS_TTL`` seconds), not once per
+connection, and a lookup that has not answered in ``HEDGE`` seconds is asked again beside
+itself. glibc asks for a host's IPv4 and IPv6 addresses at once from one socket, and where a
+NAT drops one of the two replies (conntrack in Docker and Kubernetes, and this project's own
+machines: 2 of 40 lookups of files.pythonhosted.org) it waits its 5 s timeout; a cold install
+opens a connection per HEAD and per GET, 64 for the cpu lock, and sat idle 5 s at its start.
+A second lookup sent a moment later is answered in a millisecond.
 """
 
 from __future__ import annotations
@@ -30,7 +38,9 @@ from __future__ import annotations
 import base64
 import functools
 import http.client
+import queue
 import socket
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -48,6 +58,9 @@ USER_AGENT = f"samebits/{__version__}"
 RETRIES = 3
 BACKOFF = 0.5  # seconds before the first retry, doubled before each next
 RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
+DNS_TTL = 300.0   # seconds a host's addresses are used for before it is looked up again
+HEDGE = 0.25      # seconds a lookup may take before it is asked again beside itself
+LOOKUPS = 3       # lookups of one name in flight at most
 
 _T = TypeVar("_T")
 
@@ -109,7 +122,95 @@ def _opener() -> urllib.request.OpenerDirector:
     import ssl
 
     return urllib.request.build_opener(
-        _Redirects, urllib.request.HTTPSHandler(context=ssl.create_default_context()))
+        _Redirects, _HTTPHandler, _HTTPSHandler(context=ssl.create_default_context()))
+
+
+_names: dict[tuple[str, int], tuple[float, list[Any]]] = {}
+_name_locks: dict[tuple[str, int], threading.Lock] = {}
+_names_lock = threading.Lock()
+
+
+def _addresses(host: str, port: int, timeout: float) -> list[Any]:
+    """``socket.getaddrinfo(host, port)`` for TCP, from one lookup per ``DNS_TTL`` (threads
+    that ask meanwhile wait for it); see Names above."""
+    key = (host, port)
+    with _names_lock:
+        one = _name_locks.setdefault(key, threading.Lock())
+    with one:
+        known = _names.get(key)
+        if known is not None and time.monotonic() - known[0] < DNS_TTL:
+            return known[1]
+        found = _hedged_lookup(host, port, timeout)
+        _names[key] = (time.monotonic(), found)
+        return found
+
+
+def _hedged_lookup(host: str, port: int, timeout: float) -> list[Any]:
+    """The first answer of up to ``LOOKUPS`` lookups, each sent ``HEDGE`` seconds after the one
+    before while none has answered; an error is an answer too (EAI_AGAIN is then retried by
+    ``_retrying``). Waits at most ``timeout`` seconds after the last one is sent."""
+    answers: queue.SimpleQueue[list[Any] | OSError] = queue.SimpleQueue()
+
+    def ask() -> None:
+        try:
+            answers.put(socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM))
+        except OSError as exc:
+            answers.put(exc)
+
+    for n in range(LOOKUPS):
+        threading.Thread(target=ask, name="samebits-lookup", daemon=True).start()
+        try:
+            got = answers.get(timeout=HEDGE if n < LOOKUPS - 1 else timeout)
+        except queue.Empty:
+            continue
+        if isinstance(got, OSError):
+            raise got
+        return got
+    raise TimeoutError(f"{host}: no address after {timeout:.0f} s")
+
+
+def _connect(address: tuple[str, int], timeout: object = None,
+             source_address: tuple[str, int] | None = None) -> socket.socket:
+    """``socket.create_connection`` with the addresses of ``_addresses``: each tried in the
+    resolver's order until one connects; else the last error."""
+    host, port = address
+    limit = float(timeout) if isinstance(timeout, (int, float)) else None
+    error: OSError | None = None
+    for family, kind, proto, _, sockaddr in _addresses(host, port, limit or TIMEOUT):
+        sock = socket.socket(family, kind, proto)
+        try:
+            if limit is not None:
+                sock.settimeout(limit)
+            if source_address:
+                sock.bind(source_address)
+            sock.connect(sockaddr)
+            return sock
+        except OSError as exc:
+            error = exc
+            sock.close()
+    raise error or OSError(f"{host}: no address to connect to")
+
+
+class _Connection(http.client.HTTPConnection):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._create_connection = _connect  # http.client's seam for socket.create_connection
+
+
+class _TLSConnection(http.client.HTTPSConnection):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._create_connection = _connect
+
+
+class _HTTPHandler(urllib.request.HTTPHandler):
+    def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+        return self.do_open(_Connection, req)
+
+
+class _HTTPSHandler(urllib.request.HTTPSHandler):
+    def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+        return self.do_open(_TLSConnection, req, context=self._context)  # type: ignore[attr-defined]
 
 
 def _request(url: str, headers: Mapping[str, str] | None, method: str) -> urllib.request.Request:

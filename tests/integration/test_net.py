@@ -164,6 +164,37 @@ def test_a_transient_failure_is_sent_again_and_a_lasting_one_is_the_answer(
     assert len(unknown) == 1
 
 
+def test_a_name_is_looked_up_once_and_a_lost_answer_is_asked_again(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cold install that sat 5 s before its first byte: glibc's lookup whose reply a NAT
+    dropped waits its 5 s timeout. Here the first lookup never answers until the test ends;
+    the requests are answered from the lookup sent beside it, and the name is looked up once
+    for every request after (each connection looked it up again before)."""
+    monkeypatch.setattr(net, "_names", {})
+    monkeypatch.setattr(net, "_name_locks", {})
+    lost = threading.Event()
+    calls: list[tuple] = []
+    real = socket.getaddrinfo
+
+    def resolver(*args: object, **kwargs: object) -> object:
+        calls.append(args)
+        if len(calls) == 1:
+            lost.wait(30)  # the dropped reply: answered only once the test is over
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", resolver)
+    try:
+        with server(lambda h: reply(h, b"found")) as (port, seen):
+            bodies = {net.get(f"http://localhost:{port}/{n}", timeout=10).body
+                      for n in range(4)}
+            assert bodies == {b"found"} and len(seen) == 4
+            assert not lost.is_set()  # answered while the first lookup still waited
+            assert 2 <= len(calls) <= net.LOOKUPS
+            assert {c[:2] for c in calls} == {("localhost", port)}
+    finally:
+        lost.set()
+
+
 def test_every_fetch_goes_through_net() -> None:
     """No module but samebits.net opens URLs itself (the issue's four urllib callers)."""
     root = Path(__file__).resolve().parents[2]
