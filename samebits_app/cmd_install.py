@@ -114,22 +114,27 @@ def _fill_cache_from_nix(env: Any, platform: str, cache: Path, store: str | None
                          f"--argstr platform {platform}")
 
 
-def _python_version(interpreter: str | None) -> str | None:
-    """``X.Y.Z`` of ``--python``, the Python a uv.lock/pylock/requirements lock is read for."""
+def _facts(args: argparse.Namespace) -> Path:
+    """Where what is learnt of Python is kept: the user's cache folder, or with
+    --no-cache-interpreter the install's own cache (a first machine's)."""
+    from samebits.host import cache_dir
+
+    return options.cache_of(args) if args.no_cache_interpreter else cache_dir()
+
+
+def _python_version(interpreter: str | None, facts: Path) -> str | None:
+    """``X.Y.Z`` of ``--python``, the Python a uv.lock/pylock/requirements lock is read for:
+    what ``probe_known`` remembers of that binary (proved by its stat; nothing runs), else
+    its answer now."""
     if not interpreter:
         return None
-    import subprocess
+    from samebits.install.interpreter import probe_known
 
-    try:
-        proc = subprocess.run([interpreter, "-c", "import sys; print('%d.%d.%d' % "
-                               "sys.version_info[:3])"], capture_output=True, text=True,
-                              timeout=30)
-    except OSError as exc:
-        raise UsageError(f'--python "{interpreter}": cannot run: {exc.strerror}') from None
-    if proc.returncode != 0:
-        raise UsageError(f'--python "{interpreter}": exited {proc.returncode}: '
-                         f"{proc.stderr.strip()[:200]}")
-    return proc.stdout.strip()
+    known = probe_known(interpreter, facts)
+    found = known if isinstance(known, str) else known[0]
+    if isinstance(found, str):
+        raise UsageError(f'--python "{interpreter}": {found}')
+    return found.version
 
 
 def _locked(args: argparse.Namespace, out: Output, platform: str) -> tuple[Any, ReadOptions]:
@@ -145,7 +150,8 @@ def _locked(args: argparse.Namespace, out: Output, platform: str) -> tuple[Any, 
         return env, options.read_options(args, platforms=(platform,), python=None)
     if args.lock is None:
         raise UsageError("install needs LOCK (an environment id or a lockfile) or --from-bundle")
-    read = options.read_options(args, platforms=(platform,), python=_python_version(args.python))
+    read = options.read_options(args, platforms=(platform,),
+                                python=_python_version(args.python, _facts(args)))
     return locked_env(args.lock, project, read), read
 
 
@@ -156,7 +162,7 @@ REPAIR_KINDS = ("modified", "missing", "type", "exec", "symlink", "bytecode")
 
 @paused_gc()  # to the end: the collector would walk the verify's report (gcpause)
 def run_install(args: argparse.Namespace, out: Output) -> int:
-    from samebits.host import cache_dir, host_platform
+    from samebits.host import host_platform
     from samebits.install import find_interpreter, install_prefix
     from samebits.install.cache import evict
     from samebits.install.prefix import check_something_to_place, resealed
@@ -177,7 +183,7 @@ def run_install(args: argparse.Namespace, out: Output) -> int:
     check_something_to_place(env, platform)  # before any prefix is made
     progress = _phases(out)
     cache = options.cache_of(args)
-    facts = cache if args.no_cache_interpreter else cache_dir()  # what is learnt of Python
+    facts = _facts(args)
     python = None
     if env.python and env.pip(platform) and not any(p.name == "python"
                                                    for p in env.conda(platform)):

@@ -24,7 +24,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from samebits._io import canonical_json, read_json
+from samebits._io import canonical_json, leave, read_json
 from samebits.errors import InputError, SamebitsError
 
 
@@ -94,4 +94,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    leave(main())  # no teardown: the answer is written (samebits._io.leave)

@@ -16,7 +16,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from samebits._io import canonical_json
+from samebits._io import canonical_json, leave
 from samebits.errors import SamebitsError
 
 
@@ -51,4 +51,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    leave(main())  # no teardown: the answer is written (samebits._io.leave)
