@@ -84,6 +84,10 @@ class Child(Generic[T]):
         except Exception:  # a torn answer: as if there were none
             return False, None
 
+    def answered(self) -> bool:
+        """Whether the child has written its answer (or ended): ``wait`` would not wait."""
+        return bool(select.select([self.pipe], [], [], 0)[0])
+
     def stop(self) -> None:
         """Kill the child and forget its answer (this process is giving up: an interrupt)."""
         self._kill()

@@ -79,6 +79,7 @@ from samebits.install.seal import (
     CheckResult,
     archive_of,
     linked_entries,
+    read_ahead,
     reseal_all,
 )
 from samebits.install.seal import check as check_seal
@@ -339,6 +340,8 @@ def _plan(env: LockedEnv, platform: str, entries: dict[str, Entry], stage: Path,
             if child is not None:
                 child.stop()
             raise
+        if child is not None and not child.answered():  # idle until it does: the seals
+            read_ahead(entries[k] for k in share)  # it checks, parsed for the verify here
         got: dict[str, CheckResult] = answer(child, lambda: check(share), CHILD_LIMIT)
         checked.update(mine)
         checked.update(got)

@@ -338,6 +338,52 @@ def test_a_seal_just_written_reads_back_as_its_bytes_parse(tmp_path: Path) -> No
     assert read_seal(entry.root, entry.key, entry.manifest_sha256).files == other
 
 
+def test_seals_read_ahead_are_taken_only_while_their_bytes_are_the_same(
+        tmp_path: Path) -> None:
+    """``read_ahead`` (install, while its forked check works) parses an entry's seal into
+    the memo its verify's ``SealIndex.load`` then finds; a seal rewritten since, digest and
+    all (in place, and through a link to the seal file), is parsed again, never taken from
+    memory; an entry whose lock another process holds is skipped at once, not waited for."""
+    import fcntl
+
+    from samebits.install import seal as sealmod
+    from samebits.install.seal import SEAL_LOCK, read_ahead
+
+    cache, entry = _entry(tmp_path)
+    sealmod._PARSED.clear()
+    read_ahead([entry])
+    (ahead,) = sealmod._PARSED.values()
+    assert read_seal(entry.root, entry.key, entry.manifest_sha256) is ahead
+    index = SealIndex.load(cache, [entry.key])
+    src = entry.tree / "alpha/__init__.py"
+    assert index.lookup(src.stat()).sha256 == ahead.files["alpha/__init__.py"].sha256
+
+    def rewritten(path: Path, size: int) -> None:
+        other = dict(ahead.files)
+        other["alpha/__init__.py"] = other["alpha/__init__.py"]._replace(size=size)
+        data = seal_bytes(entry.key, ahead.manifest, other)
+        path.write_bytes(data)  # in place: the same inode, other bytes
+        (entry.root / SEAL_DIGEST).write_text(hashlib.sha256(data).hexdigest() + "\n")
+
+    for n, path in enumerate((entry.root / SEAL, tmp_path / "seal-link"), 1):
+        if path.name == "seal-link":
+            os.link(entry.root / SEAL, path)  # written through another name of the file
+        sealmod._PARSED.clear()
+        read_ahead([entry])
+        rewritten(path, 1000 + n)
+        again = read_seal(entry.root, entry.key, entry.manifest_sha256)
+        assert again is not ahead and again.files["alpha/__init__.py"].size == 1000 + n
+        assert SealIndex.load(cache, [entry.key]).lookup(src.stat()) is None  # not vouched
+    sealmod._PARSED.clear()
+    fd = os.open(entry.root / SEAL_LOCK, os.O_RDWR | os.O_CREAT)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # another process's (flock: this fd, not this pid)
+        read_ahead([entry])
+        assert sealmod._PARSED == {}
+    finally:
+        os.close(fd)
+
+
 def test_seal_index_vouches_only_for_sealed_unchanged_inodes(tmp_path: Path) -> None:
     cache, entry = _entry(tmp_path)
     index = SealIndex.load(cache, [entry.key, "0" * 64])

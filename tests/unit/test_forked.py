@@ -169,3 +169,24 @@ print(json.dumps({"threads": threads, "answered": answered, "in_child": pid == c
 """)
     assert got == {"threads": 2, "answered": True, "in_child": True, "after": 2,
                    "refused": True}
+
+
+def test_answered_says_whether_wait_would_wait(tmp_path: Path) -> None:
+    """``answered`` is False while the child works (the install reads seals ahead then), True
+    once its answer is written; ``wait`` then reads that answer."""
+    got = _run("""
+go = sys.argv[1]
+def work():
+    deadline = time.monotonic() + 60
+    while not os.path.exists(go) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return "done"
+child = fork_call(work)
+before = child.answered()
+open(go, "w").close()
+deadline = time.monotonic() + 60
+while not child.answered() and time.monotonic() < deadline:
+    time.sleep(0.01)
+print(json.dumps({"before": before, "after": child.answered(), "wait": child.wait(60)}))
+""", str(tmp_path / "go"))
+    assert got == {"before": False, "after": True, "wait": [True, "done"]}
