@@ -12,7 +12,7 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, BinaryIO, NoReturn
+from typing import Any, BinaryIO
 
 
 @contextlib.contextmanager
@@ -29,22 +29,6 @@ def sys_path_kept() -> Iterator[None]:
         yield
     finally:
         sys.path[:] = saved
-
-
-def leave(code: int) -> NoReturn:
-    """End a worker that runs in an environment's interpreter, its answer written: stdout and
-    stderr flushed, then ``os._exit(code)``, with no teardown of the interpreter. With torch
-    loaded, Python's finalization (every module's objects freed, then the destructors of
-    torch's libraries) takes 0.4-0.6 s after the answer, and the caller waits for the exit:
-    ``verify node``'s canary took 2.0-2.6 s here, 1.45 s without it. Where a flush fails
-    (the reader went away) Python's own exit reports it."""
-    try:
-        for stream in (sys.stdout, sys.stderr):
-            if stream is not None:
-                stream.flush()
-    except (OSError, ValueError):
-        sys.exit(code)
-    os._exit(code)
 
 
 def canonical_json(obj: Any) -> bytes:

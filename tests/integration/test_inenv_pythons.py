@@ -294,21 +294,30 @@ def test_settings_hook_starts(line: str, tmp_path: Path) -> None:
     assert not (tmp_path / hook.READBACK).exists()  # no torch imported: nothing applied
 
 
-_LEAVE = """
+_ENDING = """
 import atexit, sys
-from samebits._io import leave
-atexit.register(lambda: sys.stderr.write("torn down\\n"))
+from samebits.gcpause import exit_now
+class Kept:
+    def __del__(self):
+        sys.stderr.write("torn down\\n")
+kept = Kept()  # freed by the interpreter's teardown, which a normal exit runs
+atexit.register(lambda: sys.stderr.write("atexit\\n"))  # where coverage saves its data
 sys.stdout.write("x" * 200000 + "\\n")   # more than a pipe holds: flushed before the exit
 sys.stderr.write("said\\n")
-leave(3)
+exit_now(3) if sys.argv[1] == "now" else sys.exit(3)
 """
 
 
 @pytest.mark.parametrize("line", (*LINES, "this"))
-def test_a_worker_leaves_without_teardown(line: str) -> None:
-    """``samebits._io.leave``, the end of the canary and the workers: everything written is
-    read whole by the caller, the exit code is the given one, and nothing of the
-    interpreter's teardown runs after the answer (torch's took 0.4-0.6 s of each canary)."""
+def test_a_worker_ends_without_teardown(line: str) -> None:
+    """``samebits.gcpause.exit_now``, the end of the canary and the workers, on the
+    environment's Python, through the real launcher: everything written is read whole, the
+    exit code is the given one, the ``atexit`` callbacks run (a subprocess's coverage is saved
+    there), and the interpreter's teardown does not (torch's took 0.4-0.6 s of each canary).
+    Ended by ``sys.exit``, the same script's teardown is seen: the check can fail."""
     python = sys.executable if line == "this" else str(_python(line))
-    proc = run_module(python, ["-c", _LEAVE], timeout=60)
-    assert (proc.returncode, proc.stdout, proc.stderr) == (3, "x" * 200000 + "\n", "said\n")
+    out = "x" * 200000 + "\n"
+    now = run_module(python, ["-c", _ENDING, "now"], timeout=60)
+    assert (now.returncode, now.stdout, now.stderr) == (3, out, "said\natexit\n")
+    slow = run_module(python, ["-c", _ENDING, "exit"], timeout=60)
+    assert (slow.returncode, slow.stdout, slow.stderr) == (3, out, "said\natexit\ntorn down\n")

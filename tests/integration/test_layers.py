@@ -5,7 +5,8 @@
     composition  samebits_app.* (and the ``python -m samebits`` shim): imports both
     worker       verify.gpu.workloads.*, verify.gpu.facts.*, verify.gpu.errorstats: what runs
                  inside other people's environments, so only the standard library, torch,
-                 nvidia-ml-py, itself and samebits' stdlib-only errors/_io/childenv/_compat
+                 nvidia-ml-py, itself and samebits' stdlib-only errors/_io/childenv/_compat and
+                 gcpause (how a worker ends)
 
 Imports are read with ``ast`` from every module, including imports inside functions: a lazy
 back-edge is still a back-edge. So are the modules a module reaches without an import
@@ -31,7 +32,7 @@ from verify.gpu.workloads.settings import DETERMINISTIC
 ROOT = Path(__file__).resolve().parents[2]
 WORKER = ("verify.gpu.workloads", "verify.gpu.facts", "verify.gpu.errorstats")
 WORKER_MAY_IMPORT = ("torch", "pynvml", "samebits.errors", "samebits._io", "samebits.childenv",
-                     "samebits._compat", *WORKER)
+                     "samebits._compat", "samebits.gcpause", *WORKER)
 
 
 def layer(module: str) -> str | None:
@@ -144,7 +145,7 @@ def back_edges(sources: dict[Path, str]) -> list[str]:
                                                                              "verify"):
                     bad.append(f"{path.relative_to(ROOT)}:{line}: worker module {mod} imports "
                                f"{imported} (only the standard library, torch, nvidia-ml-py "
-                               "and samebits.errors/_io/childenv/_compat)")
+                               "and samebits.errors/_io/childenv/_compat/gcpause)")
     return bad
 
 

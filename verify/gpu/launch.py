@@ -43,6 +43,7 @@ from samebits.childenv import child_environ
 # later, the standard library and torch): what the workers import, and nothing more.
 IN_ENV: tuple[str, ...] = (
     "samebits", "samebits._compat", "samebits._io", "samebits.childenv", "samebits.errors",
+    "samebits.gcpause",
     "verify", "verify.gpu",
     "verify.gpu.errorstats", "verify.gpu.errorstats.__main__",
     "verify.gpu.errorstats.tensorfiles", "verify.gpu.errorstats.tensors",

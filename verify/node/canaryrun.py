@@ -6,9 +6,9 @@ a float32 GEMM, a float32 reduction over its rows (vectorised by ATen: the order
 follows the CPU capability in use), softmax, and a float64 GEMM and reduction chain. Each
 output's bytes are hashed in order into one sha256. A few milliseconds on a CPU core.
 
-Standard library, torch and ``samebits._io`` only (like ``verify.gpu.workloads``): it runs
-in whatever interpreter the environment has. Everything that can change the digest is read back and
-printed with it (``settings``).
+Standard library, torch and ``samebits.gcpause`` only (like ``verify.gpu.workloads``): it
+runs in whatever interpreter the environment has. Everything that can change the digest is
+read back and printed with it (``settings``).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import sys
 import time
 from typing import Any
 
-from samebits._io import leave
+from samebits.gcpause import exit_now
 
 CANARY_VERSION = 1
 SEED = 20261201
@@ -131,4 +131,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    leave(main())  # no teardown: the answer is written (samebits._io.leave)
+    exit_now(main())  # no teardown after the answer (samebits.gcpause)

@@ -24,8 +24,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from samebits._io import canonical_json, leave, read_json
+from samebits._io import canonical_json, read_json
 from samebits.errors import InputError, SamebitsError
+from samebits.gcpause import exit_now
 
 
 def answer(request: dict[str, Any]) -> dict[str, Any]:
@@ -94,4 +95,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    leave(main())  # no teardown: the answer is written (samebits._io.leave)
+    exit_now(main())  # no teardown after the answer (samebits.gcpause)

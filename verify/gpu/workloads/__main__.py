@@ -16,8 +16,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from samebits._io import canonical_json, leave
+from samebits._io import canonical_json
 from samebits.errors import SamebitsError
+from samebits.gcpause import exit_now
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -51,4 +52,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    leave(main())  # no teardown: the answer is written (samebits._io.leave)
+    exit_now(main())  # no teardown after the answer (samebits.gcpause)
