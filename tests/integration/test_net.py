@@ -3,6 +3,7 @@ a password, a silent server stops within the caller's timeout. Real sockets, rea
 
 from __future__ import annotations
 
+import contextlib
 import http.server
 import socket
 import threading
@@ -279,5 +280,86 @@ def test_https_requests_share_one_verifying_tls_context(
             net.get(f"{url}/untrusted")
     finally:
         net._opener.cache_clear()
+        srv.shutdown()
+        srv.server_close()
+
+
+def test_environment_proxies_carry_https_and_http(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """urllib's environment proxies still apply through samebits' own connections (its
+    lookups and its TLS context): an HTTPS request goes through the proxy's CONNECT tunnel,
+    the server's certificate verified end to end; an HTTP request is sent to the proxy with
+    its absolute URL. A real proxy, relaying real sockets."""
+    import socketserver
+    import ssl
+
+    cert, key = _self_signed(tmp_path)
+    tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    tls.load_cert_chain(cert, key)
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def do_GET(self) -> None:  # noqa: N802
+            reply(self, b"tls " + self.path.encode())
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    srv.socket = tls.wrap_socket(srv.socket, server_side=True)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    asked: list[tuple[str, str]] = []
+
+    def relay(src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                with contextlib.suppress(OSError):
+                    s.shutdown(socket.SHUT_RDWR)
+
+    class Proxy(socketserver.BaseRequestHandler):
+        def handle(self) -> None:
+            f = self.request.makefile("rb")
+            method, target, _ = f.readline().decode().split()
+            while f.readline() not in (b"\r\n", b"\n", b""):
+                pass
+            asked.append((method, target))
+            if method != "CONNECT":  # a plain HTTP request: answered by the proxy itself
+                body = b"via proxy " + target.encode()
+                self.request.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n"
+                                     b"Connection: close\r\n\r\n%s" % (len(body), body))
+                return
+            host, port = target.rsplit(":", 1)
+            up = socket.create_connection((host, int(port)), timeout=10)
+            self.request.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+            back = threading.Thread(target=relay, args=(up, self.request), daemon=True)
+            back.start()
+            relay(self.request, up)
+            back.join(10)
+            up.close()
+
+    proxy = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Proxy)
+    proxy.daemon_threads = True
+    threading.Thread(target=proxy.serve_forever, daemon=True).start()
+    here = f"http://127.0.0.1:{proxy.server_address[1]}"
+    for name in ("no_proxy", "NO_PROXY", "all_proxy", "ALL_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("https_proxy", here)
+    monkeypatch.setenv("http_proxy", here)
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+    net._opener.cache_clear()  # the opener reads the environment's proxies when it is made
+    try:
+        port = srv.server_address[1]
+        assert net.get(f"https://127.0.0.1:{port}/a", timeout=10).body == b"tls /a"
+        assert net.get("http://example.invalid/b", timeout=10).body == \
+            b"via proxy http://example.invalid/b"
+        assert asked == [("CONNECT", f"127.0.0.1:{port}"), ("GET", "http://example.invalid/b")]
+    finally:
+        net._opener.cache_clear()
+        proxy.shutdown()
+        proxy.server_close()
         srv.shutdown()
         srv.server_close()
