@@ -192,15 +192,15 @@ def _connect(address: tuple[str, int], timeout: object = None,
 
 
 class _Connection(http.client.HTTPConnection):
+    """http.client's connection, its socket made by ``_connect``; ``_TLSConnection``'s too."""
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._create_connection = _connect  # http.client's seam for socket.create_connection
 
 
-class _TLSConnection(http.client.HTTPSConnection):
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._create_connection = _connect
+class _TLSConnection(_Connection, http.client.HTTPSConnection):
+    pass
 
 
 class _HTTPHandler(urllib.request.HTTPHandler):

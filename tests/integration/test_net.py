@@ -19,8 +19,10 @@ from samebits.errors import UnreachableError
 
 
 @contextmanager
-def server(answer) -> Iterator[tuple[int, list[dict[str, str]]]]:
-    """A loopback HTTP server; ``answer(handler)`` replies; the headers of every request."""
+def server(answer, tls: tuple[Path, Path] | None = None
+           ) -> Iterator[tuple[int, list[dict[str, str]]]]:
+    """A loopback HTTP server (HTTPS with ``tls``: a certificate and its key, as PEM files);
+    ``answer(handler)`` replies; the headers of every request."""
     seen: list[dict[str, str]] = []
 
     class Handler(http.server.BaseHTTPRequestHandler):
@@ -34,12 +36,29 @@ def server(answer) -> Iterator[tuple[int, list[dict[str, str]]]]:
         do_HEAD = do_GET  # noqa: N815
 
     srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    if tls is not None:
+        import ssl
+
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(*tls)
+        srv.socket = context.wrap_socket(srv.socket, server_side=True)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     try:
         yield srv.server_address[1], seen
     finally:
         srv.shutdown()
         srv.server_close()
+
+
+@contextmanager
+def _opener_cleared() -> Iterator[None]:
+    """``samebits.net``'s opener made afresh inside (it reads SSL_CERT_FILE and the
+    environment's proxies when it is made) and after."""
+    net._opener.cache_clear()
+    try:
+        yield
+    finally:
+        net._opener.cache_clear()
 
 
 def reply(h: http.server.BaseHTTPRequestHandler, body: bytes = b"ok", status: int = 200,
@@ -244,19 +263,6 @@ def test_https_requests_share_one_verifying_tls_context(
     import ssl
 
     cert, key = _self_signed(tmp_path)
-    tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    tls.load_cert_chain(cert, key)
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def log_message(self, *args: object) -> None:
-            pass
-
-        def do_GET(self) -> None:  # noqa: N802
-            reply(self, self.path.encode())
-
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    srv.socket = tls.wrap_socket(srv.socket, server_side=True)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
     made: list[int] = []
     real = ssl.create_default_context
 
@@ -266,10 +272,10 @@ def test_https_requests_share_one_verifying_tls_context(
 
     monkeypatch.setattr(ssl, "create_default_context", counted)
     monkeypatch.setattr(ssl, "_create_default_https_context", counted)
-    try:
-        url = f"https://127.0.0.1:{srv.server_address[1]}"
-        monkeypatch.setenv("SSL_CERT_FILE", str(cert))
-        net._opener.cache_clear()
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+    with server(lambda h: reply(h, h.path.encode()), tls=(cert, key)) as (port, _), \
+            _opener_cleared():
+        url = f"https://127.0.0.1:{port}"
         assert [net.get(f"{url}/{i}").body for i in range(3)] == [b"/0", b"/1", b"/2"]
         with net.open_url(f"{url}/stream") as r:
             assert r.read() == b"/stream"
@@ -278,10 +284,6 @@ def test_https_requests_share_one_verifying_tls_context(
         net._opener.cache_clear()  # a process that trusts only the system's authorities
         with pytest.raises(OSError, match="CERTIFICATE_VERIFY_FAILED"):
             net.get(f"{url}/untrusted")
-    finally:
-        net._opener.cache_clear()
-        srv.shutdown()
-        srv.server_close()
 
 
 def test_environment_proxies_carry_https_and_http(tmp_path: Path,
@@ -291,22 +293,8 @@ def test_environment_proxies_carry_https_and_http(tmp_path: Path,
     the server's certificate verified end to end; an HTTP request is sent to the proxy with
     its absolute URL. A real proxy, relaying real sockets."""
     import socketserver
-    import ssl
 
     cert, key = _self_signed(tmp_path)
-    tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    tls.load_cert_chain(cert, key)
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def log_message(self, *args: object) -> None:
-            pass
-
-        def do_GET(self) -> None:  # noqa: N802
-            reply(self, b"tls " + self.path.encode())
-
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    srv.socket = tls.wrap_socket(srv.socket, server_side=True)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
     asked: list[tuple[str, str]] = []
 
     def relay(src: socket.socket, dst: socket.socket) -> None:
@@ -350,16 +338,14 @@ def test_environment_proxies_carry_https_and_http(tmp_path: Path,
     monkeypatch.setenv("https_proxy", here)
     monkeypatch.setenv("http_proxy", here)
     monkeypatch.setenv("SSL_CERT_FILE", str(cert))
-    net._opener.cache_clear()  # the opener reads the environment's proxies when it is made
     try:
-        port = srv.server_address[1]
-        assert net.get(f"https://127.0.0.1:{port}/a", timeout=10).body == b"tls /a"
-        assert net.get("http://example.invalid/b", timeout=10).body == \
-            b"via proxy http://example.invalid/b"
-        assert asked == [("CONNECT", f"127.0.0.1:{port}"), ("GET", "http://example.invalid/b")]
+        with server(lambda h: reply(h, b"tls " + h.path.encode()), tls=(cert, key)) \
+                as (port, _), _opener_cleared():
+            assert net.get(f"https://127.0.0.1:{port}/a", timeout=10).body == b"tls /a"
+            assert net.get("http://example.invalid/b", timeout=10).body == \
+                b"via proxy http://example.invalid/b"
+            assert asked == [("CONNECT", f"127.0.0.1:{port}"),
+                             ("GET", "http://example.invalid/b")]
     finally:
-        net._opener.cache_clear()
         proxy.shutdown()
         proxy.server_close()
-        srv.shutdown()
-        srv.server_close()
