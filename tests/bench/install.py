@@ -49,10 +49,14 @@ caches:
                bytecode ours compiles and uv does not
     cold uv    uv venv + uv pip install with a new, empty UV_CACHE_DIR
 
-Printed: every run with the load average (``os.getloadavg()``, 1 minute) beside it, the median
-of each, the ratios, and the environment digest of each of our runs and of ``before``'s (the
-same path and lock each time, so it must not change between this checkout's runs; the old
-code's venv has another layout, so its digest is printed, not compared). Goals, from issue 44
+Printed: every run with the load average (``os.getloadavg()``, 1 minute) beside it, and what
+it used (``os.wait4``: CPU seconds and minor page faults, its children included), the median
+of each, the ratios, what one page fault costs on this machine (``fault_cost``: a few
+microseconds in some VMs, where the faults of a Python process's heap and of its writes to
+pages a forked child shares are a large share of its CPU), and the environment digest of
+each of our runs and of ``before``'s (the same path and lock each time, so it must not change
+between this checkout's runs; the old code's venv has another layout, so its digest is
+printed, not compared). Goals, from issue 44
 (issue 26 set them before, measured on an idle 2-core machine: uv 0.61 s warm, ours 11.5 to
 14.5 s by copy):
 
@@ -78,8 +82,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import mmap
 import os
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -87,6 +93,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 from tests.bench import background_note, compile_checkout, load, stat_walk
 
@@ -157,9 +164,40 @@ class Trash:
         os.sync()
 
 
+class Used(NamedTuple):
+    """What one command used, its children included (``os.wait4``'s resource usage)."""
+
+    cpu: float     # user and system seconds
+    faults: int    # minor page faults: each a first touch of a page, or a copy after a fork
+
+    def __add__(self, other: object) -> Used:
+        assert isinstance(other, Used)
+        return Used(self.cpu + other.cpu, self.faults + other.faults)
+
+
+def _used(usage: resource.struct_rusage) -> Used:
+    return Used(usage.ru_utime + usage.ru_stime, usage.ru_minflt)
+
+
+def fault_cost(mib: int = 64) -> float:
+    """Microseconds one minor page fault costs here: ``mib`` MiB of fresh anonymous pages
+    touched once each (best of three). About 0.2-0.5 on bare metal; far more in some VMs,
+    where a Python process's first touch of its heap, and its writes to pages a forked
+    child still shares, are a large share of its CPU."""
+    page = mmap.PAGESIZE
+    best = float("inf")
+    for _ in range(3):
+        with mmap.mmap(-1, mib << 20) as m:
+            t0 = time.perf_counter()
+            for at in range(0, mib << 20, page):
+                m[at] = 1
+            best = min(best, time.perf_counter() - t0)
+    return best / ((mib << 20) // page) * 1e6
+
+
 def timed(cmd: list[str], env: dict[str, str] | None = None, cwd: Path = ROOT
-          ) -> tuple[float, float, str]:
-    """(wall seconds, CPU seconds of the process and its children, stdout) of one command."""
+          ) -> tuple[float, Used, str]:
+    """(wall seconds, what the process and its children used, stdout) of one command."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         t0 = time.perf_counter()
         proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=err)
@@ -172,7 +210,7 @@ def timed(cmd: list[str], env: dict[str, str] | None = None, cwd: Path = ROOT
         if proc.returncode not in (0, 1):
             raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}):\n{text}"
                              f"{err.read().decode()}")
-    return seconds, usage.ru_utime + usage.ru_stime, text
+    return seconds, _used(usage), text
 
 
 def ours_command(lock: Path, prefix: Path, cache: Path, python: str, *extra: str
@@ -183,19 +221,19 @@ def ours_command(lock: Path, prefix: Path, cache: Path, python: str, *extra: str
 
 
 def run_ours(lock: Path, prefix: Path, cache: Path, python: str, *extra: str,
-             source: Path = ROOT, trash: Trash | None = None) -> tuple[float, float, dict]:
+             source: Path = ROOT, trash: Trash | None = None) -> tuple[float, Used, dict]:
     """``samebits install`` as ``python -m samebits`` started in ``source`` (this checkout, or
     ``before_source``'s older samebits) runs it."""
     _clear(prefix, trash)
-    seconds, cpu, out = timed(ours_command(lock, prefix, cache, python, "--json", *extra),
-                              cwd=source)
-    return seconds, cpu, json.loads(out)
+    seconds, used, out = timed(ours_command(lock, prefix, cache, python, "--json", *extra),
+                               cwd=source)
+    return seconds, used, json.loads(out)
 
 
 def run_terminal(lock: Path, prefix: Path, cache: Path, python: str,
-                 trash: Trash | None = None) -> tuple[float, float, str]:
+                 trash: Trash | None = None) -> tuple[float, Used, str]:
     """``run_ours`` without --json, stdout and stderr on a pseudo-terminal: (wall seconds,
-    CPU seconds, the environment digest its report prints)."""
+    what it used, the environment digest its report prints)."""
     _clear(prefix, trash)
     master, slave = os.openpty()
     t0 = time.perf_counter()
@@ -218,7 +256,7 @@ def run_terminal(lock: Path, prefix: Path, cache: Path, python: str,
     found = re.search(r"environment sha256:([0-9a-f]{64})", text)
     if os.waitstatus_to_exitcode(status) not in (0, 1) or found is None:
         raise SystemExit(f"samebits install on a terminal failed:\n{text[-3000:]}")
-    return seconds, usage.ru_utime + usage.ru_stime, found.group(1)
+    return seconds, _used(usage), found.group(1)
 
 
 def phases(lock: Path, prefix: Path, cache: Path, python: str, trash: Trash | None = None
@@ -340,17 +378,17 @@ def floor(prefix: Path, work: Path, python: str, trash: Trash | None = None
 
 
 def run_uv(requirements: Path, venv: Path, python: str, uv_cache: Path, *extra: str,
-           trash: Trash | None = None) -> tuple[float, float]:
+           trash: Trash | None = None) -> tuple[float, Used]:
     _clear(venv, trash)
     uv = _uv()
     env = {**os.environ, "UV_CACHE_DIR": str(uv_cache)}
-    total = cpu = 0.0
+    total, used = 0.0, Used(0.0, 0)
     for cmd in ([uv, "venv", "--quiet", str(venv), "--python", python],
                 [uv, "pip", "install", "--quiet", "--require-hashes", "--no-deps", "-r",
                  str(requirements), "--python", str(venv / "bin" / "python"), *extra]):
-        seconds, used, _ = timed(cmd, env)
-        total, cpu = total + seconds, cpu + used
-    return total, cpu
+        seconds, one, _ = timed(cmd, env)
+        total, used = total + seconds, used + one
+    return total, used
 
 
 def _describe(doc: dict) -> str:
@@ -409,16 +447,17 @@ def main(argv: list[str]) -> int:
              "cold nopyc", "cold uv")
     floors: list[dict[str, float | int]] = []
     times: dict[str, list[float]] = {k: [] for k in kinds}
-    cpus: dict[str, list[float]] = {k: [] for k in kinds}
+    cpus: dict[str, list[Used]] = {k: [] for k in kinds}
     loads: dict[str, list[float]] = {k: [] for k in kinds}
     digests: dict[str, list[str]] = {"ours": [], "terminal": [], "copy": [], "before": [],
                                      "cold ours": [], "cold first": [], "cold nopyc": []}
 
-    def record(kind: str, seconds: float, cpu: float, at: float, what: str = "") -> None:
+    def record(kind: str, seconds: float, used: Used, at: float, what: str = "") -> None:
         times[kind].append(seconds)
-        cpus[kind].append(cpu)
+        cpus[kind].append(used)
         loads[kind].append(max(at, load()))
-        print(f"  {kind:<10} {seconds:7.2f} s ({cpu:5.1f} CPU-s, load {loads[kind][-1]:4.1f})"
+        print(f"  {kind:<10} {seconds:7.2f} s ({used.cpu:5.1f} CPU-s, "
+              f"{used.faults / 1000:6.1f}k faults, load {loads[kind][-1]:4.1f})"
               + (f"  {what}" if what else ""), flush=True)
 
     # the linked rounds first, then the copies: a copy writes 4.7 GB, which pushes the cache's
@@ -427,17 +466,17 @@ def main(argv: list[str]) -> int:
     for r in range(1, args.runs + 1):
         print(f" round {r}", flush=True)
         at = load()
-        seconds, cpu = run_uv(requirements, venv, python, uv_cache, trash=trash)
-        record("uv", seconds, cpu, at)
+        seconds, used = run_uv(requirements, venv, python, uv_cache, trash=trash)
+        record("uv", seconds, used, at)
         at = load()
-        seconds, cpu, doc = run_ours(lock, prefix, cache, python, trash=trash)
+        seconds, used, doc = run_ours(lock, prefix, cache, python, trash=trash)
         digests["ours"].append(doc["verify"]["digests"]["environment"])
-        record("ours", seconds, cpu, at,
+        record("ours", seconds, used, at,
                f"environment {digests['ours'][-1][:16]}  ({_describe(doc)})")
         at = load()
-        seconds, cpu, digest = run_terminal(lock, prefix, cache, python, trash)
+        seconds, used, digest = run_terminal(lock, prefix, cache, python, trash)
         digests["terminal"].append(digest)
-        record("terminal", seconds, cpu, at, f"environment {digest[:16]}")
+        record("terminal", seconds, used, at, f"environment {digest[:16]}")
         at = load()
         floors.append(floor(prefix, work, python, trash))
         f = floors[-1]
@@ -458,19 +497,19 @@ def main(argv: list[str]) -> int:
     for r in range(1, args.runs + 1):
         print(f" copy round {r}", flush=True)
         at = load()
-        seconds, cpu = run_uv(requirements, venv, python, uv_cache, "--compile-bytecode")
-        record("uv+pyc", seconds, cpu, at)
+        seconds, used = run_uv(requirements, venv, python, uv_cache, "--compile-bytecode")
+        record("uv+pyc", seconds, used, at)
         at = load()
-        seconds, cpu, doc = run_ours(lock, prefix, cache, python, "--link-mode", "copy")
+        seconds, used, doc = run_ours(lock, prefix, cache, python, "--link-mode", "copy")
         digests["copy"].append(doc["verify"]["digests"]["environment"])
-        record("copy", seconds, cpu, at,
+        record("copy", seconds, used, at,
                f"environment {digests['copy'][-1][:16]}  ({_describe(doc)})")
         if before is not None:
             at = load()
-            seconds, cpu, doc = run_ours(lock, prefix, before_cache, python, "--link-mode",
+            seconds, used, doc = run_ours(lock, prefix, before_cache, python, "--link-mode",
                                          "copy", source=before)
             digests["before"].append(doc["verify"]["digests"]["environment"])
-            record("before", seconds, cpu, at, f"samebits {BEFORE[:7]}, --link-mode copy; "
+            record("before", seconds, used, at, f"samebits {BEFORE[:7]}, --link-mode copy; "
                    f"environment {digests['before'][-1][:16]}")
     for r in range(1, args.cold_runs + 1):
         print(f" cold round {r} (empty caches: everything downloaded again)", flush=True)
@@ -478,16 +517,17 @@ def main(argv: list[str]) -> int:
             for kind, extra in (("cold ours", ()), ("cold first", ("--no-cache-interpreter",)),
                                 ("cold nopyc", ("--no-bytecode",))):
                 at = load()
-                seconds, cpu, doc = run_ours(lock, prefix, Path(cold) / "cache", python,
+                seconds, used, doc = run_ours(lock, prefix, Path(cold) / "cache", python,
                                              *extra)
                 digests[kind].append(doc["verify"]["digests"]["environment"])
-                record(kind, seconds, cpu, at, _describe(doc))
+                record(kind, seconds, used, at, _describe(doc))
                 shutil.rmtree(Path(cold) / "cache")
             at = load()
-            seconds, cpu = run_uv(requirements, venv, python, Path(cold) / "uv-cache")
-            record("cold uv", seconds, cpu, at)
+            seconds, used = run_uv(requirements, venv, python, Path(cold) / "uv-cache")
+            record("cold uv", seconds, used, at)
     med = {k: statistics.median(v) for k, v in times.items() if v}
-    cpu_med = {k: statistics.median(v) for k, v in cpus.items() if v}
+    cpu_med = {k: statistics.median(u.cpu for u in v) for k, v in cpus.items() if v}
+    fault_med = {k: statistics.median(u.faults for u in v) for k, v in cpus.items() if v}
     busiest = {k: max(v) for k, v in loads.items() if v}
     print(f"install {lock.name} (linux-64), median of {args.runs} warm and {args.cold_runs} "
           f"cold, on {cores} cores:")
@@ -507,7 +547,8 @@ def main(argv: list[str]) -> int:
               "cold uv": "uv venv + uv pip install, empty cache"}
     for k in kinds:
         if k in med:
-            print(f"  {k:<10} {med[k]:7.2f} s  {cpu_med[k]:5.1f} CPU-s  load <= "
+            print(f"  {k:<10} {med[k]:7.2f} s  {cpu_med[k]:5.1f} CPU-s  "
+                  f"{fault_med[k] / 1000:6.1f}k faults  load <= "
                   f"{busiest[k]:4.1f}  {labels[k]}")
     goals = []
     if "uv" in med and "ours" in med:
@@ -518,6 +559,13 @@ def main(argv: list[str]) -> int:
     if "uv" in med and "terminal" in med:
         print(f"  ratio  terminal / uv warm {med['terminal'] / med['uv']:.2f}x (for reference: "
               "what a user at a terminal waits; the goal is measured piped, as above)")
+    if "uv" in med and "ours" in med:
+        cost = fault_cost()
+        more = fault_med["ours"] - fault_med["uv"]
+        print(f"  faults ours {fault_med['ours'] / 1000:.1f}k against uv's "
+              f"{fault_med['uv'] / 1000:.1f}k (minor page faults, children included); one "
+              f"costs {cost:.2f} us here, so ours' {more / 1000:.1f}k more are about "
+              f"{more * cost / 1e6:.2f} CPU-s")
     if "uv+pyc" in med and "ours" in med:
         print(f"  ratio  ours / uv+pyc warm {med['ours'] / med['uv+pyc']:.2f}x (for reference, "
               "no goal: both write bytecode, ours also verifies)")

@@ -104,3 +104,23 @@ def test_share_archives_links_each_archive_once(tmp_path: Path) -> None:
     b = other / "archives" / ("1" * 64) / "x-1.0-py3-none-any.whl"
     assert os.path.samefile(a, b)
     assert bench.share_archives(tmp_path / "cache", other) == 0
+
+
+def test_timed_counts_the_cpu_and_page_faults_of_the_command_and_its_children() -> None:
+    """``timed`` reads what ``os.wait4`` says of the command, its waited-for children
+    included: a command that runs a second interpreter, which touches 32 MiB of fresh
+    memory, has the faults of both (at least that interpreter's start, whatever huge pages
+    make of the 32 MiB)."""
+    touch = ("import mmap; m = mmap.mmap(-1, 32 << 20)\n"
+             "for at in range(0, 32 << 20, mmap.PAGESIZE): m[at] = 1")
+    inner = f"import subprocess, sys; subprocess.run([sys.executable, '-c', {touch!r}])"
+    _, alone, _ = bench.timed([sys.executable, "-c", "pass"])
+    seconds, both, _ = bench.timed([sys.executable, "-c", inner])
+    assert seconds > 0 and both.cpu > alone.cpu > 0
+    assert both.faults > 1.5 * alone.faults > 0
+    assert (alone + both) == bench.Used(alone.cpu + both.cpu, alone.faults + both.faults)
+
+
+def test_fault_cost_is_a_time_per_page() -> None:
+    cost = bench.fault_cost(mib=4)
+    assert 0 < cost < 1000  # microseconds; a few here, well under one on bare metal
