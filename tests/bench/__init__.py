@@ -3,12 +3,34 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
+
+SETTLED = 0.5          # 1-minute load average a benchmark may start at
+SETTLE_LIMIT = 240.0   # seconds waited for it at most
 
 
 def load() -> float:
     """The 1-minute load average."""
     return os.getloadavg()[0]
+
+
+def settle(limit: float = SETTLE_LIMIT, target: float = SETTLED,
+           left_by: str = "the previous benchmark's") -> float:
+    """Wait, at most ``limit`` seconds, for the load average to fall to ``target``; said
+    either way (``left_by``: whose load it is). The load it ended at."""
+    now = load()
+    if now <= target:
+        return now
+    print(f"waiting for the load average ({now:.2f}, {left_by}) to fall to {target} (at most "
+          f"{limit:.0f} s) ...", flush=True)
+    deadline = time.monotonic() + limit
+    while now > target and time.monotonic() < deadline:
+        time.sleep(5)
+        now = load()
+    print(f"  load {now:.2f}" + ("" if now <= target else
+                                 f" after {limit:.0f} s: starting anyway"), flush=True)
+    return now
 
 
 def background_note(background: float, cores: int) -> str:

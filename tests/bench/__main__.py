@@ -8,7 +8,7 @@ right after an option without ``=``, is that option's value).
 Between two benchmarks the load their predecessor left is waited out: the 1-minute load
 average decays for minutes after a 2-core install, and a benchmark started at once would
 begin above load 1 and call its own figures void. The wait ends when the load falls to
-``SETTLED`` or after ``SETTLE_LIMIT`` seconds, and says which.
+``tests.bench.SETTLED`` or after ``tests.bench.SETTLE_LIMIT`` seconds, and says which.
 """
 
 from __future__ import annotations
@@ -16,13 +16,9 @@ from __future__ import annotations
 import importlib
 import pkgutil
 import sys
-import time
 from pathlib import Path
 
-from tests.bench import compile_checkout, load
-
-SETTLED = 0.5          # 1-minute load average a benchmark may start at
-SETTLE_LIMIT = 240.0   # seconds waited for it at most
+from tests.bench import compile_checkout, settle
 
 
 def available() -> list[str]:
@@ -66,23 +62,6 @@ def main(argv: list[str]) -> int:
         module = importlib.import_module(f"tests.bench.{name.replace('-', '_')}")
         rc = max(rc, module.main(opts))
     return rc
-
-
-def settle(limit: float = SETTLE_LIMIT, target: float = SETTLED) -> float:
-    """Wait, at most ``limit`` seconds, for the load average to fall to ``target``; said
-    either way. The load it ended at."""
-    now = load()
-    if now <= target:
-        return now
-    print(f"waiting for the load average ({now:.2f}, the previous benchmark's) to fall to "
-          f"{target} (at most {limit:.0f} s) ...", flush=True)
-    deadline = time.monotonic() + limit
-    while now > target and time.monotonic() < deadline:
-        time.sleep(5)
-        now = load()
-    print(f"  load {now:.2f}" + ("" if now <= target else
-                                 f" after {limit:.0f} s: starting anyway"), flush=True)
-    return now
 
 
 if __name__ == "__main__":

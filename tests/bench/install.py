@@ -2,12 +2,14 @@
 
 Both install ``lockfiles/cpu.conda-lock.yml`` for linux-64 (32 wheels, torch with its CUDA
 wheels, about 4.7 GB installed) on a Python 3.12 found as ``samebits install`` finds one. One
-untimed round fills both caches (the first run downloads about 3 GB from PyPI for each), then
-``--runs`` timed rounds of the linked installs (uv, ours, the floor, ours' phases), interleaved,
-then ``--runs`` rounds of the copies (uv+pyc, copy, before: a copy writes 4.7 GB, which evicts
-the caches' inodes from memory, so a linked install after one would read them from disk), each
-run a whole process into a target folder that is absent (the previous one is set aside by
-the linked rounds, deleted by the others, untimed: ``Trash`` says why):
+untimed round fills both caches (the first run downloads about 3 GB from PyPI for each) and
+the old samebits' (a copy of 4.7 GB), the load they leave is waited out
+(``tests.bench.settle``), then ``--runs`` timed rounds of the linked installs (uv, ours, the
+floor, ours' phases), interleaved, then ``--runs`` rounds of the copies (uv+pyc, copy, before:
+a copy writes 4.7 GB, which evicts the caches' inodes from memory, so a linked install after
+one would read them from disk), each run a whole process into a target folder that is absent
+(the previous one is set aside by the linked rounds, deleted by the others, untimed: ``Trash``
+says why):
 
     uv        uv venv V --python PY && uv pip install --require-hashes --no-deps
               -r containers/cpu/linux-64.requirements.txt --python V/bin/python
@@ -95,7 +97,7 @@ import time
 from pathlib import Path
 from typing import NamedTuple
 
-from tests.bench import background_note, compile_checkout, load, stat_walk
+from tests.bench import background_note, compile_checkout, load, settle, stat_walk
 
 ROOT = Path(__file__).resolve().parents[2]
 LOCK = ROOT / "lockfiles" / "cpu.conda-lock.yml"
@@ -443,6 +445,7 @@ def main(argv: list[str]) -> int:
                  trash=trash)
     else:
         print(f"before: not measured ({why_not})", flush=True)
+    settle(left_by="this bench's untimed fills'")  # a copy of 4.7 GB leaves load 3 behind
     kinds = ("uv", "uv+pyc", "ours", "terminal", "copy", "before", "cold ours", "cold first",
              "cold nopyc", "cold uv")
     floors: list[dict[str, float | int]] = []

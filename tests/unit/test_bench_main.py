@@ -28,3 +28,12 @@ def test_settle_gives_up_at_its_limit_and_says_so(capsys: pytest.CaptureFixture)
     bench.settle(limit=0, target=-1)  # no load average is below -1
     out = capsys.readouterr().out
     assert "waiting for the load average" in out and "starting anyway" in out
+
+
+def test_settle_says_whose_load_it_waits_out(capsys: pytest.CaptureFixture) -> None:
+    """``install`` waits out its own untimed fills (a copy of 4.7 GB leaves load 3) before its
+    first timed round, with the same wait, naming them."""
+    from tests.bench import settle
+
+    settle(limit=0, target=-1, left_by="this bench's untimed fills'")
+    assert "this bench's untimed fills'" in capsys.readouterr().out
