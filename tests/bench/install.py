@@ -58,9 +58,8 @@ microseconds in some VMs, where the faults of a Python process's heap and of its
 pages a forked child shares are a large share of its CPU), and the environment digest of
 each of our runs and of ``before``'s (the same path and lock each time, so it must not change
 between this checkout's runs; the old code's venv has another layout, so its digest is
-printed, not compared). Goals, from issue 44
-(issue 26 set them before, measured on an idle 2-core machine: uv 0.61 s warm, ours 11.5 to
-14.5 s by copy):
+printed, not compared). Goals, from issue 44 (issue 26 set them before, measured on an idle
+2-core machine: uv 0.61 s warm, ours 11.5 to 14.5 s by copy):
 
     ours (links, verify included)   <= 3x uv warm (issue 44)
     copy                            no slower than ``before`` in the same run (where this
@@ -450,14 +449,14 @@ def main(argv: list[str]) -> int:
              "cold nopyc", "cold uv")
     floors: list[dict[str, float | int]] = []
     times: dict[str, list[float]] = {k: [] for k in kinds}
-    cpus: dict[str, list[Used]] = {k: [] for k in kinds}
+    usage: dict[str, list[Used]] = {k: [] for k in kinds}
     loads: dict[str, list[float]] = {k: [] for k in kinds}
     digests: dict[str, list[str]] = {"ours": [], "terminal": [], "copy": [], "before": [],
                                      "cold ours": [], "cold first": [], "cold nopyc": []}
 
     def record(kind: str, seconds: float, used: Used, at: float, what: str = "") -> None:
         times[kind].append(seconds)
-        cpus[kind].append(used)
+        usage[kind].append(used)
         loads[kind].append(max(at, load()))
         print(f"  {kind:<10} {seconds:7.2f} s ({used.cpu:5.1f} CPU-s, "
               f"{used.faults / 1000:6.1f}k faults, load {loads[kind][-1]:4.1f})"
@@ -529,8 +528,8 @@ def main(argv: list[str]) -> int:
             seconds, used = run_uv(requirements, venv, python, Path(cold) / "uv-cache")
             record("cold uv", seconds, used, at)
     med = {k: statistics.median(v) for k, v in times.items() if v}
-    cpu_med = {k: statistics.median(u.cpu for u in v) for k, v in cpus.items() if v}
-    fault_med = {k: statistics.median(u.faults for u in v) for k, v in cpus.items() if v}
+    cpu_med = {k: statistics.median(u.cpu for u in v) for k, v in usage.items() if v}
+    fault_med = {k: statistics.median(u.faults for u in v) for k, v in usage.items() if v}
     busiest = {k: max(v) for k, v in loads.items() if v}
     print(f"install {lock.name} (linux-64), median of {args.runs} warm and {args.cold_runs} "
           f"cold, on {cores} cores:")
