@@ -131,10 +131,9 @@ def _python_version(interpreter: str | None, facts: Path) -> str | None:
     from samebits.install.interpreter import probe_known
 
     known = probe_known(interpreter, facts)
-    found = known if isinstance(known, str) else known[0]
-    if isinstance(found, str):
-        raise UsageError(f'--python "{interpreter}": {found}')
-    return found.version
+    if isinstance(known, str):  # why it does not run here
+        raise UsageError(f'--python "{interpreter}": {known}')
+    return known[0].version
 
 
 def _locked(args: argparse.Namespace, out: Output, platform: str) -> tuple[Any, ReadOptions]:
