@@ -210,12 +210,12 @@ def run_install(args: argparse.Namespace, out: Output) -> int:
     with progress(f"verify env {prefix}", None):
         bc = report.bytecode
         handed = Handed(bc.identity, bc.verdicts) if bc is not None and bc.verdicts else None
-        resealer = Resealer(report.to_reseal)  # from the stats the walk proves them by
+        # what was linked: proven by a stat of each and re-sealed from it, on the other core
+        resealer = Resealer(report.to_reseal, report.linked, str(prefix))
         verdict = check_env(prefix, lockfile=env.path, platform=platform, cache=cache,
                             progress=progress, read=read, trust_seal=report.sealed_entries,
-                            loaded=env, handed=handed,
-                            interpreter_cache=facts, linked_now=report.linked,
-                            after_walk=resealer.start)
+                            loaded=env, handed=handed, interpreter_cache=facts,
+                            placed=resealer)
         report = resealed(report, *resealer.finish())
     broken = sorted(report.entries_of([f.path for f in verdict.findings
                                        if f.kind in REPAIR_KINDS and f.path]))

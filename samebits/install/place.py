@@ -92,6 +92,7 @@ class Placer:
         self._lock = threading.Lock()
         self.used: Counter[str] = Counter()
         self.linked: list[str] = []   # the cache paths hardlinked (their seals are refreshed)
+        self.linked_at: list[str] = []  # where each of them was linked, in the same order
         self.dirs: set[str] = set()   # the folders made (or found) under the prefix so far
 
     @property
@@ -121,6 +122,7 @@ class Placer:
                 with self._lock:
                     self.used["hardlink"] += 1
                     self.linked.append(job.src)
+                    self.linked_at.append(dest)
                 return
         self._copy(job, dest, clone=False)
 

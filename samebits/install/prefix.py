@@ -38,7 +38,7 @@ import heapq
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -125,13 +125,9 @@ class InstallReport:
     sealed_entries: tuple[str, ...] = ()   # keys of the entries files were hardlinked from
     overwritten: tuple[Overwrite, ...] = ()  # paths two wheels write with different bytes
     # reseal=False: each entry with its members hardlinked, to re-seal once the verify has
-    # proven them (its walk's stats: ``resealing``)
+    # proven them (``resealing``), and where each was linked: prefix-relative path -> cache path
     to_reseal: tuple[tuple[Entry, tuple[str, ...]], ...] = ()
-
-    @property
-    def linked(self) -> list[str]:
-        """The cache paths of ``to_reseal``'s files, as the verify's seals name them."""
-        return [entry.source(m) for entry, members in self.to_reseal for m in members]
+    linked: Mapping[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, object]:
         return {"platform": self.platform, "prefix": self.prefix, "python": self.python,
@@ -501,13 +497,26 @@ def install_prefix(env: LockedEnv, platform: str, prefix: Path, *, final: str, c
         bytecode=report_bytecode, sources=placed_from, notes=tuple(notes),
         fetch=stats.to_json(), seal=_seal_counts(checked, resealed),
         sealed_entries=tuple(sorted({archive_of(str(e.root)) for e, _ in linked})),
-        overwritten=overwritten, to_reseal=() if reseal else tuple(linked))
+        overwritten=overwritten, to_reseal=() if reseal else tuple(linked),
+        linked={} if reseal else _linked_at(placer, prefix, venv is not None))
+
+
+def _linked_at(placer: Placer, stage: Path, venv: bool) -> dict[str, str]:
+    """Where ``placer`` hardlinked each cache file: the path under ``stage`` (as a walk of
+    it finds it: ``lib64/x`` of a venv is ``lib/x``) -> the cache path."""
+    root = f"{stage}/"
+    cut = len(root)
+    pairs = zip(placer.linked_at, placer.linked, strict=True)
+    if not venv:
+        return {dest[cut:]: src for dest, src in pairs if dest.startswith(root)}
+    return {through_folder_links(dest[cut:]): src for dest, src in pairs
+            if dest.startswith(root)}
 
 
 def resealed(report: InstallReport, n: int, note: str = "") -> InstallReport:
     """The report of an ``install_prefix(reseal=False)`` with the files its verify's stats
     re-sealed counted (``samebits.install.resealing``), and what went wrong, if anything."""
-    return replace(report, seal={**report.seal, "resealed": n}, to_reseal=(),
+    return replace(report, seal={**report.seal, "resealed": n}, to_reseal=(), linked={},
                    notes=(*report.notes, note) if note else report.notes)
 
 

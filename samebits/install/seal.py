@@ -25,17 +25,16 @@ went". The install that links checks every file against the seal first (``check`
 right after placing, re-stats each file it linked and seals its new ctime and link count when
 its inode, size, mtime_ns and mode are still the sealed ones (``reseal``, under the entry's
 exclusive lock, so two installs do not race; the lock is waited for at most
-``LOCK_TIMEOUT`` seconds). ``samebits install`` takes that stat from its own verify instead:
-the walk stats the very inodes it linked, proves each by the same rule
-(``SealIndex.linked_now``) and the re-seal writes those stats (one stat of each linked file,
-not two). What that cannot see: a write into the file in place that keeps its size, sets
-mtime back to the nanosecond (``os.utime``) *and* happens while its link count also changes,
-or between an install's check and its re-seal (the seconds it takes to place and, for
-``samebits install``, to walk the prefix). Such a write is deliberate, by someone who may
-write into the cache, who could as well rewrite the seal and its digest (both live in that
-writable folder): the seal guards against accidents and against tools writing through a
-link, not against the cache's owner (nothing on the same machine does; ``samebits cache
-verify --full`` and ``verify env`` without ``--trust-seal`` re-hash every byte). A write
+``LOCK_TIMEOUT`` seconds). ``samebits install`` makes that stat the proof of its own verify:
+a stat of each path it linked in the prefix, by the same rule (``prove_placed``), and the
+re-seal writes those stats (one stat of each linked file, not two). What that cannot see: a
+write into the file in place that keeps its size, sets mtime back to the nanosecond
+(``os.utime``) *and* happens while its link count also changes, or between an install's
+check and that stat (the seconds it takes to place). Such a write is deliberate, by someone
+who may write into the cache, who could as well rewrite the seal and its digest (both live
+in that writable folder): the seal guards against accidents and against tools writing
+through a link, not against the cache's owner (nothing on the same machine does; ``samebits
+cache verify --full`` and ``verify env`` without ``--trust-seal`` re-hash every byte). A write
 within the same clock tick as the stat that sealed the file (a few milliseconds after
 unpacking) may leave mtime and ctime as they were; the seal is taken after the whole entry
 is written. As root, the read-only modes stop nothing; the stat still shows a write.
@@ -441,9 +440,9 @@ def reseal(entry: Entry, linked: Iterable[str],
     before) into a prefix: re-stat each under the entry's exclusive lock and seal its new
     ctime and link count when its inode, size, mtime and mode are the sealed ones
     (``unchanged_but_links``). ``seen``: the stat each was proven by a moment ago, by cache
-    path (install's own verify, whose walk stats the very inodes: ``SealIndex.linked_now``),
-    taken instead of another stat; a member it lacks is left as sealed. The number of files
-    re-sealed."""
+    path (install's own verify, which stats the very inodes through the prefix's links:
+    ``prove_placed``), taken instead of another stat; a member it lacks
+    is left as sealed. The number of files re-sealed."""
     linked = sorted(set(linked))
     if not linked:
         return 0
@@ -484,20 +483,14 @@ def reseal(entry: Entry, linked: Iterable[str],
 class SealIndex:
     """Sealed inodes by (st_dev, st_ino), from the seals of some entries, each read under its
     shared lock and checked against its digest and its manifest; a seal that cannot be
-    trusted is left out (its files are hashed).
-
-    ``linked_now``: the cache paths this very process linked into the prefix a moment ago
-    (install's own verify, which then re-seals them: ``reseal`` with ``seen``). Linking moved
-    each one's ctime and link count, so it is proven by the rule ``reseal`` applies
-    (``unchanged_but_links``: the same inode, size, mtime and mode), with the walk's stat,
-    which ``seen`` keeps for that re-seal: one stat of each linked file instead of two."""
+    trusted is left out (its files are hashed). ``paths``: the same by cache path, for the
+    files an install has just linked (``prove_placed``)."""
 
     inodes: Mapping[tuple[int, int], tuple[Sealed, str, int]] = field(default_factory=dict)
     roots: tuple[str, ...] = ()               # the entries' folders, by the index in inodes
     entries: tuple[str, ...] = ()             # the keys whose seals were read
     refused: tuple[tuple[str, str], ...] = ()  # (key, why) of seals that were not used
-    linked_now: frozenset[str] = frozenset()
-    seen: dict[str, os.stat_result] = field(default_factory=dict)  # of linked_now, as proven
+    paths: Mapping[str, tuple[Sealed, int]] = field(default_factory=dict)
 
     def lookup(self, st: os.stat_result) -> Sealed | None:
         """The sealed file ``st`` is, when the seal vouches for it and, unless its ctime is
@@ -514,11 +507,6 @@ class SealIndex:
         if got is None:
             return None
         sealed, path, root = got
-        if path in self.linked_now:  # linked by this process a moment ago: reseal's rule
-            if not unchanged_but_links(sealed, st):
-                return None
-            self.seen[path] = st
-            return sealed, self.roots[root]
         if not vouches(sealed, st):
             return None
         if st.st_ctime_ns != sealed.ctime_ns:  # the sealed ctime: no other inode can have it
@@ -530,12 +518,18 @@ class SealIndex:
                 return None
         return sealed, self.roots[root]
 
+    def at(self, cache_path: str) -> tuple[Sealed, str] | None:
+        """The seal of the cache file at ``cache_path`` and its entry's folder, as read
+        (nothing is stated: ``prove_placed`` proves the file)."""
+        got = self.paths.get(cache_path)
+        return (got[0], self.roots[got[1]]) if got is not None else None
+
     @classmethod
-    def load(cls, cache: Path, keys: Iterable[str], linked_now: Iterable[str] = ()
-             ) -> SealIndex:
+    def load(cls, cache: Path, keys: Iterable[str]) -> SealIndex:
         """The seals of the unpacked entries ``keys`` (archive sha256s) and of the bytecode
         entries compiled from them (``CACHE/pyc/<key>/*``)."""
         inodes: dict[tuple[int, int], tuple[Sealed, str, int]] = {}
+        paths: dict[str, tuple[Sealed, int]] = {}
         roots: list[str] = []
         used: list[str] = []
         refused: list[tuple[str, str]] = []
@@ -552,10 +546,39 @@ class SealIndex:
                     continue
                 used.append(name)
                 roots.append(str(root))
+                n, tree = len(roots) - 1, f"{root}/tree/"
                 for rel, s in seal.files.items():
-                    inodes[(s.dev, s.ino)] = (s, f"{root}/tree/{rel}", len(roots) - 1)
+                    path = tree + rel
+                    inodes[(s.dev, s.ino)] = (s, path, n)
+                    paths[path] = (s, n)
         return cls(inodes=inodes, roots=tuple(roots), entries=tuple(used),
-                   refused=tuple(refused), linked_now=frozenset(linked_now))
+                   refused=tuple(refused), paths=paths)
+
+
+def prove_placed(prefix: str, paths: Mapping[str, str], seals: SealIndex
+                 ) -> tuple[list[str], dict[str, os.stat_result]]:
+    """A stat of each of ``paths`` (prefix-relative -> cache path) under ``prefix`` whose
+    cache file ``seals`` holds (the walk takes the others' stat itself): (those that are not
+    that sealed file unchanged but for its links, the stat each other one was proven by, by
+    cache path)."""
+    root = prefix.rstrip("/") + "/"
+    lstat, at = os.lstat, seals.paths.get
+    failed: list[str] = []
+    seen: dict[str, os.stat_result] = {}
+    for rel, cache_path in paths.items():
+        got = at(cache_path)
+        if got is None:  # no seal of it was read: the walk stats it as any other file
+            continue
+        try:
+            st = lstat(root + rel)
+        except OSError:
+            failed.append(rel)
+            continue
+        if unchanged_but_links(got[0], st):
+            seen[cache_path] = st
+        else:
+            failed.append(rel)
+    return failed, seen
 
 
 def _sealed_roots(cache: Path, key: str) -> list[tuple[Path, str]]:

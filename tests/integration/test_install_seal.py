@@ -27,6 +27,7 @@ from samebits.install.seal import (
     SEAL_DIGEST,
     SealIndex,
     check,
+    prove_placed,
     read_seal,
     reseal,
     seal_bytes,
@@ -405,39 +406,55 @@ def test_seal_index_vouches_only_for_sealed_unchanged_inodes(tmp_path: Path) -> 
     assert refused.entries == () and refused.refused[0][0] == entry.key
 
 
-def test_what_install_just_linked_is_proven_by_the_walks_stat_and_resealed_from_it(
+def test_what_install_just_linked_is_proven_by_one_stat_and_resealed_from_it(
         tmp_path: Path) -> None:
-    """Install's own verify is told which cache files it has just linked (``linked_now``):
-    each is proven by reseal's rule with the walk's stat (no second stat of the cache path),
-    even where a link went and came (the sealed link count, only the ctime moved), and
-    ``reseal`` then writes exactly that stat. A file linked and then rewritten (its mtime
-    moved) is not proven; one the walk did not see is left as sealed."""
+    """Install's own verify knows which prefix paths it has just linked from which cache
+    files (``Placed``): ``prove_placed`` stats each prefix path once, proves it by reseal's
+    rule (the sealed inode, size, mtime and mode; linking moved its ctime), even where a link
+    went and came (the sealed link count, only the ctime moved), and ``reseal`` then writes
+    exactly that stat. A file linked and then rewritten through the link (its mtime moved),
+    one replaced by another inode with the same bytes, and one gone are not proven; one whose
+    cache file no seal was read for is left to the walk."""
     cache, entry = _entry(tmp_path)
     data, init = entry.source("alpha/data.bin"), entry.source("alpha/__init__.py")
+    tool = entry.source("alpha/tool.so")
     os.link(data, tmp_path / "old")
     assert reseal(entry, ["alpha/data.bin"]) == 1
     os.unlink(tmp_path / "old")  # a previous prefix removed ...
-    os.link(data, tmp_path / "data.bin")  # ... and the new one linked: nlink as sealed
-    os.link(init, tmp_path / "init.py")
+    prefix = tmp_path / "prefix"
+    prefix.mkdir()
+    os.link(data, prefix / "data.bin")  # ... and the new one linked: nlink as sealed
+    os.link(init, prefix / "init.py")
+    os.link(tool, prefix / "tool.so")
     sealed = read_seal(entry.root, entry.key, entry.manifest_sha256).files
-    st = os.lstat(tmp_path / "data.bin")
+    st = os.lstat(prefix / "data.bin")
     assert st.st_nlink == sealed["alpha/data.bin"].nlink
-    assert SealIndex.load(cache, [entry.key]).lookup(st) is None  # ctime alone moved
-    index = SealIndex.load(cache, [entry.key], linked_now=[data, init])
-    assert index.lookup(st) == sealed["alpha/data.bin"]
-    assert index.seen == {data: st}
-    assert reseal(entry, ["alpha/data.bin", "alpha/__init__.py"], index.seen) == 1
+    index = SealIndex.load(cache, [entry.key])
+    assert index.lookup(st) is None  # ctime alone moved: a walk's stat would not vouch
+    assert index.at(data) == (sealed["alpha/data.bin"], str(entry.root))
+    paths = {"data.bin": data, "init.py": init, "tool.so": tool}
+    assert prove_placed(str(prefix), paths, index) == (
+        [], {data: st, init: os.lstat(prefix / "init.py"), tool: os.lstat(prefix / "tool.so")})
+    failed, seen = prove_placed(str(prefix), {"data.bin": data}, index)
+    assert reseal(entry, ["alpha/data.bin"], seen) == 1
     now = read_seal(entry.root, entry.key, entry.manifest_sha256).files
     assert (now["alpha/data.bin"].ctime_ns, now["alpha/data.bin"].nlink) == (
         st.st_ctime_ns, st.st_nlink)
     assert now["alpha/__init__.py"] == sealed["alpha/__init__.py"]  # not seen: as sealed
+
     os.chmod(init, 0o644)  # rewritten through the link after linking: mtime moves
     with open(init, "r+b") as f:
         f.write(b"B")
     os.chmod(init, 0o444)
-    index = SealIndex.load(cache, [entry.key], linked_now=[data, init])
-    assert index.lookup(os.lstat(tmp_path / "init.py")) is None
-    assert init not in index.seen
+    os.unlink(prefix / "tool.so")  # another inode, the same bytes, the same mode
+    (prefix / "tool.so").write_bytes(FILES["alpha/tool.so"])
+    os.chmod(prefix / "tool.so", os.lstat(tool).st_mode & 0o7777)
+    os.unlink(prefix / "data.bin")  # gone
+    failed, seen = prove_placed(str(prefix), paths, index)
+    assert sorted(failed) == ["data.bin", "init.py", "tool.so"] and seen == {}
+    unknown = {"elsewhere.bin": str(tmp_path / "not-in-any-seal")}
+    assert prove_placed(str(prefix), unknown, index) == ([], {})
+    assert index.at(unknown["elsewhere.bin"]) is None
 
 
 RESEAL_IN_A_CHILD = """
@@ -445,41 +462,47 @@ import json, os, sys
 from pathlib import Path
 from samebits.install import resealing
 from samebits.install.cache import read_entry
-from samebits.install.seal import entry_lock
+from samebits.install.seal import SealIndex, entry_lock
 from samebits.host import thread_count
 
-cache, key, wait = Path(sys.argv[1]), sys.argv[2], float(sys.argv[3])
+cache, key, prefix, wait = Path(sys.argv[1]), sys.argv[2], sys.argv[3], float(sys.argv[4])
 entry = read_entry(cache, key, None)
 data = entry.source("alpha/data.bin")
 resealing.WAIT_LIMIT = wait
 job = [(entry, ("alpha/data.bin",))]
 before = thread_count()
-r = resealing.Resealer(job)
+r = resealing.Resealer(job, {"linked": data}, prefix)
+seals = SealIndex.load(cache, [key])
 if wait < 1:  # held here: the child waits on it past its limit
     with entry_lock(entry.root, exclusive=True):
-        r.start({data: os.lstat(data)})
-        got = r.finish()
+        r.start(seals)
+        forked = r.pid is not None
+        unproven = r.unproven()
 else:
-    r.start({data: os.lstat(data)})
-    got = r.finish()
-print(json.dumps({"threads": before, "forked": r.pid is not None, "got": list(got)}))
+    r.start(seals)
+    forked = r.pid is not None
+    unproven = r.unproven()
+print(json.dumps({"threads": before, "forked": forked, "unproven": unproven,
+                  "got": list(r.finish())}))
 """
 
 
-def _reseal_in_a_fresh_process(cache: Path, key: str, wait: float) -> dict:
+def _reseal_in_a_fresh_process(cache: Path, key: str, prefix: Path, wait: float) -> dict:
     """``Resealer`` in a fresh interpreter with only its main thread (a pytest process may
     hold threads of its own, and xdist's always does: there it would not fork)."""
     proc = subprocess.run([sys.executable, "-c", RESEAL_IN_A_CHILD, str(cache), key,
-                           str(wait)], capture_output=True, text=True, timeout=120, cwd=ROOT)
+                           str(prefix), str(wait)],
+                          capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
 
 
-def test_the_reseal_runs_in_a_child_while_the_verify_goes_on(tmp_path: Path) -> None:
-    """``Resealer``: forked once the walk has its stats, the child writes the seal the
-    parent reads back and counts; with another thread alive it re-seals in this process
-    instead (no fork); a child that outlives its limit is killed, said, and the seal is left
-    as it was."""
+def test_the_proof_and_reseal_run_in_a_child_while_the_verify_goes_on(tmp_path: Path) -> None:
+    """``Resealer``: forked once the verify has read the seals, the child proves the linked
+    path and writes the seal the parent reads back and counts; with another thread alive the
+    proof and the re-seal run in this process instead (no fork); a child that outlives its
+    limit is killed, its proof made here, said, and the seal is left as it was; a path
+    rewritten after linking is named unproven."""
     import threading
 
     from samebits.install import resealing
@@ -488,20 +511,21 @@ def test_the_reseal_runs_in_a_child_while_the_verify_goes_on(tmp_path: Path) -> 
     data = entry.source("alpha/data.bin")
     os.link(data, tmp_path / "linked")
     st = os.lstat(data)
-    got = _reseal_in_a_fresh_process(cache, entry.key, resealing.WAIT_LIMIT)
-    assert got == {"threads": 1, "forked": True, "got": [1, ""]}
+    got = _reseal_in_a_fresh_process(cache, entry.key, tmp_path, resealing.WAIT_LIMIT)
+    assert got == {"threads": 1, "forked": True, "unproven": [], "got": [1, ""]}
     now = read_seal(entry.root, entry.key, entry.manifest_sha256).files["alpha/data.bin"]
     assert (now.ctime_ns, now.nlink) == (st.st_ctime_ns, 2)
 
     os.link(data, tmp_path / "again")
-    st = os.lstat(data)
     stop = threading.Event()
     other = threading.Thread(target=stop.wait)
     other.start()
     try:
-        here = resealing.Resealer([(entry, ("alpha/data.bin",))])
-        here.start({data: st})
+        here = resealing.Resealer([(entry, ("alpha/data.bin",))], {"again": data},
+                                  str(tmp_path))
+        here.start(SealIndex.load(cache, [entry.key]))
         assert here.pid is None  # a thread besides this one: no fork
+        assert here.unproven() == []
         assert here.finish() == (1, "")
     finally:
         stop.set()
@@ -511,9 +535,86 @@ def test_the_reseal_runs_in_a_child_while_the_verify_goes_on(tmp_path: Path) -> 
 
     os.link(data, tmp_path / "third")
     before = (entry.root / SEAL).read_bytes()
-    got = _reseal_in_a_fresh_process(cache, entry.key, 0.5)
-    assert got["forked"] is True and got["got"][0] == 0 and "not refreshed" in got["got"][1]
+    got = _reseal_in_a_fresh_process(cache, entry.key, tmp_path, 0.5)
+    assert got["unproven"] == [] and got["got"][0] == 0 and "not refreshed" in got["got"][1]
     assert (entry.root / SEAL).read_bytes() == before
+
+    os.chmod(data, 0o644)  # written through a link after linking: not proven, not sealed
+    with open(tmp_path / "linked", "r+b") as f:
+        f.write(b"X")
+    os.chmod(data, 0o444)
+    got = _reseal_in_a_fresh_process(cache, entry.key, tmp_path, resealing.WAIT_LIMIT)
+    assert got["unproven"] == ["linked"] and got["got"] == [0, ""]
+    assert (entry.root / SEAL).read_bytes() == before
+
+
+def _installed_and_verified(tmp_path: Path, target: str,
+                            change: Callable[[Path], None] = lambda _: None):
+    """``samebits install``'s own steps in this process: ``install_prefix(reseal=False)``
+    of the small lock, ``change`` applied to the prefix, then ``check_env`` with what the
+    install linked (``placed``): (the report, the Resealer, the install's report)."""
+    from samebits.install import install_prefix
+    from samebits.install.resealing import Resealer
+    from samebits.lock.read import load_lock
+    from verify.env.check import check_env
+
+    lock = tmp_path / "lockfiles" / "small.conda-lock.yml"
+    if not lock.exists():
+        small_lock(tmp_path)
+    env, prefix = load_lock(lock), tmp_path / target
+    report = install_prefix(env, "linux-64", prefix, final=str(prefix), cache=tmp_path / "cache",
+                            interpreter=sys.executable, reseal=False,
+                            sources=Sources(find_links=(tmp_path / "wheels",)))
+    change(prefix)
+    resealer = Resealer(report.to_reseal, report.linked, str(prefix))
+    verdict = check_env(prefix, lockfile=lock, platform="linux-64", cache=tmp_path / "cache",
+                        trust_seal=report.sealed_entries, loaded=env, linkage=False,
+                        coverage=False, placed=resealer)
+    return verdict, resealer, report
+
+
+def test_install_s_verify_takes_linked_files_only_once_a_stat_proves_each(
+        tmp_path: Path) -> None:
+    """Install's own verify (``check_env`` with ``placed``) takes every file the install
+    linked from its seal, and its report stands only once a stat of each proves it: untouched,
+    identical with every linked file proven by identity and re-sealed from those stats. A
+    file rewritten through its link before that stat (its mtime moved) is not taken: the
+    verify runs again with a stat of every file and names it. A linked file replaced by
+    another inode with the same bytes is no finding: the second run hashes it."""
+    verdict, resealer, report = _installed_and_verified(tmp_path, "env")
+    linked = report.placed["hardlink"]
+    assert len(report.linked) == linked and all(
+        (tmp_path / "env" / rel).stat().st_ino == os.stat(src).st_ino
+        for rel, src in report.linked.items())
+    assert verdict.identical and verdict.proof is not None
+    assert verdict.proof["by_identity"] == linked and resealer.finish() == (linked, "")
+
+    def rewrite(prefix: Path) -> None:
+        placed = prefix / SITE / "alpha" / "data.bin"
+        os.chmod(placed, 0o644)
+        with open(placed, "r+b") as f:
+            f.write(b"\xff")
+        os.chmod(placed, 0o444)
+
+    verdict, resealer, _ = _installed_and_verified(tmp_path, "env2", rewrite)
+    assert resealer.unproven() == [f"{SITE}/alpha/data.bin"]  # so the verify ran again
+    assert not verdict.identical and verdict.exit_code == 1
+    assert ("modified", f"{SITE}/alpha/data.bin") in {
+        (f.kind, f.path) for f in verdict.findings}
+    assert verdict.proof is not None and verdict.proof["by_identity"] < linked
+    assert any(n.startswith(f"1 file the install linked (first: {SITE}/alpha/data.bin)")
+               and "every file checked again" in n for n in verdict.notes), verdict.notes
+
+    def replace(prefix: Path) -> None:
+        placed = prefix / SITE / "alpha" / "__init__.py"
+        mode = placed.stat().st_mode & 0o7777
+        placed.unlink()
+        placed.write_bytes(FILES["alpha/__init__.py"])
+        placed.chmod(mode)
+
+    verdict, _, _ = _installed_and_verified(tmp_path, "env3", replace)
+    assert verdict.identical and verdict.proof is not None
+    assert verdict.proof["by_identity"] == linked - 1
 
 
 # ---------------------------------------------------------------------------------- placing

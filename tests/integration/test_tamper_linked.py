@@ -11,13 +11,17 @@ cache). Then the change must be named, with exit 1, by all three ways of verifyi
     verify env             every byte hashed
 
 each against the report taken right after the install where the records alone cannot show
-the change (a record forged with its file).
+the change (a record forged with its file). Install's own verify runs twice: with the seals
+trusted, and as ``samebits install`` runs it, told which files it linked (``placed``: taken
+from their seal, proven by a stat on the other core, everything checked again where one is
+not).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import stat
 import subprocess
 import sys
 from collections.abc import Callable
@@ -71,6 +75,24 @@ def writes_anyway(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setattr(Path, name, write)
 
 
+def _linked(prefix: Path, cache: Path, keys: list[str]) -> dict[str, str]:
+    """Each regular file of ``prefix`` that is a sealed cache inode: its path -> that cache
+    file (what ``InstallReport.linked`` named when the install placed it)."""
+    from samebits.install.seal import SealIndex
+
+    seals = SealIndex.load(cache, keys)
+    links = {}
+    for folder, _, names in os.walk(prefix):
+        for name in names:
+            path = os.path.join(folder, name)
+            st = os.lstat(path)
+            got = seals.inodes.get((st.st_dev, st.st_ino))
+            if got is not None and stat.S_ISREG(st.st_mode):
+                links[os.path.relpath(path, prefix)] = got[1]
+    assert links
+    return links
+
+
 def _found(doc: dict) -> set[tuple[str, str | None, str | None]]:
     return {(f["kind"], f.get("path"), f.get("package")) for f in doc["findings"]}
 
@@ -85,6 +107,7 @@ def _named(found: set, expected: Finding) -> bool:
 def test_tamper_after_a_linked_install(linked: tuple[Path, Path, Path], writes_anyway: None,
                                        mutate: Callable[[Path], None], expected: Finding,
                                        request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    from samebits.install.resealing import Resealer
     from verify.env.check import check_env
     from verify.env.envreport import report_json
 
@@ -97,14 +120,16 @@ def test_tamper_after_a_linked_install(linked: tuple[Path, Path, Path], writes_a
     reference.write_text(json.dumps(report_json(before)))
     name = request.node.callspec.id
     against = ("--against", str(reference)) if name in NEEDS_REFERENCE else ()
+    links = _linked(prefix, cache, keys)  # what the install knew it had linked
     mutate(prefix)
 
-    report = check_env(prefix, lockfile=lockfile, platform="linux-64", cache=cache,
-                       linkage=False, coverage=False, trust_seal=keys,
-                       against=reference if against else None)
-    assert report.exit_code == 1, "install's own verify (the seal trusted)"
-    assert _named(_found(report_json(report)), expected), _found(report_json(report))
-    assert report.proof is not None and report.proof["trust_seal"] is True
+    for placed in (None, Resealer((), links, str(prefix))):
+        report = check_env(prefix, lockfile=lockfile, platform="linux-64", cache=cache,
+                           linkage=False, coverage=False, trust_seal=keys,
+                           against=reference if against else None, placed=placed)
+        assert report.exit_code == 1, ("install's own verify (the seal trusted)", placed)
+        assert _named(_found(report_json(report)), expected), _found(report_json(report))
+        assert report.proof is not None and report.proof["trust_seal"] is True
 
     for extra in (("--trust-seal",), ()):
         proc = _run("verify", "env", str(lockfile), "--prefix", str(prefix), "--platform",

@@ -7,13 +7,15 @@ report, its JSON and its text: ``verify.env.envreport``.
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection
 from contextlib import nullcontext
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ParamSpec, cast
 
-from samebits.errors import UsageError
+from samebits.errors import UsageError, plural
 from samebits.gcpause import paused_gc
 from samebits.host import host_platform
 from samebits.lock.read import ReadOptions
@@ -25,13 +27,40 @@ if TYPE_CHECKING:
     from verify.env.linkage import LinkageReport
     from verify.env.manifest import Manifest
     from verify.env.pycheck import Handed
+    from verify.env.sealproof import Placed
 
 # seconds for the walk of a venv's base interpreter files on the other core (a stale memo: its
 # 290 MB hashed); past this it is walked here, after the prefix
 OUTSIDE_LIMIT = 300.0
 
 
+P = ParamSpec("P")
+
+
+def _proven(check: Callable[P, EnvReport]) -> Callable[P, EnvReport]:
+    """``check`` whose report stands only once what the install ``placed`` is proven
+    (``check_env``'s docstring): else ``check`` again, with a stat of every file."""
+    @functools.wraps(check)
+    def run(*args: P.args, **kwargs: P.kwargs) -> EnvReport:
+        report = check(*args, **kwargs)
+        placed = cast("Placed | None", kwargs.get("placed"))
+        if placed is not None:
+            unproven = placed.unproven()
+            if unproven is None or unproven:
+                kwargs["placed"] = None
+                report = check(*args, **kwargs)
+                why = (f"{plural(len(unproven), 'file')} the install linked (first: "
+                       f"{sorted(unproven)[0]}) not its sealed cache file when proven"
+                       if unproven else "the proof of the files the install linked could "
+                       "not be had")
+                report = replace(report, notes=(
+                    *report.notes, f"{why}: every file checked again, each by its own stat"))
+        return report
+    return run
+
+
 @paused_gc()
+@_proven
 def check_env(prefix: Path, *, lockfile: Path | None = None, platform: str | None = None,
               against: Path | None = None, jobs: int | None = None, linkage: bool = True,
               bytecode: bool = True, cache: Path | None = None,
@@ -40,8 +69,7 @@ def check_env(prefix: Path, *, lockfile: Path | None = None, platform: str | Non
               loaded: LockedEnv | None = None, handed: Handed | None = None,
               import_timeout: float | None = None,
               interpreter_cache: Path | None = None,
-              linked_now: Collection[str] = (),
-              after_walk: Callable[[Mapping[str, Any]], None] | None = None) -> EnvReport:
+              placed: Placed | None = None) -> EnvReport:
     """Everything ``verify env`` checks, as an ``EnvReport`` (also ``samebits audit``'s API).
     ``read`` says how to read a lockfile of another format (converted on read).
     ``trust_seal``: prove sealed cache inodes by a stat (``verify.env.sealproof``): True for
@@ -57,11 +85,11 @@ def check_env(prefix: Path, *, lockfile: Path | None = None, platform: str | Non
     stat memo of a venv's base interpreter files and their heads, the bytecode verdicts, each
     keyed by the interpreter's files and identity); ``cache`` unless given (install keeps
     them in the user's cache whatever ``--cache-dir`` says).
-    ``linked_now``: the cache paths the calling install hardlinked into the prefix a moment
-    ago and has not re-sealed (``SealIndex.linked_now``); ``after_walk(stats)`` is called
-    with the stat the walk proved each by (cache path -> stat) as soon as the walk is done,
-    before the rest of the checks, for that install's re-seal (``samebits.install.resealing``,
-    which runs it on the other core meanwhile)."""
+    ``placed``: what the calling install hardlinked into the prefix a moment ago
+    (``verify.env.sealproof``), proven by a stat of each while the walk goes on (it starts as
+    soon as the seals are read); the report is returned once that proof is had, and where it
+    fails (a file that is not its sealed inode, unchanged but for its links) or cannot be
+    had, everything is checked again with a stat of every file."""
     from samebits.forked import answer, spawn_call
     from samebits.install import default_cache_dir
     from samebits.lock.read import load_lock
@@ -118,12 +146,14 @@ def check_env(prefix: Path, *, lockfile: Path | None = None, platform: str | Non
     job = (loc, outside, facts, jobs, linkage)
     ahead = spawn_call(base_files, *job) if apart else None
     try:
-        seals, records = sealproof.seals_for(prefix, cache, trust_seal, linked_now)
+        seals, records = sealproof.seals_for(prefix, cache, trust_seal)
     except BaseException:
         if ahead is not None:
             ahead.stop()
         raise
     assert (seals is not None) == trusted
+    if placed is not None and seals is not None:  # before any thread: it may fork
+        placed.start(seals)
     memo = StatMemo(facts, outside, trusted=False) if outside and not apart else None
     # the interpreter answers while the walk goes on; no thread is started before the walk
     # ends (the hashing workers fork: verify.env.hashing)
@@ -131,7 +161,8 @@ def check_env(prefix: Path, *, lockfile: Path | None = None, platform: str | Non
     try:
         manifest = build_manifest(prefix, jobs=jobs, elf=linkage, progress=progress,
                                   archives=cache, outside=() if apart else outside,
-                                  seals=seals, records=records, memo=memo)
+                                  seals=seals, records=records, memo=memo,
+                                  placed=placed.paths if placed is not None else None)
     except BaseException:
         stop_probe(asked)  # not waited for
         if ahead is not None:
@@ -143,8 +174,6 @@ def check_env(prefix: Path, *, lockfile: Path | None = None, platform: str | Non
     else:
         owners = base_records(loc)
     found = probe_result(asked)
-    if after_walk is not None:  # this process has no other thread now
-        after_walk(seals.seen if seals is not None else {})
     interpreter = identity(manifest, loc, found)
     platform = platform or _default_platform(lock, manifest)
     shared = shared_writers(lock, platform, file=loaded.origin if loaded else "")

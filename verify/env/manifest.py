@@ -27,8 +27,11 @@ still read, and not even that where the entry's head memo (``verify.env.headmemo
 an earlier read of those bytes gave (with ``elf``, the default). ``memo``
 (``verify.env.statmemo.StatMemo``): the same for the base interpreter's
 files outside the prefix, by the hash an earlier run remembered with their stat; it is
-refreshed from every outside file hashed now. ``Manifest.proof`` counts the files proven
-each way.
+refreshed from every outside file hashed now. ``placed`` (install's own verify: the files it
+has just hardlinked, prefix path -> cache path): such a name that the walk finds as a regular
+file takes its sealed facts without a stat, which ``samebits.install.seal.prove_placed``
+makes instead, on the other core (the caller takes no report before that proof).
+``Manifest.proof`` counts the files proven each way.
 
 Kinds of prefix: ``conda`` (has conda-meta/), ``venv`` (has pyvenv.cfg), ``python`` (a base
 interpreter: bin/python3 and lib/python3.*). Anything else is an ``InputError``.
@@ -72,8 +75,27 @@ STARTUP = re.compile(r"^lib/(python3\d+\.zip|python3\.\d+/(lib-dynload/)?"
 Progress = Callable[[str, float | None], AbstractContextManager[Callable[..., None]]]
 
 if TYPE_CHECKING:
-    from samebits.install.seal import SealIndex
+    from samebits.install.seal import Sealed, SealIndex
     from verify.env.statmemo import StatMemo
+
+
+class SealedStat(NamedTuple):
+    """What the walk takes for a file an install has just linked, from its seal instead of a
+    stat (``placed``: the module docstring), with the seal and its entry's folder."""
+
+    st_mode: int
+    st_size: int
+    st_mtime: float    # as a stat gives it: seconds plus nanoseconds, one float addition
+    sealed: Sealed
+    root: str
+
+    @classmethod
+    def of(cls, sealed: Sealed, root: str) -> SealedStat:
+        sec, ns = divmod(sealed.mtime_ns, 1_000_000_000)
+        return cls(sealed.mode, sealed.size, sec + ns * 1e-9, sealed, root)
+
+
+Stat = os.stat_result | SealedStat
 
 
 class Entry(NamedTuple):
@@ -151,11 +173,13 @@ class Outside(NamedTuple):
 def build_manifest(prefix: Path, *, jobs: int | None = None, elf: bool = True,
                    progress: Progress | None = None, archives: Path | None = None,
                    outside: tuple[str, ...] = (), seals: SealIndex | None = None,
-                   records: Records | None = None, memo: StatMemo | None = None) -> Manifest:
+                   records: Records | None = None, memo: StatMemo | None = None,
+                   placed: Mapping[str, str] | None = None) -> Manifest:
     """Walk, hash and attribute every file under ``prefix``; also hash ``outside`` (absolute
     files, or folders walked whole: a venv's base interpreter) with the same workers.
     ``seals``: sealed cache inodes whose sha256 is taken from their seal (module docstring);
-    ``records``: the prefix's records when the caller read them already. The caller starts
+    ``records``: the prefix's records when the caller read them already; ``placed``: what
+    the calling install hardlinked (module docstring), with ``seals``. The caller starts
     no thread before it returns: the hashing workers, when there is enough to read for them,
     fork mid-walk (``verify.env.hashing``)."""
     prefix = Path(os.path.abspath(prefix))
@@ -163,7 +187,7 @@ def build_manifest(prefix: Path, *, jobs: int | None = None, elf: bool = True,
     cfg = read_pyvenv_cfg(prefix) if kind == "venv" else {}
     made_by = producer(cfg) if kind == "venv" else None
     got = _scan(str(prefix), kind, made_by, outside, jobs=jobs, elf=elf, progress=progress,
-                archives=archives, seals=seals, records=records, memo=memo)
+                archives=archives, seals=seals, records=records, memo=memo, placed=placed)
     assert got.records is not None
     return Manifest(prefix=prefix, kind=kind, entries=tuple(by_path_bytes(got.inside)),
                     records=got.records, unreadable=tuple(sorted(got.unreadable)), venv=cfg,
@@ -176,7 +200,7 @@ def walk_outside(outside: tuple[str, ...], *, jobs: int | None = None, elf: bool
     """``build_manifest``'s walk of ``outside`` alone (its entries, proofs and the memo's
     refresh the same), for a caller that walks them on another core: ``with_outside``."""
     got = _scan(None, None, None, outside, jobs=jobs, elf=elf, progress=None, archives=None,
-                seals=None, records=None, memo=memo)
+                seals=None, records=None, memo=memo, placed=None)
     return Outside(entries=tuple(by_path_bytes(got.out)), unreadable=tuple(got.unreadable),
                    by_hash=got.by_hash, by_memo=got.by_memo)
 
@@ -202,7 +226,8 @@ class _Scanned(NamedTuple):
 def _scan(root: str | None, kind: PrefixKind | None, made_by: str | None,
           outside: tuple[str, ...], *, jobs: int | None, elf: bool,
           progress: Progress | None, archives: Path | None, seals: SealIndex | None,
-          records: Records | None, memo: StatMemo | None) -> _Scanned:
+          records: Records | None, memo: StatMemo | None,
+          placed: Mapping[str, str] | None) -> _Scanned:
     """The walk of the prefix ``root`` (None: none) and of ``outside``, in one pass."""
     prefix = root or ""
     with FileHasher(jobs=jobs, elf=elf, root=f"{prefix}/") as hasher:
@@ -212,9 +237,9 @@ def _scan(root: str | None, kind: PrefixKind | None, made_by: str | None,
         # is to be read): when its worker answers; the rest once the walk has ended.
         inside: list[Entry] = []
         out: list[Entry] = []
-        later: list[tuple[str, os.stat_result, str | None, Hashed | None]] = []
+        later: list[tuple[str, Stat, str | None, Hashed | None]] = []
         # hash index -> the entries its hash makes (several: hardlinks within the prefix)
-        waiting: dict[int, list[tuple[str, os.stat_result, str | None]]] = {}
+        waiting: dict[int, list[tuple[str, Stat, str | None]]] = {}
         first_of_inode: dict[tuple[int, int], int] = {}
         unreadable: list[tuple[str, str]] = []
         total = 0
@@ -225,8 +250,9 @@ def _scan(root: str | None, kind: PrefixKind | None, made_by: str | None,
         claims = records.claims if records is not None else None
         sps = tuple(sp + "/" for sp in site_packages(Path(root))) if root else ()
 
-        def made(rel: str, st: os.stat_result, target: str | None, h: Hashed | None) -> None:
+        def made(rel: str, st: Stat, target: str | None, h: Hashed | None) -> None:
             if rel[0] == "/":
+                assert isinstance(st, os.stat_result)
                 out.append(_outside(rel, st, target, h))
             elif claims is not None:
                 assert kind is not None
@@ -235,10 +261,10 @@ def _scan(root: str | None, kind: PrefixKind | None, made_by: str | None,
             else:
                 later.append((rel, st, target, h))
 
-        def hash_later(n: int, rel: str, st: os.stat_result, target: str | None) -> None:
+        def hash_later(n: int, rel: str, st: Stat, target: str | None) -> None:
             waiting.setdefault(n, []).append((rel, st, target))
 
-        def proven(rel: str, st: os.stat_result, target: str | None, sha256: str,
+        def proven(rel: str, st: Stat, target: str | None, sha256: str,
                    is_elf: bool | None, root: str) -> None:
             """A file whose bytes a stat proved (``root``: where the heads of its kind are
             remembered): its head taken from the memo, or read by a worker when it is
@@ -259,7 +285,12 @@ def _scan(root: str | None, kind: PrefixKind | None, made_by: str | None,
 
         outside_heads = memo.heads_root if memo is not None else ""
         lookup = seals.lookup_in if seals is not None else None
-        for rel, st, target in _walk_all(root, outside, unreadable):
+        at = seals.at if seals is not None and placed else None
+        for rel, st, target in _walk_all(root, outside, unreadable, placed, at):
+            if isinstance(st, SealedStat):  # linked a moment ago: seal.prove_placed
+                by_identity += 1
+                proven(rel, st, None, st.sealed.sha256, st.sealed.elf, st.root)
+                continue
             if not stat.S_ISREG(st.st_mode):
                 made(rel, st, target, None)
                 continue
@@ -320,16 +351,20 @@ def _scan(root: str | None, kind: PrefixKind | None, made_by: str | None,
     return _Scanned(inside, out, records, unreadable, by_hash, by_identity, by_memo)
 
 
-def _walk_all(root: str | None, outside: tuple[str, ...], unreadable: list[tuple[str, str]]
-              ) -> Iterator[tuple[str, os.stat_result, str | None]]:
+Placing = Callable[[str], "tuple[Sealed, str] | None"]   # SealIndex.at
+
+
+def _walk_all(root: str | None, outside: tuple[str, ...], unreadable: list[tuple[str, str]],
+              placed: Mapping[str, str] | None = None, at: Placing | None = None
+              ) -> Iterator[tuple[str, Stat, str | None]]:
     """The prefix's walk, then the outside's (chained: no generator between the walk and the
     loop that takes its 30,000 entries)."""
-    walks = [_walk(root, unreadable)] if root is not None else []
+    walks = [_walk(root, unreadable, placed=placed, at=at)] if root is not None else []
     return itertools.chain(*walks, _walk_outside(outside, unreadable))
 
 
 def _walk_outside(outside: tuple[str, ...], unreadable: list[tuple[str, str]]
-                  ) -> Iterator[tuple[str, os.stat_result, str | None]]:
+                  ) -> Iterator[tuple[str, Stat, str | None]]:
     for path in outside:
         try:
             st = os.lstat(path)
@@ -342,10 +377,16 @@ def _walk_outside(outside: tuple[str, ...], unreadable: list[tuple[str, str]]
             yield path, st, os.readlink(path) if stat.S_ISLNK(st.st_mode) else None
 
 
-def _walk(root: str, unreadable: list[tuple[str, str]], *, absolute: bool = False
-          ) -> Iterator[tuple[str, os.stat_result, str | None]]:
+def _walk(root: str, unreadable: list[tuple[str, str]], *, absolute: bool = False,
+          placed: Mapping[str, str] | None = None, at: Placing | None = None
+          ) -> Iterator[tuple[str, Stat, str | None]]:
     """(relative path, lstat, link target) for everything below ``root`` but directories;
-    a folder that cannot be listed goes to ``unreadable`` (it may hide anything)."""
+    a folder that cannot be listed goes to ``unreadable`` (it may hide anything). A name of
+    ``placed`` that is a regular file (as the folder's listing says) and whose cache file
+    ``at`` knows: (path, its ``SealedStat``, None), not stated here."""
+    if placed is None or at is None:
+        placed = {}
+    sealed = at or (lambda _: None)
     cut = 0 if absolute else len(root) + 1
     stack = [root]
     while stack:
@@ -363,14 +404,21 @@ def _walk(root: str, unreadable: list[tuple[str, str]], *, absolute: bool = Fals
                     if d.is_dir(follow_symlinks=False):
                         stack.append(d.path)
                         continue
+                    rel = d.path[cut:]
+                    src = placed.get(rel)
+                    if src is not None and d.is_file(follow_symlinks=False):
+                        got = sealed(src)
+                        if got is not None:
+                            yield rel, SealedStat.of(*got), None
+                            continue
                     st = d.stat(follow_symlinks=False)
                     target = os.readlink(d.path) if stat.S_ISLNK(st.st_mode) else None
                 except OSError:
                     continue
-                yield d.path[cut:], st, target
+                yield rel, st, target
 
 
-def _entry(kind: PrefixKind, made_by: str | None, rel: str, st: os.stat_result,
+def _entry(kind: PrefixKind, made_by: str | None, rel: str, st: Stat,
            target: str | None, hashed: Hashed | None, claims: tuple[Claim, ...],
            sps: tuple[str, ...]) -> Entry:
     mode = st.st_mode
