@@ -74,10 +74,11 @@ class Resealer:
         return prove_placed(self.prefix, self.linked, self.seals)
 
     def _both(self) -> tuple[list[str], int]:
-        unproven, seen = self._prove()
-        # the verify waits for the proof, not for the re-seal: that yields to it
+        # the verify needs the proof only before its report: the walk, and the base
+        # interpreter's walk it waits for as soon as its own is done, go first
         with contextlib.suppress(OSError):
             os.nice(RESEAL_NICE)
+        unproven, seen = self._prove()
         return unproven, reseal_all(self.to_reseal, seen)
 
     def unproven(self) -> list[str] | None:

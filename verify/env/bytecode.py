@@ -204,18 +204,20 @@ def check_bytecode(manifest: Manifest, *, executable: str | None, runs: bool,
                               problem="the environment's interpreter does not run here")
     folder = cache / "bytecode" if cache else None
     vc = VerdictCache(folder, interpreter_key(ident, magic))
-    given: dict[str, str] = {}
-    if handed is not None and compiler_key(handed.identity) == interpreter_key(ident, magic):
-        given = {verdict_key(src, opt, pyc): v for src, opt, pyc, v in handed.verdicts
-                 if v.split(" ")[0] in VERDICTS}
     keys = [task_key(t) for t in tasks]
     verdicts: list[str | None] = [vc.known.get(k) if k else None for k in keys]
     taken: dict[str, str] = {}      # what the install decided that the cache did not hold
     handed_count = 0
-    for i, k in enumerate(keys):
-        if verdicts[i] is None and k is not None and k in given:
-            verdicts[i] = taken[k] = given[k]
-            handed_count += 1
+    missing = [i for i, v in enumerate(verdicts) if v is None and keys[i] is not None]
+    if missing and handed is not None \
+            and compiler_key(handed.identity) == interpreter_key(ident, magic):
+        given = {verdict_key(src, opt, pyc): v for src, opt, pyc, v in handed.verdicts
+                 if v.split(" ")[0] in VERDICTS}
+        for i in missing:
+            k = keys[i]
+            if k in given:
+                verdicts[i] = taken[k] = given[k]
+                handed_count += 1
     if taken:
         vc.add(taken)
     todo = [i for i, v in enumerate(verdicts) if v is None]
