@@ -8,8 +8,9 @@ that follows, and names every path it linked (``InstallReport.linked``). That ve
 regular file from its seal, without a stat, and has it proven instead: as soon as it has read
 the seals it calls ``Resealer.start``, which forks a child that stats every linked path
 (``seal.prove_placed``: the sealed inode, size, mtime and mode; linking moved its ctime and
-link count) and re-seals from those very stats (reading 48 seals, 22,376 stats,
-48 seals written for the cpu lock), while the verify walks the prefix and checks the rest.
+link count) and re-seals from those very stats (reading 48 seals, 22,376 stats, 48 seals
+written for the cpu lock), while the verify walks the prefix and checks the rest; it yields
+the core to them (``RESEAL_NICE``): its answer is needed only before the report.
 ``unproven`` waits for the child (``WAIT_LIMIT`` at most: each entry's lock is waited for
 ``seal.LOCK_TIMEOUT`` at most) before the verify takes its report: a path it did not prove
 makes the verify check everything again with a stat of every file. ``finish`` says how many
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
     from samebits.install.seal import SealIndex
 
 WAIT_LIMIT = CHILD_LIMIT   # seconds for the child to finish at most
-RESEAL_NICE = 10           # the child's niceness while it re-seals (``os.nice``)
+RESEAL_NICE = 10           # the child's niceness (``os.nice``): the verify goes first
 
 
 class Resealer:
