@@ -96,6 +96,7 @@ class SealedStat(NamedTuple):
 
 
 Stat = os.stat_result | SealedStat
+Placing = Callable[[str], "tuple[Sealed, str] | None"]   # SealIndex.at
 
 
 class Entry(NamedTuple):
@@ -349,9 +350,6 @@ def _scan(root: str | None, kind: PrefixKind | None, made_by: str | None,
         memo.save()
     heads.save()
     return _Scanned(inside, out, records, unreadable, by_hash, by_identity, by_memo)
-
-
-Placing = Callable[[str], "tuple[Sealed, str] | None"]   # SealIndex.at
 
 
 def _walk_all(root: str | None, outside: tuple[str, ...], unreadable: list[tuple[str, str]],
