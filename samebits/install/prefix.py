@@ -506,10 +506,8 @@ def _linked_at(placer: Placer, stage: Path, venv: bool) -> dict[str, str]:
     it finds it: ``lib64/x`` of a venv is ``lib/x``) -> the cache path."""
     root = f"{stage}/"
     cut = len(root)
-    pairs = zip(placer.linked_at, placer.linked, strict=True)
-    if not venv:
-        return {dest[cut:]: src for dest, src in pairs if dest.startswith(root)}
-    return {through_folder_links(dest[cut:]): src for dest, src in pairs
+    return {(through_folder_links(dest[cut:]) if venv else dest[cut:]): src
+            for dest, src in zip(placer.linked_at, placer.linked, strict=True)
             if dest.startswith(root)}
 
 

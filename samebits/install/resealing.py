@@ -49,16 +49,12 @@ class Resealer:
 
     def __init__(self, to_reseal: Sequence[tuple[Entry, tuple[str, ...]]],
                  linked: Mapping[str, str], prefix: str) -> None:
-        self.to_reseal, self.linked, self.prefix = to_reseal, linked, prefix
+        self.to_reseal, self.paths, self.prefix = to_reseal, linked, prefix
         self.seals: SealIndex | None = None
         self.seen: Mapping[str, os.stat_result] | None = None  # the proof's, taken here
         self.child: Child[tuple[list[str], int]] | None = None
         self.resealed: int | None = None    # the child's count
         self.timed_out = False
-
-    @property
-    def paths(self) -> Mapping[str, str]:
-        return self.linked
 
     @property
     def pid(self) -> int | None:
@@ -67,12 +63,12 @@ class Resealer:
 
     def start(self, seals: SealIndex) -> None:
         self.seals = seals
-        if self.linked or self.to_reseal:  # no child where it cannot fork safely
+        if self.paths or self.to_reseal:  # no child where it cannot fork safely
             self.child = fork_call(self._both)
 
     def _prove(self) -> tuple[list[str], dict[str, os.stat_result]]:
         assert self.seals is not None
-        return prove_placed(self.prefix, self.linked, self.seals)
+        return prove_placed(self.prefix, self.paths, self.seals)
 
     def _both(self) -> tuple[list[str], int]:
         # the verify needs the proof only before its report: the walk, and the base

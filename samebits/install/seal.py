@@ -441,8 +441,8 @@ def reseal(entry: Entry, linked: Iterable[str],
     ctime and link count when its inode, size, mtime and mode are the sealed ones
     (``unchanged_but_links``). ``seen``: the stat each was proven by a moment ago, by cache
     path (install's own verify, which stats the very inodes through the prefix's links:
-    ``prove_placed``), taken instead of another stat; a member it lacks
-    is left as sealed. The number of files re-sealed."""
+    ``prove_placed``), taken instead of another stat; a member it lacks is left as sealed.
+    The number of files re-sealed."""
     linked = sorted(set(linked))
     if not linked:
         return 0

@@ -203,14 +203,15 @@ def check_bytecode(manifest: Manifest, *, executable: str | None, runs: bool,
                               findings=tuple(findings),
                               problem="the environment's interpreter does not run here")
     folder = cache / "bytecode" if cache else None
-    vc = VerdictCache(folder, interpreter_key(ident, magic))
+    interp = interpreter_key(ident, magic)
+    vc = VerdictCache(folder, interp)
     keys = [task_key(t) for t in tasks]
     verdicts: list[str | None] = [vc.known.get(k) if k else None for k in keys]
     taken: dict[str, str] = {}      # what the install decided that the cache did not hold
     handed_count = 0
     missing = [i for i, v in enumerate(verdicts) if v is None and keys[i] is not None]
     if missing and handed is not None \
-            and compiler_key(handed.identity) == interpreter_key(ident, magic):
+            and compiler_key(handed.identity) == interp:
         given = {verdict_key(src, opt, pyc): v for src, opt, pyc, v in handed.verdicts
                  if v.split(" ")[0] in VERDICTS}
         for i in missing:

@@ -382,9 +382,7 @@ def _walk(root: str, unreadable: list[tuple[str, str]], *, absolute: bool = Fals
     a folder that cannot be listed goes to ``unreadable`` (it may hide anything). A name of
     ``placed`` that is a regular file (as the folder's listing says) and whose cache file
     ``at`` knows: (path, its ``SealedStat``, None), not stated here."""
-    if placed is None or at is None:
-        placed = {}
-    sealed = at or (lambda _: None)
+    placed = placed if placed and at is not None else {}  # else every file is stated
     cut = 0 if absolute else len(root) + 1
     stack = [root]
     while stack:
@@ -404,8 +402,8 @@ def _walk(root: str, unreadable: list[tuple[str, str]], *, absolute: bool = Fals
                         continue
                     rel = d.path[cut:]
                     src = placed.get(rel)
-                    if src is not None and d.is_file(follow_symlinks=False):
-                        got = sealed(src)
+                    if src is not None and at is not None and d.is_file(follow_symlinks=False):
+                        got = at(src)
                         if got is not None:
                             yield rel, SealedStat.of(*got), None
                             continue
